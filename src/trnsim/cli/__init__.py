@@ -1,0 +1,1 @@
+"""trnsim's command line: a thin layer over library functions (one module per verb)."""

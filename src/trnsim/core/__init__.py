@@ -1,0 +1,1 @@
+"""trnsim.core layer."""

@@ -1,0 +1,25 @@
+"""trnsim's exception types.
+
+A leaf module: it imports nothing, so every layer (including ``hw`` and ``numerics``) may use it.
+Every error is an explanation: it names the rule that was broken and the offending values; kernel
+errors also carry the kernel's own file and line.
+"""
+
+
+class TrnsimError(Exception):
+    """Base class of every error trnsim raises on purpose."""
+
+
+class UnknownNameError(TrnsimError, KeyError):
+    """A lookup by name failed; the message lists the valid names."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateNameError(TrnsimError, ValueError):
+    """A registry refused a second entry under an existing name."""
+
+
+class ConfigError(TrnsimError, ValueError):
+    """A configuration (spec, plan, option) breaks a stated rule."""

@@ -1,0 +1,1 @@
+"""trnsim.fabric layer."""
