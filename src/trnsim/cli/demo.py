@@ -1,0 +1,40 @@
+"""``trnsim demo``: a tour of the whole system on built-in defaults, in under a minute.
+
+Each layer contributes one section: a function ``section(console) -> None`` that prints a short,
+real computation (no canned output). ``SECTIONS`` is the explicit list, in tour order; add a
+layer's section by adding one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+
+from rich.console import Console
+from rich.rule import Rule
+
+# (title, "module:function") in tour order.
+SECTIONS: list[tuple[str, str]] = [
+    ("Hardware catalog", "trnsim.cli.demo_hw:section"),
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--only", metavar="TITLE", help="run only the sections whose title contains TITLE"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console()
+    start = time.perf_counter()
+    chosen = [s for s in SECTIONS if not args.only or args.only.lower() in s[0].lower()]
+    for i, (title, target) in enumerate(chosen, 1):
+        console.print(Rule(f"[bold]{i}/{len(chosen)}  {title}"))
+        module_name, func_name = target.split(":")
+        t0 = time.perf_counter()
+        getattr(importlib.import_module(module_name), func_name)(console)
+        console.print(f"[dim]({time.perf_counter() - t0:.2f} s)[/dim]")
+    console.print(Rule(f"demo finished in {time.perf_counter() - start:.1f} s"))
+    return 0

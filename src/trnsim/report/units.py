@@ -1,0 +1,46 @@
+"""Human-readable units for tables (code and JSON stay SI), and parsing of sizes people type."""
+
+from __future__ import annotations
+
+import re
+
+from trnsim.errors import ConfigError
+
+_DECIMAL = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
+_BINARY_SIZES = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20}
+_BINARY_SIZES |= {"gi": 2**30, "ti": 2**40}
+
+
+def pretty(value: float | int | str | bool | None, unit: str = "", digits: int = 4) -> str:
+    """``pretty(2.517e15, "FLOP/s") == "2.517 PFLOP/s"``; ``pretty(1.3e-6, "s") == "1.3 µs"``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool | str):
+        return str(value)
+    if unit in ("", "elem", "elem/cycle", "cycles", "chips"):
+        text = f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}g}"
+        return f"{text} {unit}".strip()
+    if unit == "B" and value >= 1024 and value == int(value) and int(value) % 1024 == 0:
+        for div, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+            if div <= value < 1024 * div and value % div == 0:
+                return f"{value / div:g} {prefix}B"
+    mag = abs(value)
+    table = _DECIMAL if mag >= 1e3 else _SMALL
+    for div, prefix in table:
+        if mag >= div:
+            return f"{value / div:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"
+
+
+def parse_size(text: str | int | float) -> int:
+    """``"1GiB" -> 1073741824``, ``"64KB" -> 64000``, ``"1e6" -> 1000000`` (bytes)."""
+    if isinstance(text, int | float):
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kmgt]i?)?b?\s*", text.lower())
+    if not m:
+        raise ConfigError(
+            f"cannot read size {text!r}: expected a number with an optional unit "
+            "(B, KB, MB, GB, KiB, MiB, GiB, TiB), e.g. 64KiB or 1e6"
+        )
+    return int(float(m.group(1)) * _BINARY_SIZES[m.group(2) or ""])
