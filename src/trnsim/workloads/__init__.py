@@ -1,1 +1,28 @@
-"""trnsim.workloads layer."""
+"""trnsim.workloads: model architectures as data (dense and MoE transformers) and their op
+graphs with FLOPs and element counts. Knows nothing of hardware or parallelism."""
+
+from trnsim.workloads.graph import (
+    Graph,
+    LayerGroup,
+    Op,
+    attention_pairs,
+    expected_experts_touched,
+    forward_graph,
+    train_flops_per_token,
+)
+from trnsim.workloads.transformer import MODELS, MLAArgs, ModelArgs, model, resolve_model
+
+__all__ = [
+    "MODELS",
+    "Graph",
+    "LayerGroup",
+    "MLAArgs",
+    "ModelArgs",
+    "Op",
+    "attention_pairs",
+    "expected_experts_touched",
+    "forward_graph",
+    "model",
+    "resolve_model",
+    "train_flops_per_token",
+]
