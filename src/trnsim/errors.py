@@ -23,3 +23,7 @@ class DuplicateNameError(TrnsimError, ValueError):
 
 class ConfigError(TrnsimError, ValueError):
     """A configuration (spec, plan, option) breaks a stated rule."""
+
+
+class NumericsError(TrnsimError, ValueError):
+    """A number-format rule was broken (unencodable value, block shape, sparsity pattern)."""

@@ -1,0 +1,35 @@
+"""trnsim.numerics: bit-accurate number formats, rounding, MX block scaling, M:N sparsity.
+
+Imports nothing of trnsim but ``trnsim.errors``. See ``formats`` (the one table of formats),
+``rounding`` (cast, RNE and stochastic rounding), ``packing`` (NKI x4 types), ``mx`` (OCP MX
+quantize / dequantize / matmul golden) and ``sparsity`` (Trainium M:N patterns).
+"""
+
+from trnsim.numerics.formats import ALIASES, ALL_FORMATS, FORMATS, Format, get_format
+from trnsim.numerics.packing import pack_x4, unpack_x4
+from trnsim.numerics.rng import StochasticRng
+from trnsim.numerics.rounding import (
+    DEFAULT_SATURATE,
+    ROUNDINGS,
+    cast,
+    decode_reference,
+    encode_reference,
+    to_float32,
+)
+
+__all__ = [
+    "ALIASES",
+    "ALL_FORMATS",
+    "DEFAULT_SATURATE",
+    "FORMATS",
+    "ROUNDINGS",
+    "Format",
+    "StochasticRng",
+    "cast",
+    "decode_reference",
+    "encode_reference",
+    "get_format",
+    "pack_x4",
+    "to_float32",
+    "unpack_x4",
+]
