@@ -1,0 +1,534 @@
+"""Collectives in closed form: ``latency + bytes / bandwidth`` per step, per fabric level.
+
+Size convention (nccl-tests / nccom-test "size"): ``nbytes`` is the per-rank buffer:
+all-reduce and broadcast: the buffer; all-gather: the gathered *output*; reduce-scatter: the
+*input*; all-to-all: each rank's whole send buffer (``nbytes / ranks`` to each peer); permute
+(send-recv): what each rank sends to its successor. ``algbw = nbytes / time`` and
+``busbw = algbw x factor`` with the nccl-tests factors in ``OPS`` (all-reduce 2(n-1)/n,
+all-gather / reduce-scatter / all-to-all (n-1)/n, broadcast and permute 1).
+
+A group of ranks is split into per-level fan-outs (:func:`trnsim.fabric.topology.group`). For
+one level with fan-out n, hop latency a and per-chip bandwidth B (ring: B_r, see topology):
+
+========================  =====================================================================
+ring      all-reduce      2(n-1) a + 2 (n-1)/n M / B_r
+          all-gather/RS   (n-1) a + (n-1)/n M / B_r
+          all-to-all      (n-1) a + floor(n^2/4)/n M / B_r    (each chunk goes the shorter way)
+          broadcast       (n-1) a + M / B_r                    (pipelined chain)
+direct    all-reduce      2 (a d + X(M))        (reduce-scatter + all-gather as exchanges)
+(mesh)    all-gather/RS   a d + X(M)             X: uniform exchange time, d: diameter in hops
+          all-to-all      a d + X(M)             (switch: X = (n-1)/n M / B; torus: k/8 M / b)
+          broadcast       2 a d + (n-1)/n M / B + X(M)          (scatter, then all-gather)
+rdh       all-reduce      sum_j 2 (a h_j + M/2^(j+1) h_j / B_r), j < log2 n (distance 2^j)
+          all-gather/RS   half of the above;  all-to-all (Bruck): sum_j (a h_j + M/2 h_j / B_r)
+tree      all-reduce      2 ceil(log2 n) a + 2 M / B_r         (pipelined double binary tree)
+          broadcast       ceil(log2 n) a + M / B_r
+========================  =====================================================================
+
+Across levels: *flat* algorithms see the whole group (ring: slowest ring bandwidth and largest
+hop latency of the levels crossed; direct: the levels' exchanges run at once on their own links,
+time = max over levels; rdh: step j runs on the level that distance 2^j crosses). *hierarchical*
+runs the collective level by level (all-reduce: reduce-scatter inner to outer on M, M/n_0, ...,
+then all-gather outer to inner; all-gather: outer to inner; all-to-all: one full exchange per
+level), each level with the algorithm the selection rule picks for its own message size.
+
+Selection (``algo=None`` / ``"auto"``), after the Neuron runtime (calibration E): a group on one
+level uses direct ("Mesh") below 1 MB, RDH up to 56 MB, ring ("KangaRing") above; broadcast uses a
+tree below 1 MB; a group over several levels uses hierarchical (with that rule per level);
+all-to-all and permute use direct. ``algo="best"`` takes the fastest applicable algorithm.
+
+A fixed software overhead and a link efficiency (calibration constants, fitted in
+:mod:`trnsim.fabric.calibration`) are applied to every collective of more than one rank.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from trnsim.errors import ConfigError, UnknownNameError
+from trnsim.fabric.calibration import FITTED, MESH_MAX_BYTES, RDH_MAX_BYTES, Overheads
+from trnsim.fabric.topology import FatTree, Group, LevelView, group
+from trnsim.hw import SystemSpec
+from trnsim.hw import system as lookup_system
+
+
+@dataclass(frozen=True, slots=True)
+class OpSpec:
+    """A collective: canonical name, accepted aliases, applicable algorithms, busbw factor."""
+
+    name: str
+    aliases: tuple[str, ...]
+    algos: tuple[str, ...]
+    bus_factor: Callable[[int], float]
+
+
+def _f(n: int) -> float:
+    return (n - 1) / n
+
+
+OPS: dict[str, OpSpec] = {
+    op.name: op
+    for op in (
+        OpSpec(
+            "all-reduce",
+            ("allreduce", "all_reduce", "ar", "allr"),
+            ("ring", "direct", "rdh", "tree", "hierarchical"),
+            lambda n: 2 * _f(n),
+        ),
+        OpSpec(
+            "all-gather",
+            ("allgather", "all_gather", "ag", "allg"),
+            ("ring", "direct", "rdh", "hierarchical"),
+            _f,
+        ),
+        OpSpec(
+            "reduce-scatter",
+            ("reducescatter", "reduce_scatter", "rs", "redsct"),
+            ("ring", "direct", "rdh", "hierarchical"),
+            _f,
+        ),
+        OpSpec(
+            "all-to-all",
+            ("alltoall", "all_to_all", "a2a", "alltoallv", "all-to-all-v"),
+            ("ring", "direct", "rdh", "hierarchical"),
+            _f,
+        ),
+        OpSpec(
+            "broadcast",
+            ("bcast", "bc"),
+            ("ring", "direct", "rdh", "tree", "hierarchical"),
+            lambda n: 1.0,
+        ),
+        OpSpec(
+            "permute",
+            ("send-recv", "sendrecv", "send_recv", "p2p", "collective-permute"),
+            ("direct",),
+            lambda n: 1.0,
+        ),
+    )
+}
+ALGOS = ("ring", "direct", "rdh", "tree", "hierarchical")
+ALGO_ALIASES = {
+    "mesh": "direct",
+    "kangaring": "ring",
+    "recursive-halving-doubling": "rdh",
+    "halving-doubling": "rdh",
+    "hd": "rdh",
+    "bruck": "rdh",
+    "double-binary-tree": "tree",
+    "hier": "hierarchical",
+}
+SELECTORS = ("auto", "best")
+
+
+def canonical_op(op: str) -> OpSpec:
+    key = op.strip().lower().replace("_", "-")
+    for spec in OPS.values():
+        if key == spec.name or key in spec.aliases or key.replace("-", "") in spec.aliases:
+            return spec
+    valid = ", ".join(f"{s.name} ({', '.join(s.aliases[:2])})" for s in OPS.values())
+    raise UnknownNameError(f"unknown collective op {op!r}; valid: {valid}")
+
+
+def canonical_algo(algo: str | None) -> str:
+    """``None`` -> ``"auto"``; aliases (mesh, kangaring, ...) -> canonical; error lists names."""
+    if algo is None:
+        return "auto"
+    key = algo.strip().lower().replace("_", "-")
+    key = ALGO_ALIASES.get(key, key)
+    if key in ALGOS or key in SELECTORS:
+        return key
+    valid = ", ".join((*ALGOS, *SELECTORS, *ALGO_ALIASES))
+    raise UnknownNameError(f"unknown collective algorithm {algo!r}; valid: {valid}")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One phase of a collective on one level: ``count`` sequential steps of this kind.
+
+    ``bytes_per_rank``: bytes one rank sends in the phase; ``latency_s`` and ``bandwidth_s``
+    are the phase's two parts (their sum is the phase's time).
+    """
+
+    phase: str
+    level: str
+    algo: str
+    n: int
+    count: int
+    bytes_per_rank: float
+    latency_s: float
+    bandwidth_s: float
+
+    @property
+    def time_s(self) -> float:
+        return self.latency_s + self.bandwidth_s
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveResult:
+    """The time of one collective and where it goes. Units SI (s, bytes, bytes/s)."""
+
+    op: str
+    nbytes: float
+    ranks: int
+    system: str
+    algo: str
+    placement: str
+    time_s: float
+    algbw: float
+    busbw: float
+    overhead_s: float
+    steps: tuple[Step, ...]
+    evaluator: str = "closed"
+
+    @property
+    def latency_s(self) -> float:
+        """Derived: sum of the steps' latency parts (excludes the software overhead)."""
+        return sum(s.latency_s for s in self.steps)
+
+    @property
+    def bandwidth_s(self) -> float:
+        """Derived: sum of the steps' bandwidth parts."""
+        return sum(s.bandwidth_s for s in self.steps)
+
+    @property
+    def breakdown(self) -> dict[str, dict[str, float]]:
+        """Per level: latency and bandwidth seconds (plus ``software`` for the fixed overhead)."""
+        out: dict[str, dict[str, float]] = {}
+        for s in self.steps:
+            d = out.setdefault(s.level, {"latency_s": 0.0, "bandwidth_s": 0.0})
+            d["latency_s"] += s.latency_s
+            d["bandwidth_s"] += s.bandwidth_s
+        if self.overhead_s:
+            out["software"] = {"latency_s": self.overhead_s, "bandwidth_s": 0.0}
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-ready, SI units."""
+        return {
+            "op": self.op,
+            "nbytes": self.nbytes,
+            "ranks": self.ranks,
+            "system": self.system,
+            "algo": self.algo,
+            "placement": self.placement,
+            "evaluator": self.evaluator,
+            "time_s": self.time_s,
+            "algbw_Bps": self.algbw,
+            "busbw_Bps": self.busbw,
+            "overhead_s": self.overhead_s,
+            "latency_s": self.latency_s,
+            "bandwidth_s": self.bandwidth_s,
+            "breakdown": self.breakdown,
+            "steps": [
+                {
+                    "phase": s.phase,
+                    "level": s.level,
+                    "algo": s.algo,
+                    "n": s.n,
+                    "count": s.count,
+                    "bytes_per_rank": s.bytes_per_rank,
+                    "latency_s": s.latency_s,
+                    "bandwidth_s": s.bandwidth_s,
+                }
+                for s in self.steps
+            ],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Flat algorithms over a whole group (one or more levels)
+# ---------------------------------------------------------------------------------------------
+
+PHASE = {
+    "all-reduce": "all-reduce",
+    "all-gather": "all-gather",
+    "reduce-scatter": "reduce-scatter",
+    "all-to-all": "exchange",
+    "broadcast": "broadcast",
+    "permute": "send-recv",
+}
+
+
+def _ring(op: str, g: Group, m: float) -> list[Step]:
+    n = g.ranks
+    a = max(lv.latency_s for lv in g.levels)
+    slow = min(g.levels, key=lambda lv: lv.ring_bw)
+    br = slow.ring_bw
+    count, data = {
+        "all-reduce": (2 * (n - 1), 2 * _f(n) * m),
+        "all-gather": (n - 1, _f(n) * m),
+        "reduce-scatter": (n - 1, _f(n) * m),
+        "all-to-all": (n - 1, (n * n // 4) / n * m),
+        "broadcast": (n - 1, m),
+    }[op]
+    return [Step(PHASE[op], slow.name, "ring", n, count, data, count * a, data / br)]
+
+
+def _path_latency(g: Group) -> float:
+    """Latency of the longest direct path: torus levels add diameter hops, switches one hop."""
+    worst, torus = 0.0, 0.0
+    for lv in g.levels:
+        if lv.is_torus:
+            torus += lv.latency_s * lv.diameter
+            worst = max(worst, torus)
+        else:
+            worst = max(worst, lv.latency_s)
+    return worst
+
+
+def _exchange(g: Group, m: float) -> tuple[float, LevelView]:
+    """Uniform exchange of a per-rank buffer ``m`` over the group: levels at once, max of them."""
+    total = g.fanout_product
+    best, where = 0.0, g.levels[0]
+    torus_prefix = 1
+    for lv in g.levels:
+        if lv.is_torus and torus_prefix == lv.inner:
+            torus_prefix *= lv.n
+            share = m * torus_prefix / total  # all traffic inside the torus domain moves here
+        else:
+            share = m * lv.inner * lv.n / total
+        t = lv.exchange_time(share)
+        if t > best:
+            best, where = t, lv
+    return best, where
+
+
+def _direct(op: str, g: Group, m: float) -> list[Step]:
+    n, lat = g.ranks, _path_latency(g)
+    if op == "permute":
+        # shift by one rank: the sub-domain edges cross every level; the slowest one bounds it
+        lv = min(g.levels, key=lambda v: v.link_bw)
+        return [Step("send-recv", lv.name, "direct", n, 1, m, lv.latency_s, m / lv.link_bw)]
+    x, lv = _exchange(g, m)
+    if op == "all-reduce":
+        return [
+            Step("reduce-scatter", lv.name, "direct", n, 1, _f(n) * m, lat, x),
+            Step("all-gather", lv.name, "direct", n, 1, _f(n) * m, lat, x),
+        ]
+    if op == "broadcast":
+        root = max((lv for lv in g.levels), key=lambda v: _f(n) * m / v.bw)
+        return [
+            Step("scatter", root.name, "direct", n, 1, _f(n) * m, lat, _f(n) * m / root.bw),
+            Step("all-gather", lv.name, "direct", n, 1, _f(n) * m, lat, x),
+        ]
+    return [Step(PHASE[op], lv.name, "direct", n, 1, _f(n) * m, lat, x)]
+
+
+def _rdh_steps(g: Group, pairs: list[tuple[int, float]], phase: str) -> list[Step]:
+    """Steps exchanging ``bytes`` with the partner ``offset`` ranks away; grouped by level."""
+    by_level: dict[str, list[float]] = {}
+    order: list[str] = []
+    for offset, nbytes in pairs:
+        lv = g.level_of_offset(offset)
+        h = lv.hops(max(offset // lv.inner, 1))
+        acc = by_level.setdefault(lv.name, [0, 0.0, 0.0, 0.0, lv.n])
+        if lv.name not in order:
+            order.append(lv.name)
+        acc[0] += 1
+        acc[1] += nbytes
+        acc[2] += lv.latency_s * h
+        acc[3] += nbytes * h / lv.ring_bw
+    return [
+        Step(phase, name, "rdh", g.ranks, int(c), b, lat, bw)
+        for name in order
+        for c, b, lat, bw, _ in [by_level[name]]
+    ]
+
+
+def _rdh(op: str, g: Group, m: float) -> list[Step]:
+    n = g.ranks
+    k = n.bit_length() - 1
+    p2 = 1 << k
+    extra: list[tuple[int, float]] = [(p2, m)] if p2 != n else []  # fold the n - 2^k extra ranks
+    halving = [(1 << j, m / (1 << (j + 1))) for j in range(k)]  # distance doubling, data halving
+    if op == "all-reduce":
+        return [
+            *_rdh_steps(g, extra + halving, "reduce-scatter"),
+            *_rdh_steps(g, halving[::-1] + extra, "all-gather"),
+        ]
+    if op in ("all-gather", "reduce-scatter"):
+        seq = halving if op == "reduce-scatter" else halving[::-1]
+        return _rdh_steps(g, extra + seq if op == "reduce-scatter" else seq + extra, op)
+    if op == "all-to-all":  # Bruck: ceil(log2 n) steps of about half the buffer each
+        kk = max(1, math.ceil(math.log2(n)))
+        return _rdh_steps(g, [(1 << j, m / 2) for j in range(kk)], "exchange")
+    # broadcast: binomial scatter (far partners first) + recursive-doubling all-gather
+    scatter = [(1 << (k - 1 - j), m / (1 << (j + 1))) for j in range(k)]
+    return [*_rdh_steps(g, extra + scatter, "scatter"), *_rdh_steps(g, halving[::-1], "all-gather")]
+
+
+def _tree(op: str, g: Group, m: float) -> list[Step]:
+    n = g.ranks
+    slow = min(g.levels, key=lambda lv: lv.ring_bw)
+    depth = sum(max(1, math.ceil(math.log2(lv.n))) * lv.latency_s for lv in g.levels)
+    steps = sum(max(1, math.ceil(math.log2(lv.n))) for lv in g.levels)
+    passes = 2 if op == "all-reduce" else 1
+    return [
+        Step(PHASE[op], slow.name, "tree", n, passes * steps, m, passes * depth,
+             passes * m / slow.ring_bw)
+    ]  # fmt: skip
+
+
+FLAT: dict[str, Callable[[str, Group, float], list[Step]]] = {
+    "ring": _ring,
+    "direct": _direct,
+    "rdh": _rdh,
+    "tree": _tree,
+}
+
+
+#: A torus larger than this (chips) is treated like several levels by the default rule: it runs
+#: dimension by dimension (as TPU pods do) instead of one ring over every chip. The Neuron rule
+#: is stated for one instance (a 16-chip 4x4 torus); this bound is a model choice.
+TORUS_FLAT_MAX = 64
+
+
+def rule(op: str, nbytes: float, levels: int) -> str:
+    """The default selection (Neuron runtime switch points, calibration section E)."""
+    if op in ("all-to-all", "permute"):
+        return "direct"
+    if levels > 1:
+        return "hierarchical"
+    if nbytes < MESH_MAX_BYTES:
+        return "tree" if op == "broadcast" else "direct"
+    return "rdh" if nbytes <= RDH_MAX_BYTES else "ring"
+
+
+def units(g: Group) -> list[LevelView]:
+    """The hierarchical algorithm's stages: each level, torus levels split into their dimensions,
+    fastest first (reduce-scatter on the fastest links while the data is largest; the stages
+    form a grid, so any order is a valid schedule). Sorting is stable, so ties keep nesting order.
+    """
+    out: list[LevelView] = []
+    for lv in g.levels:
+        if lv.is_torus and len([k for k in lv.dims if k > 1]) > 1:
+            for k in lv.dims:
+                used = 1 if k == 2 else 2
+                out.append(replace(lv, n=k, inner=1, dims=(k,), ring_bw=lv.bw * used / lv.links))
+        else:
+            out.append(replace(lv, inner=1))
+    return sorted(out, key=lambda v: -v.ring_bw)
+
+
+def _hierarchical(op: str, g: Group, m: float) -> list[Step]:
+    stages = units(g)
+    subs = [Group(g.system, lv.n, g.placement, (lv,)) for lv in stages]
+    sizes, inner = [], 1
+    for lv in stages:
+        sizes.append(m / inner)
+        inner *= lv.n
+    forward = list(range(len(subs)))
+    plan = {
+        "all-reduce": [("reduce-scatter", i) for i in forward]
+        + [("all-gather", i) for i in reversed(forward)],
+        "reduce-scatter": [(op, i) for i in forward],
+        "all-gather": [(op, i) for i in reversed(forward)],
+    }.get(op, [(op, i) for i in forward])
+    steps: list[Step] = []
+    for sub_op, i in plan:
+        size = m if op in ("all-to-all", "broadcast") else sizes[i]
+        algo = rule(sub_op, size, 1)
+        steps += FLAT[algo](sub_op, subs[i], size)
+    return steps
+
+
+# ---------------------------------------------------------------------------------------------
+# The entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def _steps(op: str, algo: str, g: Group, m: float) -> list[Step]:
+    if algo == "hierarchical":
+        return _hierarchical(op, g, m)
+    return FLAT[algo](op, g, m)
+
+
+def resolve_system(system: SystemSpec | str) -> SystemSpec:
+    return lookup_system(system) if isinstance(system, str) else system
+
+
+def collective_time(
+    op: str,
+    nbytes: float,
+    ranks: int,
+    system: SystemSpec | str,
+    algo: str | None = None,
+    placement: str = "packed",
+    *,
+    overheads: Overheads | None = None,
+    fat_tree: FatTree | None = None,
+) -> CollectiveResult:
+    """Closed-form time of collective ``op`` on ``ranks`` chips of ``system``.
+
+    ``nbytes``: the nccl-tests size (see the module docstring). ``algo``: one of ``ALGOS`` (or
+    an alias: mesh, kangaring, ...), ``"auto"``/None (the Neuron-like rule) or ``"best"``.
+    ``placement``: ``packed`` (consecutive ranks fill the innermost domains) or ``spread``.
+    ``overheads``: calibration constants (default: the fitted ones). Deterministic; cached.
+    """
+    spec = canonical_op(op)
+    chosen = canonical_algo(algo)
+    if chosen in ALGOS and chosen not in spec.algos:
+        raise ConfigError(
+            f"algorithm {chosen!r} does not apply to {spec.name}; valid: {', '.join(spec.algos)}"
+        )
+    try:
+        m = float(nbytes)
+    except (TypeError, ValueError):
+        raise ConfigError(f"nbytes must be a number of bytes, got {nbytes!r}") from None
+    if not math.isfinite(m) or m < 0:
+        raise ConfigError(f"nbytes must be finite and >= 0, got {nbytes!r}")
+    return _cached(
+        spec.name,
+        m,
+        int(ranks) if isinstance(ranks, int) else ranks,
+        resolve_system(system),
+        chosen,
+        placement,
+        overheads or FITTED,
+        fat_tree,
+    )
+
+
+@lru_cache(maxsize=65536)
+def _cached(
+    op: str,
+    m: float,
+    ranks: int,
+    sys_spec: SystemSpec,
+    chosen: str,
+    placement: str,
+    ov: Overheads,
+    fat_tree: FatTree | None,
+) -> CollectiveResult:
+    spec = OPS[op]
+    g = group(sys_spec, ranks, placement, ov.link_efficiency, fat_tree)
+    if ranks == 1:
+        return CollectiveResult(op, m, 1, sys_spec.name, "none", placement, 0.0, 0.0, 0.0, 0.0, ())
+    if chosen == "auto":
+        big_torus = g.levels[0].is_torus and g.levels[0].n > TORUS_FLAT_MAX
+        algo = rule(op, m, len(g.levels) + big_torus)
+    elif chosen == "best":
+        cands = [(sum(s.time_s for s in _steps(op, a, g, m)), a) for a in spec.algos]
+        algo = min(cands)[1]
+    else:
+        algo = chosen
+    steps = tuple(_steps(op, algo, g, m))
+    t = ov.software_s + sum(s.time_s for s in steps)
+    algbw = m / t if t > 0 else 0.0
+    return CollectiveResult(
+        op=op,
+        nbytes=m,
+        ranks=ranks,
+        system=sys_spec.name,
+        algo=algo,
+        placement=placement,
+        time_s=t,
+        algbw=algbw,
+        busbw=algbw * spec.bus_factor(ranks),
+        overhead_s=ov.software_s,
+        steps=steps,
+    )
