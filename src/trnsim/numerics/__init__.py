@@ -6,6 +6,7 @@ quantize / dequantize / matmul golden) and ``sparsity`` (Trainium M:N patterns).
 """
 
 from trnsim.numerics.formats import ALIASES, ALL_FORMATS, FORMATS, Format, get_format
+from trnsim.numerics.mx import MXArray, dequantize, mx_matmul, quantize
 from trnsim.numerics.packing import pack_x4, unpack_x4
 from trnsim.numerics.rng import StochasticRng
 from trnsim.numerics.rounding import (
@@ -16,20 +17,31 @@ from trnsim.numerics.rounding import (
     encode_reference,
     to_float32,
 )
+from trnsim.numerics.sparsity import PATTERNS, SparsityError, check, compress, expand, prune
 
 __all__ = [
     "ALIASES",
     "ALL_FORMATS",
     "DEFAULT_SATURATE",
     "FORMATS",
+    "PATTERNS",
     "ROUNDINGS",
     "Format",
+    "MXArray",
+    "SparsityError",
     "StochasticRng",
     "cast",
+    "check",
+    "compress",
     "decode_reference",
+    "dequantize",
     "encode_reference",
+    "expand",
     "get_format",
+    "mx_matmul",
     "pack_x4",
+    "prune",
+    "quantize",
     "to_float32",
     "unpack_x4",
 ]
