@@ -27,3 +27,25 @@ class ConfigError(TrnsimError, ValueError):
 
 class NumericsError(TrnsimError, ValueError):
     """A number-format rule was broken (unencodable value, block shape, sparsity pattern)."""
+
+
+class KernelError(TrnsimError, ValueError):
+    """An illegal kernel: names the rule, the offending values and the kernel's file and line.
+
+    Formats as ``"rule: values (kernel.py:42)"``.
+    """
+
+    def __init__(
+        self,
+        rule: str,
+        message: str,
+        kernel_file: str | None = None,
+        kernel_line: int | None = None,
+    ) -> None:
+        self.rule = rule
+        self.message = message
+        self.kernel_file = kernel_file
+        self.kernel_line = kernel_line
+        short = kernel_file.replace("\\", "/").rsplit("/", 1)[-1] if kernel_file else ""
+        where = f" ({short}:{kernel_line})" if kernel_file else ""
+        super().__init__(f"{rule}: {message}{where}")

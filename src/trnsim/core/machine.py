@@ -1,0 +1,594 @@
+"""A NeuronCore executing instructions for a target generation, recording the stream.
+
+``NeuronCore.execute(op, dst, src, attrs)`` checks the rules (``trnsim.core.rules``), appends
+one ``Instruction`` to ``record``, and (unless ``functional=False``, a timing-only run that
+skips the data) runs the executor of the op: decode the operands to float32, call the
+semantics function (``trnsim.core.semantics``, the specification), cast on write through
+``trnsim.numerics`` with the run's rounding mode ("rne", or "stochastic" like
+``NEURON_RT_STOCHASTIC_ROUNDING_EN=1`` on hardware).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core import semantics as S
+from trnsim.core.instruction import Instruction
+from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
+from trnsim.core.location import fail, kernel_location, warn
+from trnsim.core.memory import PSUM, SBUF, Hbm, OnChipMemory, Storage, View
+from trnsim.core.rules import Call, check
+from trnsim.hw import CoreSpec, core
+from trnsim.numerics import Format, get_format
+
+F32 = np.float32
+_FULL_MARK = {1: 0x01, 2: 0x0101, 4: 0x01010101, 8: 0x0101010101010101}
+
+
+def resolve_target(target: str | CoreSpec) -> CoreSpec:
+    return target if isinstance(target, CoreSpec) else core(target)
+
+
+class NeuronCore:
+    """One emulated NeuronCore: SBUF, PSUM, a view of the shared HBM, and the record."""
+
+    def __init__(
+        self,
+        target: str | CoreSpec = "gen4",
+        *,
+        index: int = 0,
+        hbm: Hbm | None = None,
+        rounding: str = "rne",
+        seed: int = 0,
+        functional: bool = True,
+    ) -> None:
+        self.spec = resolve_target(target)
+        self.index = index
+        s = self.spec
+        self.sbuf = OnChipMemory(
+            SBUF, s.partitions, s.sbuf_bytes_per_partition, core=index, generation_name=s.name
+        )
+        self.psum = OnChipMemory(
+            PSUM,
+            s.partitions,
+            s.psum_bytes_per_partition,
+            core=index,
+            bank_bytes=s.psum_bank_bytes,
+            generation_name=s.name,
+        )
+        self.hbm = hbm if hbm is not None else Hbm(2**40, "hbm")
+        if rounding not in numerics.ROUNDINGS:
+            raise fail("rounding", f"rounding {rounding!r} not in {sorted(numerics.ROUNDINGS)}")
+        self.rounding = rounding
+        self.rng = numerics.StochasticRng(seed) if rounding == "stochastic" else None
+        self.functional = functional
+        self.record: list[Instruction] = []
+        self.lock = threading.Lock()
+
+    # ---- allocation -----------------------------------------------------------------------
+
+    def allocate(
+        self,
+        shape: tuple[int, ...],
+        dtype: Any,
+        memory: str,
+        *,
+        name: str = "",
+        address: tuple[int, int] | None = None,
+    ) -> View:
+        """A fresh tensor (sentinel-filled) in ``memory`` (``"sbuf"``, ``"psum"``, ``"hbm"``)."""
+        fmt = get_format(dtype)
+        shape = tuple(int(d) for d in shape)
+        isz = fmt.dtype.itemsize
+        if memory in (SBUF, PSUM):
+            if not shape:
+                shape = (1,)
+            free = int(np.prod(shape[1:], dtype=np.int64))
+            mem = self.sbuf if memory == SBUF else self.psum
+            alloc = mem.allocate(shape[0], free * isz, align=isz, name=name, address=address)
+            storage = Storage(alloc, fmt, shape)
+            strides = (1, *_c_strides(shape[1:]))
+        else:
+            n = int(np.prod(shape, dtype=np.int64))
+            alloc = self.hbm.allocate(n * isz, name=name)
+            storage = Storage(alloc, fmt, shape)
+            strides = _c_strides(shape)
+        return View(storage, shape, strides, 0, 0, fmt)
+
+    # ---- execution ------------------------------------------------------------------------
+
+    def execute(
+        self,
+        op: Op,
+        dst: dict[str, View],
+        src: dict[str, View],
+        attrs: dict[str, Any] | None = None,
+        engine: Engine | None = None,
+    ) -> None:
+        attrs = attrs or {}
+        chosen = engine or DEFAULT_ENGINE[op]
+        if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
+            allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
+            raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
+        call = Call(op, chosen, dst, src, attrs, self.spec)
+        check(call)
+        file, line = kernel_location()
+        self.record.append(
+            Instruction(
+                op,
+                chosen,
+                tuple(v.operand(r) for r, v in dst.items()),
+                tuple(v.operand(r) for r, v in src.items()),
+                tuple(sorted((k, _freeze(v)) for k, v in attrs.items())),
+                file,
+                line,
+                self.index,
+            )
+        )
+        if self.functional:
+            EXECUTORS[op](self, call)
+
+    # ---- data helpers ---------------------------------------------------------------------
+
+    def read(self, v: View) -> np.ndarray:
+        """Decode to float32 (packed x4 words unpack to 4 values along a new last axis)."""
+        raw = v.array()
+        fmt = v.fmt
+        if fmt.kind == "packed":
+            vals = numerics.to_float32(np.ascontiguousarray(raw), fmt)
+            return vals.reshape(*raw.shape, 4)
+        if raw.dtype == F32:
+            return raw
+        return raw.astype(F32)
+
+    def read_raw(self, v: View) -> np.ndarray:
+        return v.array()
+
+    def write(self, v: View, values: np.ndarray, *, mark_acc: bool = False) -> None:
+        """Cast float32 ``values`` to ``v``'s format (run's rounding) and store them."""
+        out = v.array()
+        vals = np.asarray(values)
+        if vals.dtype != v.fmt.dtype or v.fmt.name == "tfloat32":
+            vals = self.cast(vals, v.fmt)
+        out[...] = vals.reshape(out.shape) if vals.size == out.size else vals
+        if v.memory == PSUM:
+            v.acc_array()[...] = _FULL_MARK[v.itemsize] if mark_acc else 0
+
+    def write_raw(self, v: View, values: np.ndarray) -> None:
+        out = v.array()
+        out[...] = np.asarray(values).reshape(out.shape)
+        if v.memory == PSUM:
+            v.acc_array()[...] = 0
+
+    def cast(self, values: np.ndarray, fmt: Format) -> np.ndarray:
+        if self.rounding == "stochastic" and fmt.kind != "int":
+            with self.lock:
+                return numerics.cast(values, fmt, rounding="stochastic", rng=self.rng)
+        return numerics.cast(values, fmt)
+
+    def operand_value(self, x: Any) -> Any:
+        """A scalar operand as float32, or a [P, 1] View decoded to float32."""
+        if isinstance(x, View):
+            return self.read(x).reshape(x.partitions, -1)
+        return x
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list | tuple):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, np.ndarray):
+        return tuple(v.reshape(-1).tolist())
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Executors: decode -> semantics -> cast on write. One per op.
+# ---------------------------------------------------------------------------------------------
+
+Executor = Callable[[NeuronCore, Call], None]
+EXECUTORS: dict[Op, Executor] = {}
+
+
+def executor(op: Op) -> Callable[[Executor], Executor]:
+    def reg(fn: Executor) -> Executor:
+        EXECUTORS[op] = fn
+        return fn
+
+    return reg
+
+
+def _p2(x: np.ndarray) -> np.ndarray:
+    return x.reshape(x.shape[0], -1)
+
+
+def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: Any) -> None:
+    """Matmul write into PSUM: overwrite, accumulate, or auto (per element: first write
+    overwrites, later writes accumulate). Accumulation is in fp32."""
+    result = result.reshape(dst.shape)
+    if accumulate is False:
+        nc.write(dst, result, mark_acc=True)
+        return
+    old = nc.read(dst)
+    if accumulate is True:
+        if np.isnan(old).any() and not (dst.acc_array() != 0).all():
+            warn(
+                "psum-uninitialized-accumulate",
+                f"nc_matmul accumulate=True into uninitialised PSUM {list(dst.shape)}",
+            )
+        nc.write(dst, old + result, mark_acc=True)
+        return
+    marks = dst.acc_array()
+    full = _FULL_MARK[dst.itemsize]
+    if (marks == full).all():
+        nc.write(dst, old + result, mark_acc=True)
+    elif not marks.any():
+        nc.write(dst, result, mark_acc=True)
+    else:
+        nc.write(dst, np.where(marks == full, old + result, result), mark_acc=True)
+
+
+@executor(Op.NC_MATMUL)
+def _nc_matmul(nc: NeuronCore, c: Call) -> None:
+    st, mv, dst = c.src["stationary"], c.src["moving"], c.dst["dst"]
+    if c.attrs.get("is_transpose"):
+        nc.write_raw(dst, S.nc_transpose(nc.read_raw(st)).reshape(dst.shape))
+        return
+    res = S.nc_matmul(nc.read(st), nc.read(mv), c.attrs.get("perf_mode") == "double_row")
+    _psum_accumulate(nc, dst, res, c.attrs.get("accumulate"))
+
+
+@executor(Op.NC_MATMUL_MX)
+def _nc_matmul_mx(nc: NeuronCore, c: Call) -> None:
+    st, mv = c.src["stationary"], c.src["moving"]
+    k = st.partitions
+    rows = S.mx_scale_rows(k)
+    scales = []
+    for role in ("stationary_scale", "moving_scale"):
+        raw = _p2(nc.read_raw(c.src[role]).view(np.uint8))[rows]
+        scales.append(np.exp2(raw.astype(np.float64) - 127))
+    a = nc.read(st).reshape(k, -1, 4)
+    b = nc.read(mv).reshape(k, -1, 4)
+    res = S.nc_matmul_mx(a, b, scales[0], scales[1])
+    _psum_accumulate(nc, c.dst["dst"], res, c.attrs.get("accumulate"))
+
+
+@executor(Op.NC_TRANSPOSE)
+def _nc_transpose(nc: NeuronCore, c: Call) -> None:
+    dst = c.dst["dst"]
+    nc.write_raw(dst, S.nc_transpose(nc.read_raw(c.src["data"])))
+
+
+@executor(Op.QUANTIZE_MX)
+def _quantize_mx(nc: NeuronCore, c: Call) -> None:
+    src, dst, scale = c.src["src"], c.dst["dst"], c.dst["dst_scale"]
+    elem = dst.fmt.element
+    assert elem is not None
+    vals, codes = S.quantize_mx(_p2(nc.read(src)), elem.emax, elem.max)
+    packed = numerics.cast(vals, dst.fmt, saturate=True)
+    nc.write_raw(dst, packed)
+    out = _p2(nc.read_raw(scale)).view(np.uint8).copy()
+    out[S.mx_scale_rows(src.partitions), : codes.shape[1]] = codes
+    nc.write_raw(scale, out.view(scale.fmt.dtype))
+
+
+def _reduce_into(nc: NeuronCore, c: Call, red: np.ndarray | None) -> None:
+    res = c.dst.get("reduce_res")
+    if res is not None and red is not None:
+        nc.write(res, red)
+
+
+@executor(Op.ACTIVATION)
+def _activation(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    bias = c.src.get("bias")
+    scale = c.src.get("scale")
+    out, red = S.activation(
+        a["op"],
+        nc.read(c.src["data"]),
+        None if bias is None else nc.read(bias),
+        nc.read(scale) if scale is not None else a.get("scale", 1.0),
+        a.get("reduce_op"),
+    )
+    nc.write(c.dst["dst"], out)
+    _reduce_into(nc, c, red)
+
+
+@executor(Op.ACTIVATE2)
+def _activate2(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    imm = [nc.operand_value(c.src[k]) if k in c.src else a.get(k) for k in ("imm0", "imm1")]
+    out, red = S.activate2(
+        a["op"],
+        nc.read(c.src["data"]),
+        a["op0"],
+        imm[0],
+        a["op1"],
+        imm[1],
+        a.get("reverse0", False),
+        a.get("reverse1", False),
+        a.get("reduce_op"),
+    )
+    nc.write(c.dst["dst"], out)
+    _reduce_into(nc, c, red)
+
+
+@executor(Op.EXPONENTIAL)
+def _exponential(nc: NeuronCore, c: Call) -> None:
+    mx = c.src.get("max_value")
+    out, sums = S.exponential(
+        nc.read(c.src["src"]), nc.read(mx) if mx is not None else c.attrs.get("max_value", 0.0)
+    )
+    nc.write(c.dst["dst"], out)
+    _reduce_into(nc, c, sums + F32(c.attrs.get("reduce_init", 0.0)))
+
+
+def _is_int(v: View) -> bool:
+    return v.fmt.kind == "int"
+
+
+@executor(Op.TENSOR_TENSOR)
+def _tensor_tensor(nc: NeuronCore, c: Call) -> None:
+    op = c.attrs["op"]
+    d1, d2, dst = c.src["data1"], c.src["data2"], c.dst["dst"]
+    if op in S.BITVEC_OPS:
+        a, b = _p2(nc.read_raw(d1)), _p2(nc.read_raw(d2))
+        nc.write_raw(dst, S.tensor_tensor(op, a, b.astype(a.dtype)).astype(dst.fmt.dtype))
+        return
+    if c.engine == Engine.GPSIMD and all(_is_int(v) for v in (d1, d2, dst)):
+        a, b = _p2(nc.read_raw(d1)).astype(np.int64), _p2(nc.read_raw(d2)).astype(np.int64)
+        nc.write(dst, S.tensor_tensor(op, a, b))
+        return
+    nc.write(dst, S.tensor_tensor(op, _p2(nc.read(d1)), _p2(nc.read(d2))))
+
+
+@executor(Op.TENSOR_SCALAR)
+def _tensor_scalar(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    data, dst = c.src["data"], c.dst["dst"]
+    ops = {a.get("op0"), a.get("op1")}
+    bitvec = bool(ops & set(S.BITVEC_OPS))
+    x = _p2(nc.read_raw(data)) if bitvec else _p2(nc.read(data))
+    o0 = nc.operand_value(c.src["operand0"]) if "operand0" in c.src else a.get("operand0")
+    o1 = nc.operand_value(c.src["operand1"]) if "operand1" in c.src else a.get("operand1")
+    if bitvec:
+        o0 = None if o0 is None else np.asarray(o0).astype(x.dtype)
+        o1 = None if o1 is None else np.asarray(o1).astype(x.dtype)
+        out = S.tensor_scalar(x, a["op0"], o0, a.get("reverse0", False), a.get("op1"), o1)
+        nc.write_raw(dst, out.astype(dst.fmt.dtype))
+        return
+    out = S.tensor_scalar(
+        x, a["op0"], o0, a.get("reverse0", False), a.get("op1"), o1, a.get("reverse1", False)
+    )
+    nc.write(dst, out)
+
+
+@executor(Op.TENSOR_REDUCE)
+def _tensor_reduce(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    data, dst = c.src["data"], c.dst["dst"]
+    op = a["op"]
+    x = nc.read_raw(data) if op in S.BITVEC_OPS else nc.read(data)
+    out = S.tensor_reduce(op, x, tuple(a["axis"]), a.get("negate", False), a.get("keepdims", False))
+    if op in S.BITVEC_OPS:
+        nc.write_raw(dst, out.astype(dst.fmt.dtype))
+    else:
+        nc.write(dst, out.astype(F32))
+
+
+@executor(Op.TENSOR_PARTITION_REDUCE)
+def _tensor_partition_reduce(nc: NeuronCore, c: Call) -> None:
+    nc.write(c.dst["dst"], S.tensor_partition_reduce(c.attrs["op"], _p2(nc.read(c.src["data"]))))
+
+
+def _copy(nc: NeuronCore, src: View, dst: View) -> None:
+    """Bit-accurate when the formats match, else via fp32 (tensor_copy / dma_copy docstrings)."""
+    if src.fmt.name == dst.fmt.name:
+        nc.write_raw(dst, nc.read_raw(src).reshape(dst.shape))
+    elif src.fmt.kind == "int" and dst.fmt.kind == "int":
+        nc.write(dst, nc.read_raw(src).astype(np.int64).reshape(dst.shape))
+    else:
+        nc.write(dst, nc.read(src).reshape(dst.shape))
+
+
+@executor(Op.TENSOR_COPY)
+def _tensor_copy(nc: NeuronCore, c: Call) -> None:
+    _copy(nc, c.src["src"], c.dst["dst"])
+
+
+@executor(Op.TENSOR_COPY_PREDICATED)
+def _tensor_copy_predicated(nc: NeuronCore, c: Call) -> None:
+    dst = c.dst["dst"]
+    src = c.src.get("src")
+    sval = _p2(nc.read_raw(src)) if src is not None else c.attrs["src"]
+    out = S.tensor_copy_predicated(
+        _p2(nc.read_raw(dst)),
+        sval,
+        _p2(nc.read_raw(c.src["predicate"])),
+        c.attrs.get("reverse_pred", False),
+    )
+    if src is None:
+        nc.write(dst, out.astype(F32) if dst.fmt.kind != "int" else out)
+    else:
+        nc.write_raw(dst, out)
+
+
+@executor(Op.TENSOR_TENSOR_SCAN)
+def _tensor_tensor_scan(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    init = nc.operand_value(c.src["initial"]) if "initial" in c.src else a["initial"]
+    out = S.tensor_tensor_scan(
+        nc.read(c.src["data0"]), nc.read(c.src["data1"]), init, a["op0"], a["op1"]
+    )
+    nc.write(c.dst["dst"], out)
+
+
+@executor(Op.SCALAR_TENSOR_TENSOR)
+def _scalar_tensor_tensor(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    o0 = nc.operand_value(c.src["operand0"]) if "operand0" in c.src else a["operand0"]
+    out = S.scalar_tensor_tensor(
+        _p2(nc.read(c.src["data"])),
+        a["op0"],
+        o0,
+        a["op1"],
+        _p2(nc.read(c.src["operand1"])),
+        a.get("reverse0", False),
+        a.get("reverse1", False),
+    )
+    nc.write(c.dst["dst"], out)
+
+
+@executor(Op.MEMSET)
+def _memset(nc: NeuronCore, c: Call) -> None:
+    dst = c.dst["dst"]
+    value = c.attrs["value"]
+    if dst.fmt.kind == "packed":
+        if value != 0:
+            raise fail("memset-value", f"memset of {dst.fmt.name} supports only 0, got {value}")
+        nc.write_raw(dst, np.zeros(dst.shape, dtype=dst.fmt.dtype))
+        return
+    nc.write(dst, np.full(dst.shape, value, dtype=np.float64 if dst.fmt.kind == "int" else F32))
+
+
+@executor(Op.IOTA)
+def _iota(nc: NeuronCore, c: Call) -> None:
+    a, dst = c.attrs, c.dst["dst"]
+    vals = S.iota(
+        dst.partitions, list(a["pattern"]), a.get("offset", 0), a.get("channel_multiplier", 0)
+    )
+    if vals.size != dst.size:
+        raise fail("shape", f"iota pattern makes {vals.size} elements, dst has {dst.size}")
+    nc.write(dst, vals.astype(np.int64) if dst.fmt.kind == "int" else vals.astype(F32))
+
+
+@executor(Op.RECIPROCAL)
+def _reciprocal(nc: NeuronCore, c: Call) -> None:
+    nc.write(c.dst["dst"], S.reciprocal(nc.read(c.src["data"])))
+
+
+@executor(Op.BN_STATS)
+def _bn_stats(nc: NeuronCore, c: Call) -> None:
+    nc.write(c.dst["dst"], S.bn_stats(nc.read(c.src["data"])))
+
+
+@executor(Op.BN_AGGR)
+def _bn_aggr(nc: NeuronCore, c: Call) -> None:
+    nc.write(c.dst["dst"], S.bn_aggr(_p2(nc.read(c.src["data"]))))
+
+
+@executor(Op.MAX8)
+def _max8(nc: NeuronCore, c: Call) -> None:
+    nc.write(c.dst["dst"], S.max8(nc.read(c.src["src"])))
+
+
+@executor(Op.NC_FIND_INDEX8)
+def _find_index8(nc: NeuronCore, c: Call) -> None:
+    out = S.nc_find_index8(nc.read(c.src["data"]), nc.read(c.src["vals"]))
+    dst = c.dst["dst"]
+    if dst.fmt.kind == "int":
+        nc.write_raw(dst, out.astype(dst.fmt.dtype))
+    else:
+        nc.write(dst, out.astype(F32))
+
+
+@executor(Op.AFFINE_SELECT)
+def _affine_select(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    out = S.affine_select(
+        nc.read(c.src["data"]),
+        list(a["pattern"]),
+        a.get("offset", 0),
+        a.get("channel_multiplier", 0),
+        a["cmp_op"],
+        a["on_false_value"],
+    )
+    nc.write(c.dst["dst"], out)
+
+
+@executor(Op.RANGE_SELECT)
+def _range_select(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    out, red = S.range_select(
+        nc.read(c.src["on_true_tile"]),
+        a["comp_op0"],
+        a["comp_op1"],
+        _p2(nc.read(c.src["bound0"])),
+        _p2(nc.read(c.src["bound1"])),
+        a.get("range_start", 0.0),
+        a["on_false_value"],
+    )
+    nc.write(c.dst["dst"], out)
+    _reduce_into(nc, c, red)
+
+
+@executor(Op.LOCAL_GATHER)
+def _local_gather(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    out = S.local_gather(
+        nc.read_raw(c.src["src_buffer"]),
+        nc.read_raw(c.src["index"]),
+        a.get("group", nc.spec.partitions // 8),
+        a.get("num_elem_per_idx", 1),
+    )
+    dst = c.dst["dst"]
+    if out.size != dst.size:
+        raise fail("shape", f"local_gather produces {out.size} elements, dst has {dst.size}")
+    nc.write_raw(dst, out)
+
+
+@executor(Op.DMA_COPY)
+def _dma_copy(nc: NeuronCore, c: Call) -> None:
+    _copy(nc, c.src["src"], c.dst["dst"])
+
+
+@executor(Op.DMA_TRANSPOSE)
+def _dma_transpose(nc: NeuronCore, c: Call) -> None:
+    src = c.src["src"]
+    axes = c.attrs.get("axes") or tuple({2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}[len(src.shape)])
+    nc.write_raw(c.dst["dst"], S.dma_transpose(nc.read_raw(src), tuple(axes)))
+
+
+@executor(Op.DMA_COMPUTE)
+def _dma_compute(nc: NeuronCore, c: Call) -> None:
+    dst = c.dst["dst"]
+    op = c.attrs.get("reduce_op", "add")
+    acc = None
+    for role in sorted(r for r in c.src if r.startswith("src")):
+        x = nc.read(c.src[role]).reshape(dst.shape)
+        acc = x if acc is None else S.alu(op, acc, x)
+    assert acc is not None
+    nc.write(dst, acc)
+
+
+def _sync_noop(nc: NeuronCore, c: Call) -> None:
+    """Barriers and send/receive are carried out by the launcher (LNC=2 threads)."""
+
+
+for _op in (Op.CORE_BARRIER, Op.SENDRECV):
+    EXECUTORS[_op] = _sync_noop
+
+
+def _not_implemented(op: Op) -> Executor:
+    def run(nc: NeuronCore, c: Call) -> None:
+        raise fail("not-implemented", f"{op.value} is not implemented by the trnsim core yet")
+
+    return run
+
+
+for _op in Op:
+    EXECUTORS.setdefault(_op, _not_implemented(_op))

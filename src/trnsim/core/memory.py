@@ -1,0 +1,448 @@
+"""Byte-addressed memories of a NeuronCore and the strided views instructions read and write.
+
+- ``OnChipMemory``: SBUF or PSUM, a ``partitions x bytes_per_partition`` uint8 array. An
+  allocation is a rectangle (partition range x byte range). The allocator checks capacity,
+  alignment (PSUM allocations start on a bank boundary) and overlap with live allocations;
+  an explicit ``address=(partition, byte_offset)`` is honoured (and checked). Allocations are
+  freed when the last view of them is garbage-collected (CPython reference counting makes
+  this deterministic), which mirrors the liveness the NKI compiler computes.
+- ``Hbm``: device memory shared by the cores of a chip (and the two cores of an LNC=2
+  kernel); each allocation owns a uint8 buffer at a base address in one address space of
+  ``capacity`` bytes.
+- Fresh allocations are filled with a sentinel so reads of uninitialised memory are visible:
+  NaN for floats (all-ones bytes, a NaN code in every float format trnsim has except fp4,
+  which has no NaN) and all-ones bytes for integers (-1 / the max unsigned value).
+- ``View``: a strided view of an allocation (offset, shape, strides in elements; for SBUF/PSUM
+  dim 0 is the partition dim and its stride counts partitions). ``array()`` is a NumPy view
+  that aliases the storage; ``operand()`` is the plain descriptor the instruction record keeps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import weakref
+from math import prod
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from trnsim.core.instruction import Operand
+from trnsim.core.location import fail
+from trnsim.numerics import Format, get_format
+
+SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
+SENTINEL_BYTE = 0xFF
+
+
+class Allocation:
+    """One live allocation: a rectangle of an on-chip memory, or a buffer in HBM."""
+
+    __slots__ = (
+        "__weakref__",
+        "buffer",
+        "byte_offset",
+        "core",
+        "kind",
+        "live",
+        "memory",
+        "name",
+        "nbytes",
+        "partition_start",
+        "partitions",
+    )
+
+    def __init__(
+        self,
+        memory: OnChipMemory | Hbm,
+        partition_start: int,
+        partitions: int,
+        byte_offset: int,
+        nbytes: int,
+        name: str,
+        buffer: np.ndarray | None = None,
+    ) -> None:
+        self.memory = memory
+        self.kind = memory.kind
+        self.core = getattr(memory, "core", -1)
+        self.partition_start = partition_start
+        self.partitions = partitions
+        self.byte_offset = byte_offset
+        self.nbytes = nbytes  # per partition (on-chip) or total (HBM)
+        self.name = name
+        self.buffer = buffer
+        self.live = True
+
+    def __repr__(self) -> str:
+        return (
+            f"Allocation({self.kind} {self.name!r} partitions {self.partition_start}.."
+            f"{self.partition_start + self.partitions - 1}, bytes {self.byte_offset}.."
+            f"{self.byte_offset + self.nbytes - 1})"
+        )
+
+
+class OnChipMemory:
+    """SBUF or PSUM of one NeuronCore."""
+
+    def __init__(
+        self,
+        kind: str,
+        partitions: int,
+        bytes_per_partition: int,
+        *,
+        core: int = 0,
+        bank_bytes: int | None = None,
+        generation_name: str = "",
+    ) -> None:
+        self.kind = kind
+        self.core = core
+        self.partitions = partitions
+        self.bytes_per_partition = bytes_per_partition
+        self.bank_bytes = bank_bytes
+        self.generation_name = generation_name
+        self.data = np.full((partitions, bytes_per_partition), SENTINEL_BYTE, dtype=np.uint8)
+        # PSUM only: 1 where the last writer was a matmul of an open accumulation group.
+        self.acc = np.zeros_like(self.data) if kind == PSUM else None
+        self.live: list[Allocation] = []
+
+    # ---- allocation -----------------------------------------------------------------------
+
+    def allocate(
+        self,
+        partitions: int,
+        nbytes: int,
+        *,
+        align: int,
+        name: str = "",
+        address: tuple[int, int] | None = None,
+    ) -> Allocation:
+        unit = self.kind.upper()
+        if partitions > self.partitions:
+            raise fail(
+                "partition-dim",
+                f"{unit} tensor {name!r} has {partitions} partitions; "
+                f"{self.generation_name} has {self.partitions}",
+            )
+        if nbytes > self.bytes_per_partition:
+            raise fail(
+                f"{self.kind}-capacity",
+                f"{unit} allocation {name!r} of {_kib(nbytes)}/partition exceeds "
+                f"{_kib(self.bytes_per_partition)} on {self.generation_name}",
+            )
+        if self.kind == PSUM:
+            assert self.bank_bytes is not None
+            align = max(align, self.bank_bytes)
+        if address is not None:
+            pstart, offset = int(address[0]), int(address[1])
+            if self.kind == PSUM and offset % self.bank_bytes:  # type: ignore[operator]
+                raise fail(
+                    "psum-alignment",
+                    f"PSUM allocation {name!r} at byte {offset} does not start on a bank "
+                    f"boundary (banks are {self.bank_bytes} bytes/partition)",
+                )
+            if offset % align:
+                raise fail(
+                    f"{self.kind}-alignment",
+                    f"{unit} allocation {name!r} at byte {offset} is not aligned to {align} bytes",
+                )
+            if pstart < 0 or pstart + partitions > self.partitions:
+                raise fail(
+                    "partition-dim",
+                    f"{unit} allocation {name!r} at partition {pstart} with {partitions} "
+                    f"partitions runs past partition {self.partitions - 1}",
+                )
+            if offset < 0 or offset + nbytes > self.bytes_per_partition:
+                raise fail(
+                    f"{self.kind}-capacity",
+                    f"{unit} allocation {name!r} at byte {offset} + {nbytes} bytes runs past "
+                    f"{self.bytes_per_partition} bytes/partition on {self.generation_name}",
+                )
+            for other in self.live:
+                if _overlaps(other, pstart, partitions, offset, nbytes):
+                    raise fail(
+                        "overlap",
+                        f"{unit} allocation {name!r} (partitions {pstart}.."
+                        f"{pstart + partitions - 1}, bytes {offset}..{offset + nbytes - 1}) "
+                        f"overlaps live {other!r}",
+                    )
+        else:
+            pstart = 0
+            offset = self._first_fit(pstart, partitions, nbytes, align)
+            if offset is None:
+                used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
+                raise fail(
+                    f"{self.kind}-capacity",
+                    f"{unit} allocation {name!r} of {_kib(nbytes)}/partition does not fit: "
+                    f"{len(self.live)} live allocations use {_kib(used)} of "
+                    f"{_kib(self.bytes_per_partition)}/partition on {self.generation_name}",
+                )
+        alloc = Allocation(self, pstart, partitions, offset, nbytes, name)
+        self.live.append(alloc)
+        rows = slice(pstart, pstart + partitions)
+        cols = slice(offset, offset + nbytes)
+        self.data[rows, cols] = SENTINEL_BYTE
+        if self.acc is not None:
+            self.acc[rows, cols] = 0
+        return alloc
+
+    def _first_fit(self, pstart: int, partitions: int, nbytes: int, align: int) -> int | None:
+        spans = sorted(
+            (a.byte_offset, a.byte_offset + a.nbytes)
+            for a in self.live
+            if a.partition_start < pstart + partitions and pstart < a.partition_start + a.partitions
+        )
+        cursor = 0
+        starts = [s for s, _ in spans]
+        while True:
+            cursor = -(-cursor // align) * align
+            if cursor + nbytes > self.bytes_per_partition:
+                return None
+            i = bisect.bisect_left(starts, cursor + nbytes)
+            clash = [end for s, end in spans[:i] if end > cursor]
+            if not clash:
+                return cursor
+            cursor = max(clash)
+
+    def free(self, alloc: Allocation) -> None:
+        if alloc.live:
+            alloc.live = False
+            self.live.remove(alloc)
+
+    def row_bytes(self) -> int:
+        return self.bytes_per_partition
+
+
+class Hbm:
+    """Device HBM: one byte address space of ``capacity`` bytes, shared by the cores of a chip."""
+
+    kind = HBM
+    core = -1
+
+    def __init__(self, capacity: int, name: str = "hbm") -> None:
+        self.capacity = int(capacity)
+        self.name = name
+        self.live: list[Allocation] = []
+        self.next_address = 0
+        self.used = 0
+
+    def allocate(self, nbytes: int, *, align: int = 64, name: str = "") -> Allocation:
+        if self.used + nbytes > self.capacity:
+            raise fail(
+                "hbm-capacity",
+                f"HBM allocation {name!r} of {nbytes} bytes exceeds the {self.capacity} bytes "
+                f"of {self.name} ({self.used} in use)",
+            )
+        base = -(-self.next_address // align) * align
+        self.next_address = base + max(nbytes, 1)
+        self.used += nbytes
+        buf = np.full(max(nbytes, 1), SENTINEL_BYTE, dtype=np.uint8)
+        alloc = Allocation(self, 0, 1, base, nbytes, name, buffer=buf)
+        self.live.append(alloc)
+        return alloc
+
+    def free(self, alloc: Allocation) -> None:
+        if alloc.live:
+            alloc.live = False
+            self.used -= alloc.nbytes
+            self.live.remove(alloc)
+
+
+def _overlaps(a: Allocation, pstart: int, partitions: int, offset: int, nbytes: int) -> bool:
+    return (
+        a.partition_start < pstart + partitions
+        and pstart < a.partition_start + a.partitions
+        and a.byte_offset < offset + nbytes
+        and offset < a.byte_offset + a.nbytes
+    )
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:g} KiB"
+
+
+class Storage:
+    """Owner of one allocation; frees it when the last view referencing it goes away."""
+
+    __slots__ = ("__weakref__", "alloc", "fmt", "shape")
+
+    def __init__(self, alloc: Allocation, fmt: Format, shape: tuple[int, ...]) -> None:
+        self.alloc = alloc
+        self.fmt = fmt
+        self.shape = shape
+        weakref.finalize(self, alloc.memory.free, alloc)
+
+
+class View:
+    """A strided view of a Storage. Offsets and strides count elements of ``fmt``.
+
+    On SBUF/PSUM, dim 0 is the partition dim: ``p0`` is its first partition (relative to the
+    allocation) and ``strides[0]`` its step in partitions; ``offset`` is the element offset
+    within a partition. In HBM ``p0`` is 0 and ``offset`` is the flat element offset.
+    """
+
+    __slots__ = ("dtype", "fmt", "offset", "p0", "shape", "storage", "strides")
+
+    def __init__(
+        self,
+        storage: Storage,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int = 0,
+        p0: int = 0,
+        fmt: Format | None = None,
+        dtype: Any = None,
+    ) -> None:
+        self.storage = storage
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = tuple(int(s) for s in strides)
+        self.offset = int(offset)
+        self.p0 = int(p0)
+        self.fmt = fmt if fmt is not None else storage.fmt
+        self.dtype = dtype if dtype is not None else _user_dtype(self.fmt)
+
+    # ---- facts ----------------------------------------------------------------------------
+
+    @property
+    def memory(self) -> str:
+        return self.storage.alloc.kind
+
+    @property
+    def on_chip(self) -> bool:
+        return self.storage.alloc.kind != HBM
+
+    @property
+    def itemsize(self) -> int:
+        return self.fmt.dtype.itemsize
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    @property
+    def free_size(self) -> int:
+        return prod(self.shape[1:])
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    def row_elems(self) -> int:
+        """Elements of ``fmt`` in one partition row of the allocation."""
+        return self.storage.alloc.nbytes // self.itemsize
+
+    def check_bounds(self) -> None:
+        """Raise an out-of-bounds KernelError if any element lies outside the allocation."""
+        if self.size == 0:
+            return
+        alloc = self.storage.alloc
+        lo = hi = self.offset
+        dims = self.shape[1:] if self.on_chip else self.shape
+        strides = self.strides[1:] if self.on_chip else self.strides
+        for size, stride in zip(dims, strides, strict=True):
+            span = (size - 1) * stride
+            lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
+        limit = self.row_elems() if self.on_chip else alloc.nbytes // self.itemsize
+        bad = lo < 0 or hi >= limit
+        if self.on_chip and not bad and self.shape:
+            plo = self.p0
+            phi = self.p0 + (self.shape[0] - 1) * self.strides[0]
+            bad = min(plo, phi) < 0 or max(plo, phi) >= alloc.partitions
+            if bad:
+                raise fail(
+                    "out-of-bounds",
+                    f"{alloc.kind.upper()} tensor {alloc.name!r}: partitions {min(plo, phi)}.."
+                    f"{max(plo, phi)} outside its {alloc.partitions} partitions",
+                )
+        if bad:
+            raise fail(
+                "out-of-bounds",
+                f"{alloc.kind.upper()} tensor {alloc.name!r}: elements {lo}..{hi} outside "
+                f"0..{limit - 1} (shape {list(self.shape)}, strides {list(self.strides)}, "
+                f"offset {self.offset})",
+            )
+
+    # ---- data -----------------------------------------------------------------------------
+
+    def array(self) -> np.ndarray:
+        """A NumPy view (storage dtype) aliasing the memory this view covers."""
+        alloc = self.storage.alloc
+        isz = self.itemsize
+        dt = self.fmt.dtype
+        if alloc.kind == HBM:
+            assert alloc.buffer is not None
+            typed = alloc.buffer[: (alloc.nbytes // isz) * isz].view(dt)
+            return as_strided(
+                typed[self.offset :],
+                self.shape,
+                tuple(s * isz for s in self.strides),
+                writeable=True,
+            )
+        mem: OnChipMemory = alloc.memory  # type: ignore[assignment]
+        row = mem.bytes_per_partition
+        start = (alloc.partition_start + self.p0) * row + alloc.byte_offset + self.offset * isz
+        flat = mem.data.reshape(-1)
+        typed = flat[start : start + ((flat.size - start) // isz) * isz].view(dt)
+        strides = (self.strides[0] * row, *(s * isz for s in self.strides[1:]))
+        return as_strided(typed, self.shape, strides, writeable=True)
+
+    def acc_array(self) -> np.ndarray:
+        """PSUM only: the accumulation-state bytes of this view, one integer per element."""
+        alloc = self.storage.alloc
+        mem: OnChipMemory = alloc.memory  # type: ignore[assignment]
+        assert mem.acc is not None
+        isz = self.itemsize
+        row = mem.bytes_per_partition
+        start = (alloc.partition_start + self.p0) * row + alloc.byte_offset + self.offset * isz
+        flat = mem.acc.reshape(-1)
+        typed = flat[start : start + ((flat.size - start) // isz) * isz].view(f"u{isz}")
+        strides = (self.strides[0] * row, *(s * isz for s in self.strides[1:]))
+        return as_strided(typed, self.shape, strides, writeable=True)
+
+    # ---- descriptor -----------------------------------------------------------------------
+
+    def operand(self, role: str) -> Operand:
+        alloc = self.storage.alloc
+        isz = self.itemsize
+        if alloc.kind == HBM:
+            pat = tuple(zip(self.strides, self.shape, strict=True))
+            return Operand(
+                role,
+                HBM,
+                self.fmt.name,
+                isz,
+                -1,
+                0,
+                alloc.byte_offset + self.offset * isz,
+                pat[0] if pat else (1, 1),
+                pat[1:],
+            )
+        return Operand(
+            role,
+            alloc.kind,
+            self.fmt.name,
+            isz,
+            alloc.core,
+            alloc.partition_start + self.p0,
+            alloc.byte_offset + self.offset * isz,
+            (self.strides[0], self.shape[0]),
+            tuple(zip(self.strides[1:], self.shape[1:], strict=True)),
+        )
+
+    @property
+    def partition_start(self) -> int:
+        return self.storage.alloc.partition_start + self.p0
+
+    def __repr__(self) -> str:
+        return f"View({self.fmt.name}{list(self.shape)} in {self.storage.alloc!r})"
+
+
+def _user_dtype(fmt: Format) -> Any:
+    """The dtype a kernel sees: the NumPy dtype, or the Format for tf32 and packed x4 types."""
+    if fmt.kind == "packed" or fmt.name == "tfloat32":
+        return fmt
+    return fmt.dtype
+
+
+def format_of(dtype: Any) -> Format:
+    """The numerics Format of a kernel-facing dtype (NumPy dtype, ml_dtypes type, Format, name)."""
+    return get_format(dtype)

@@ -1,0 +1,460 @@
+"""Legality rules as data: a table of ``Rule``s that ``check`` walks before an instruction runs.
+
+Each rule has a name (it appears first in the error: ``"moving-fmax: ..."``), the ops it
+applies to, and a check returning ``None`` or the message with the offending values. Every
+limit comes from the target's ``CoreSpec`` (``trnsim.hw``). Sources: the per-instruction
+docstrings (``nki/api/nki/isa/__init__.py``) and the architecture guides (nki-notes.md 1.4,
+4.2, 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trnsim.core.isa import (
+    ALL_OPS,
+    COMPUTE_OPS,
+    DMA_OPS,
+    MIN_GENERATION,
+    READS_PSUM,
+    WRITES_PSUM,
+    Engine,
+    Op,
+)
+from trnsim.core.location import fail
+from trnsim.core.memory import HBM, PSUM, SBUF, View
+from trnsim.hw import CoreSpec
+
+
+@dataclass
+class Call:
+    """What a rule sees: the op, its engine, named operand views, attributes and the target."""
+
+    op: Op
+    engine: Engine
+    dst: dict[str, View]
+    src: dict[str, View]
+    attrs: dict[str, Any]
+    spec: CoreSpec
+
+    def views(self) -> list[tuple[str, View, bool]]:
+        return [(r, v, True) for r, v in self.dst.items()] + [
+            (r, v, False) for r, v in self.src.items()
+        ]
+
+
+Check = Callable[[Call], str | None]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    ops: frozenset[Op]
+    check: Check = field(compare=False)
+
+
+RULES: list[Rule] = []
+
+
+def rule(name: str, ops: frozenset[Op] | set[Op] = ALL_OPS) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
+        RULES.append(Rule(name, frozenset(ops), fn))
+        return fn
+
+    return register
+
+
+# ---- tables ---------------------------------------------------------------------------------
+
+FLOAT_MATMUL_IN = frozenset(
+    {"float8_e4m3", "float8_e5m2", "bfloat16", "float16", "tfloat32", "float32"}
+)
+FP8 = frozenset({"float8_e4m3", "float8_e5m2", "float8_e4m3fn"})
+MX_DATA = frozenset({"float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"})
+MX_SCALE = frozenset({"uint8", "float8_e8m0fnu"})
+
+# (op, role) -> allowed format names; generation-dependent entries are checked in functions.
+DTYPES: dict[tuple[Op, str], frozenset[str]] = {
+    (Op.QUANTIZE_MX, "src"): frozenset({"float16", "bfloat16"}),
+    (Op.QUANTIZE_MX, "dst"): frozenset({"float8_e5m2_x4", "float8_e4m3fn_x4"}),
+    (Op.QUANTIZE_MX, "dst_scale"): MX_SCALE,
+    (Op.NC_MATMUL_MX, "stationary"): MX_DATA,
+    (Op.NC_MATMUL_MX, "moving"): MX_DATA,
+    (Op.NC_MATMUL_MX, "stationary_scale"): MX_SCALE,
+    (Op.NC_MATMUL_MX, "moving_scale"): MX_SCALE,
+    (Op.TENSOR_COPY_PREDICATED, "predicate"): frozenset({"uint8", "uint16", "uint32"}),
+    (Op.NC_FIND_INDEX8, "dst"): frozenset({"uint32", "int32", "uint16", "float32"}),
+}
+
+
+def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
+    return [(r, v, d) for r, v, d in call.views() if v.on_chip]
+
+
+# ---- generic rules ---------------------------------------------------------------------------
+
+
+@rule("generation", set(MIN_GENERATION))
+def _generation(call: Call) -> str | None:
+    need = MIN_GENERATION[call.op]
+    if call.spec.generation < need:
+        return (
+            f"{call.op.value} needs NeuronCore-v{need} or newer; target is {call.spec.name} "
+            f"(v{call.spec.generation})"
+        )
+    return None
+
+
+@rule("memory")
+def _memory(call: Call) -> str | None:
+    for role, v, is_dst in call.views():
+        mem = v.memory
+        if call.op in DMA_OPS:
+            ok = mem in (HBM, SBUF) or (call.op == Op.DMA_COMPUTE and mem == PSUM and False)
+        elif call.op in COMPUTE_OPS:
+            ok = mem == SBUF or (
+                mem == PSUM and (call.op in WRITES_PSUM if is_dst else call.op in READS_PSUM)
+            )
+            if call.op in (Op.NC_MATMUL, Op.NC_MATMUL_MX) or (
+                call.op == Op.NC_TRANSPOSE and call.engine == Engine.TENSOR
+            ):
+                ok = mem == (PSUM if is_dst else SBUF)
+            if call.engine == Engine.GPSIMD and mem == PSUM:
+                ok = False
+        else:
+            ok = True
+        if not ok:
+            return (
+                f"{call.op.value} {role} is in {mem.upper()}, which {call.op.value} cannot "
+                + ("write" if is_dst else "read")
+                + f" on the {call.engine.value} engine"
+            )
+    if call.op in (Op.TENSOR_TENSOR, Op.TENSOR_COPY_PREDICATED):
+        ins = [v for _, v, d in call.views() if not d]
+        if len(ins) >= 2 and all(v.memory == PSUM for v in ins[:2]):
+            return f"{call.op.value}: both inputs are in PSUM; at most one may be"
+    return None
+
+
+@rule("partition-dim")
+def _partition_dim(call: Call) -> str | None:
+    limit = call.spec.partitions
+    for role, v, _ in _on_chip(call):
+        if v.partitions > limit:
+            return f"{call.op.value} {role} partition dimension {v.partitions} exceeds {limit}"
+    return None
+
+
+@rule("contiguous-partitions")
+def _contiguous(call: Call) -> str | None:
+    for role, v, _ in _on_chip(call):
+        if v.partitions > 1 and v.strides[0] != 1:
+            return (
+                f"{call.op.value} {role} steps over partitions with stride {v.strides[0]}; "
+                "a tensor must occupy contiguous partitions"
+            )
+    return None
+
+
+@rule("start-partition", COMPUTE_OPS)
+def _start_partition(call: Call) -> str | None:
+    quad = call.spec.partitions // 4
+    for role, v, _ in _on_chip(call):
+        n, start = v.partitions, v.partition_start
+        step = call.spec.partitions if n > 2 * quad else 2 * quad if n > quad else quad
+        if start % step:
+            legal = list(range(0, call.spec.partitions, step))
+            return (
+                f"{call.op.value} {role} starts at partition {start} with {n} partitions; "
+                f"legal starts for {n} partitions are {legal}"
+            )
+    return None
+
+
+@rule("dtype")
+def _dtype(call: Call) -> str | None:
+    for role, v, _ in call.views():
+        allowed = DTYPES.get((call.op, role))
+        if allowed is not None and v.fmt.name not in allowed:
+            return (
+                f"{call.op.value} {role} dtype {v.fmt.name} not allowed; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+    return None
+
+
+# ---- Tensor engine ---------------------------------------------------------------------------
+
+
+@rule("dtype", {Op.NC_MATMUL})
+def _matmul_dtype(call: Call) -> str | None:
+    allowed = FLOAT_MATMUL_IN | ({"float8_e4m3fn"} if call.spec.generation >= 4 else set())
+    names = {}
+    for role in ("stationary", "moving"):
+        name = call.src[role].fmt.name
+        names[role] = name
+        if name not in allowed:
+            return (
+                f"nc_matmul {role} dtype {name} not allowed on {call.spec.name}; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+    wide = {"float32", "tfloat32"}
+    if (names["stationary"] in wide) != (names["moving"] in wide):
+        return (
+            f"nc_matmul: fp32/tf32 input must be paired with fp32/tf32, got stationary "
+            f"{names['stationary']} and moving {names['moving']}"
+        )
+    if {"float8_e4m3", "float8_e4m3fn"} <= set(names.values()):
+        return "nc_matmul: float8_e4m3 (legacy) and float8_e4m3fn (OCP) cannot be mixed"
+    if call.attrs.get("perf_mode") == "double_row":
+        if call.spec.generation < 3:
+            return f"nc_matmul perf_mode=double_row needs NeuronCore-v3+, target {call.spec.name}"
+        bad = [n for n in names.values() if n not in FP8]
+        if bad:
+            return f"nc_matmul perf_mode=double_row needs fp8 inputs, got {', '.join(bad)}"
+    return None
+
+
+@rule("dtype", {Op.NC_MATMUL, Op.NC_MATMUL_MX})
+def _matmul_dst_dtype(call: Call) -> str | None:
+    name = call.dst["dst"].fmt.name
+    allowed = {"float32", "bfloat16"} if call.spec.supports_bf16_psum else {"float32"}
+    if call.attrs.get("is_transpose"):
+        allowed = allowed | {call.src["stationary"].fmt.name}
+        if call.src["stationary"].fmt.name in FP8:
+            allowed |= {"bfloat16", "float16"}
+    if name not in allowed:
+        return (
+            f"{call.op.value} dst dtype {name} not allowed on {call.spec.name}; allowed: "
+            f"{', '.join(sorted(allowed))}"
+        )
+    return None
+
+
+@rule("shape", {Op.NC_MATMUL})
+def _matmul_shape(call: Call) -> str | None:
+    st, mv, dst = call.src["stationary"], call.src["moving"], call.dst["dst"]
+    double = call.attrs.get("perf_mode") == "double_row"
+    if st.partitions != mv.partitions:
+        return (
+            f"nc_matmul contraction (partition) dims differ: stationary {st.partitions}, "
+            f"moving {mv.partitions}"
+        )
+    if double and (st.shape[1:2] != (2,) or mv.shape[1:2] != (2,)):
+        return (
+            f"nc_matmul double_row needs [K, 2, F] operands, got stationary {list(st.shape)}, "
+            f"moving {list(mv.shape)}"
+        )
+    m = st.free_size // (2 if double else 1)
+    n = mv.free_size // (2 if double else 1)
+    if dst.partitions != m or dst.free_size != n:
+        return (
+            f"nc_matmul dst shape {list(dst.shape)} does not match [stationary free {m}, "
+            f"moving free {n}]"
+        )
+    return None
+
+
+@rule("stationary-fmax", {Op.NC_MATMUL, Op.NC_MATMUL_MX})
+def _stationary_fmax(call: Call) -> str | None:
+    st = call.src["stationary"]
+    m = st.free_size // (2 if call.attrs.get("perf_mode") == "double_row" else 1)
+    limit = call.spec.tensor.stationary_fmax
+    tile = call.attrs.get("tile_size") or ()
+    if tile:
+        rows, cols = tile
+        if st.partitions > rows:
+            return f"{call.op.value} stationary partitions {st.partitions} exceed tile rows {rows}"
+        limit = min(limit, cols)
+    if m > limit:
+        return f"{call.op.value} stationary free size {m} exceeds {limit}"
+    return None
+
+
+@rule("moving-fmax", {Op.NC_MATMUL, Op.NC_MATMUL_MX})
+def _moving_fmax(call: Call) -> str | None:
+    mv, dst = call.src["moving"], call.dst["dst"]
+    n = mv.free_size // (2 if call.attrs.get("perf_mode") == "double_row" else 1)
+    fmax = call.spec.tensor.moving_fmax
+    key = "bf16" if dst.fmt.name == "bfloat16" else "fp32"
+    limit = fmax[key] if key in fmax else fmax["fp32"]
+    if n > limit:
+        return (
+            f"{call.op.value} moving free size {n} exceeds {limit} for a {dst.fmt.name} dst on "
+            f"{call.spec.name}"
+        )
+    return None
+
+
+@rule("tile-position", {Op.NC_MATMUL, Op.NC_MATMUL_MX})
+def _tile_position(call: Call) -> str | None:
+    pos, size = call.attrs.get("tile_position") or (), call.attrs.get("tile_size") or ()
+    if bool(pos) != bool(size):
+        return "tile_position and tile_size must both be set (or neither)"
+    if not pos:
+        return None
+    rows = call.spec.tensor.rows
+    smallest = rows // 4 if call.spec.generation >= 3 else rows // 2
+    for what, v in (("row", size[0]), ("column", size[1])):
+        if v not in {rows, rows // 2, smallest} or v < smallest:
+            return f"tile_size {what} size {v} not allowed on {call.spec.name}"
+    if pos[0] % size[0] or pos[1] % size[1] or pos[0] >= rows or pos[1] >= call.spec.tensor.cols:
+        return f"tile_position {tuple(pos)} is not a multiple of tile_size {tuple(size)}"
+    return None
+
+
+@rule("shape", {Op.NC_MATMUL_MX})
+def _matmul_mx_shape(call: Call) -> str | None:
+    st, mv, dst = call.src["stationary"], call.src["moving"], call.dst["dst"]
+    quad = call.spec.partitions // 4
+    if st.partitions != mv.partitions or st.partitions % quad:
+        return (
+            f"nc_matmul_mx partition dims must match and be a multiple of {quad}: stationary "
+            f"{st.partitions}, moving {mv.partitions}"
+        )
+    if st.free_size % 2:
+        return f"nc_matmul_mx stationary free size {st.free_size} must be even"
+    if dst.partitions != st.free_size or dst.free_size != mv.free_size:
+        return (
+            f"nc_matmul_mx dst shape {list(dst.shape)} does not match [{st.free_size}, "
+            f"{mv.free_size}]"
+        )
+    return None
+
+
+@rule("shape", {Op.NC_TRANSPOSE})
+def _transpose_shape(call: Call) -> str | None:
+    data, dst = call.src["data"], call.dst["dst"]
+    limit = call.spec.partitions if call.engine == Engine.TENSOR else call.spec.partitions // 4
+    if data.partitions > limit or data.free_size > limit:
+        return (
+            f"nc_transpose on the {call.engine.value} engine handles up to [{limit}, {limit}], "
+            f"got {list(data.shape)}"
+        )
+    if dst.partitions != data.free_size or dst.free_size != data.partitions:
+        return f"nc_transpose dst {list(dst.shape)} is not the transpose of {list(data.shape)}"
+    if dst.fmt.name != data.fmt.name:
+        return f"nc_transpose dst dtype {dst.fmt.name} must equal data dtype {data.fmt.name}"
+    return None
+
+
+# ---- Vector / Scalar / GpSimd ----------------------------------------------------------------
+
+SAME_SHAPE_ROLES: dict[Op, tuple[str, ...]] = {
+    Op.TENSOR_TENSOR: ("data1", "data2"),
+    Op.TENSOR_SCALAR: ("data",),
+    Op.TENSOR_COPY: ("src",),
+    Op.ACTIVATION: ("data",),
+    Op.ACTIVATE2: ("data",),
+    Op.EXPONENTIAL: ("src",),
+    Op.RECIPROCAL: ("data",),
+    Op.TENSOR_COPY_PREDICATED: ("src", "predicate"),
+    Op.SCALAR_TENSOR_TENSOR: ("data", "operand1"),
+    Op.TENSOR_TENSOR_SCAN: ("data0", "data1"),
+    Op.AFFINE_SELECT: ("data",),
+    Op.RANGE_SELECT: ("on_true_tile",),
+}
+
+
+@rule("shape", set(SAME_SHAPE_ROLES))
+def _same_shape(call: Call) -> str | None:
+    dst = call.dst["dst"]
+    for role in SAME_SHAPE_ROLES[call.op]:
+        v = call.src.get(role)
+        if v is None:
+            continue
+        if v.partitions != dst.partitions or v.free_size != dst.free_size:
+            return (
+                f"{call.op.value} {role} shape {list(v.shape)} does not match dst "
+                f"{list(dst.shape)} (same partitions and elements per partition needed)"
+            )
+    return None
+
+
+@rule("shape", {Op.ACTIVATION, Op.TENSOR_SCALAR, Op.EXPONENTIAL, Op.ACTIVATE2})
+def _vector_operands(call: Call) -> str | None:
+    p = call.dst["dst"].partitions
+    for role in ("bias", "scale", "operand0", "operand1", "max_value", "imm0", "imm1"):
+        v = call.src.get(role)
+        if v is not None and (v.partitions != p or v.free_size != 1):
+            return f"{call.op.value} {role} must have shape [{p}, 1], got {list(v.shape)}"
+    for role in ("reduce_res",):
+        v = call.dst.get(role)
+        if v is not None and (v.partitions != p or v.free_size != 1):
+            return f"{call.op.value} {role} must have shape [{p}, 1], got {list(v.shape)}"
+    return None
+
+
+@rule("shape", {Op.QUANTIZE_MX})
+def _quantize_mx_shape(call: Call) -> str | None:
+    src, dst, scale = call.src["src"], call.dst["dst"], call.dst["dst_scale"]
+    quad = call.spec.partitions // 4
+    if src.partitions % quad or src.free_size % 4:
+        return (
+            f"quantize_mx src {list(src.shape)}: partitions must be a multiple of {quad} and "
+            f"the free size a multiple of 4"
+        )
+    if dst.partitions != src.partitions or dst.free_size * 4 != src.free_size:
+        return f"quantize_mx dst {list(dst.shape)} must be [{src.partitions}, {src.free_size // 4}]"
+    want_p = 4 if src.partitions == quad else src.partitions
+    if scale.partitions < want_p or scale.free_size * 4 < src.free_size:
+        return (
+            f"quantize_mx dst_scale {list(scale.shape)} must cover [{want_p}, "
+            f"{src.free_size // 4}] (4 scale rows per 32-partition quadrant)"
+        )
+    return None
+
+
+@rule("shape", {Op.BN_STATS})
+def _bn_stats_shape(call: Call) -> str | None:
+    data, dst = call.src["data"], call.dst["dst"]
+    limit = call.spec.psum_bank_bytes // 4  # bn_stats_fmax: one PSUM bank of fp32 (512)
+    if data.free_size > limit:
+        return f"bn_stats free size {data.free_size} exceeds bn_stats_fmax {limit}"
+    if dst.free_size != 6 or dst.partitions != data.partitions:
+        return f"bn_stats dst must be [{data.partitions}, 6], got {list(dst.shape)}"
+    return None
+
+
+@rule("shape", {Op.DMA_COPY, Op.DMA_COMPUTE})
+def _dma_shape(call: Call) -> str | None:
+    dst = call.dst["dst"]
+    for role, v in call.src.items():
+        if v.size != dst.size:
+            return (
+                f"{call.op.value} {role} has {v.size} elements {list(v.shape)}, dst has "
+                f"{dst.size} {list(dst.shape)}"
+            )
+    return None
+
+
+@rule("dtype", {Op.DMA_COPY})
+def _dma_dtype(call: Call) -> str | None:
+    if call.attrs.get("dge_mode") == "hwdge":
+        if call.spec.generation < 3:
+            return f"dma_copy dge_mode=hwdge needs NeuronCore-v3+, target {call.spec.name}"
+        s, d = call.src["src"].fmt.name, call.dst["dst"].fmt.name
+        if s != d:
+            return f"dma_copy with dge_mode=hwdge needs equal dtypes, got src {s} and dst {d}"
+    return None
+
+
+_BY_OP: dict[Op, list[Rule]] = {op: [r for r in RULES if op in r.ops] for op in Op}
+
+
+def check(call: Call) -> None:
+    """Raise a KernelError (at the kernel's line) for the first rule ``call`` breaks."""
+    for _, v, _ in call.views():
+        v.check_bounds()
+    for r in _BY_OP[call.op]:
+        msg = r.check(call)
+        if msg is not None:
+            raise fail(r.name, msg)
+
+
+def refresh() -> None:
+    """Rebuild the per-op index (after registering extra rules)."""
+    _BY_OP.clear()
+    _BY_OP.update({op: [r for r in RULES if op in r.ops] for op in Op})

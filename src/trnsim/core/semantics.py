@@ -1,0 +1,489 @@
+"""The specification of every instruction: one plain NumPy function each.
+
+**The slow, obvious path is the specification.** Each function below takes the operands
+already decoded to float32 (or raw integers for bit-exact ops) as ``[partition, free...]``
+arrays plus the instruction's attributes, and returns float32 results; the machine
+(``trnsim.core.machine``) does the decoding, the PSUM accumulation bookkeeping and the cast on
+write (RNE or stochastic rounding through ``trnsim.numerics``). Any faster path must be tested
+against these functions.
+
+Choices where the hardware is not specified (documented, per DESIGN rule 3):
+
+- Matmul accumulation inside the array is fp32 in an unspecified order; here it is NumPy's
+  float32 ``matmul`` (pairwise/blocked), products of <= 16-bit inputs being exact in fp32.
+- Activation functions are exact float32 NumPy functions, not the hardware's piecewise
+  polynomial approximations (whose coefficients are not public).
+
+Sources: the docstrings of ``nki/api/nki/isa/__init__.py`` (aws-neuron-sdk), summarised in
+nki-notes.md section 1.4.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+F32 = np.float32
+
+# ---------------------------------------------------------------------------------------------
+# ALU operators (nki "aluop" table) and activation functions, as data
+# ---------------------------------------------------------------------------------------------
+
+
+def _f(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    return fn
+
+
+ARITH_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "power": np.power,
+    "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
+    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
+    "equal": lambda a, b: (a == b).astype(F32),
+    "not_equal": lambda a, b: (a != b).astype(F32),
+    "greater": lambda a, b: (a > b).astype(F32),
+    "greater_equal": lambda a, b: (a >= b).astype(F32),
+    "less": lambda a, b: (a < b).astype(F32),
+    "less_equal": lambda a, b: (a <= b).astype(F32),
+    "logical_and": lambda a, b: np.logical_and(a, b).astype(F32),
+    "logical_or": lambda a, b: np.logical_or(a, b).astype(F32),
+    "logical_xor": lambda a, b: np.logical_xor(a, b).astype(F32),
+    "fmod": np.fmod,
+    "mod": np.mod,
+}
+# Bitvec operators work on raw integer bit patterns (no conversion).
+BITVEC_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "left_shift": np.left_shift,
+    "right_shift": np.right_shift,
+}
+# Unary operators usable as tensor_scalar op0 (operand ignored).
+UNARY_ALU_OPS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "abs": np.abs,
+    "square": np.square,
+    "relu": lambda x: np.maximum(x, F32(0)),
+    "rsqrt": lambda x: F32(1) / np.sqrt(x),
+    "reciprocal": lambda x: F32(1) / x,
+}
+REDUCE_OPS: dict[str, Callable[..., np.ndarray]] = {
+    "add": np.sum,
+    "multiply": np.prod,
+    "maximum": np.max,
+    "minimum": np.min,
+    "abs_max": lambda x, axis, keepdims: np.max(np.abs(x), axis=axis, keepdims=keepdims),
+    "abs_min": lambda x, axis, keepdims: np.min(np.abs(x), axis=axis, keepdims=keepdims),
+    "bitwise_and": np.bitwise_and.reduce,
+    "bitwise_or": np.bitwise_or.reduce,
+    "bitwise_xor": np.bitwise_xor.reduce,
+}
+REDUCE_IDENTITY: dict[str, float] = {
+    "add": 0.0,
+    "multiply": 1.0,
+    "maximum": -np.inf,
+    "minimum": np.inf,
+    "abs_max": 0.0,
+    "abs_min": np.inf,
+}
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1.0 + _erf(x.astype(np.float64) / math.sqrt(2.0)))).astype(F32)
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    c = F32(math.sqrt(2.0 / math.pi))
+    return F32(0.5) * x * (F32(1) + np.tanh(c * (x + F32(0.044715) * x * x * x)))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return F32(1) / (F32(1) + np.exp(-x))
+
+
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "copy": lambda x: x,
+    "identity": lambda x: x,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: F32(1) / np.sqrt(x),
+    "reciprocal": lambda x: F32(1) / x,
+    "square": np.square,
+    "abs": np.abs,
+    "negative": np.negative,
+    "sign": np.sign,
+    "tanh": np.tanh,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "arctan": np.arctan,
+    "ceil": np.ceil,
+    "floor": np.floor,
+    "trunc": np.trunc,
+    "sigmoid": _sigmoid,
+    "relu": lambda x: np.maximum(x, F32(0)),
+    "silu": lambda x: x * _sigmoid(x),
+    "gelu": _gelu,
+    "gelu_apprx_tanh": _gelu_tanh,
+    "gelu_apprx_sigmoid": lambda x: x * _sigmoid(F32(1.702) * x),
+    "softplus": lambda x: np.logaddexp(F32(0), x).astype(F32),
+    "mish": lambda x: x * np.tanh(np.logaddexp(F32(0), x).astype(F32)),
+    "erf": lambda x: _erf(x.astype(np.float64)).astype(F32),
+}
+
+
+def alu(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One binary ALU operator in fp32 (bitvec operators on the raw integers)."""
+    if op in BITVEC_OPS:
+        return BITVEC_OPS[op](a, b)
+    with np.errstate(all="ignore"):
+        return np.asarray(ARITH_OPS[op](a, b))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor engine
+# ---------------------------------------------------------------------------------------------
+
+
+def nc_matmul(stationary: np.ndarray, moving: np.ndarray, double_row: bool = False) -> np.ndarray:
+    """``dst[M, N] = stationary[K, M].T @ moving[K, N]`` in fp32.
+
+    ``double_row``: stationary ``[K, 2, M]`` and moving ``[K, 2, N]`` contract over K x 2.
+    """
+    if double_row:
+        k = stationary.shape[0]
+        stationary = stationary.reshape(k * 2, -1)
+        moving = moving.reshape(k * 2, -1)
+    else:
+        stationary = stationary.reshape(stationary.shape[0], -1)
+        moving = moving.reshape(moving.shape[0], -1)
+    return np.matmul(stationary.T.astype(F32), moving.astype(F32))
+
+
+def nc_transpose(data: np.ndarray) -> np.ndarray:
+    """``dst[F, P] = data[P, F]`` (free dims flattened first)."""
+    return np.ascontiguousarray(data.reshape(data.shape[0], -1).T)
+
+
+def mx_scale_rows(partitions: int) -> np.ndarray:
+    """Scale-tile partition of each 8-partition group of an MX data tile of ``partitions``.
+
+    Group ``g`` (partitions ``8g..8g+7``) has its scales at partition ``(g // 4) * 32 + g % 4``:
+    four scale rows at the start of each 32-partition quadrant (``quantize_mx`` docstring).
+    """
+    g = np.arange(partitions // 8)
+    return (g // 4) * 32 + g % 4
+
+
+def nc_matmul_mx(
+    stationary: np.ndarray,
+    moving: np.ndarray,
+    stationary_scale: np.ndarray,
+    moving_scale: np.ndarray,
+) -> np.ndarray:
+    """MX matmul: ``stationary [K, M, 4]`` and ``moving [K, N, 4]`` decoded element values
+    (x4 words unpacked along the last axis); scales ``[K/8 groups, M]`` / ``[K/8, N]`` as
+    exponents already decoded to powers of two. Each 8-partition x 4-element group shares one
+    scale. ``dst[M, N] = sum_{k, q} stat[k, m, q] * s_stat[k//8, m] * mov[k, n, q] * s_mov``.
+    """
+    ks = stationary.shape[0]
+    s_stat = np.repeat(stationary_scale, 8, axis=0)[:ks, :, None]
+    s_mov = np.repeat(moving_scale, 8, axis=0)[:ks, :, None]
+    a = (stationary * s_stat).astype(np.float64)
+    b = (moving * s_mov).astype(np.float64)
+    return np.einsum("kiq,kjq->ij", a, b).astype(F32)
+
+
+def quantize_mx(src: np.ndarray, emax: int, element_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """MX quantization of ``src [P, F]`` over groups of 8 partitions x 4 elements.
+
+    Returns (values scaled into the element range, still fp32, shape ``[P, F]``; scale
+    exponents as e8m0 codes, shape ``[P/8, F/4]``). NKI's rule (0.5.0+, ``quantize_mx``
+    docstring): ``scale = 2^(floor(log2(amax)) - (emax - 1))``, i.e. 2x the OCP scale; an
+    all-zero group gets code 0 (2^-127). Values are divided by the scale; the cast to the
+    element format (RNE, saturating) is done on write.
+    """
+    p, f = src.shape
+    groups = np.abs(src.astype(F32)).reshape(p // 8, 8, f // 4, 4)
+    amax = groups.max(axis=(1, 3))
+    with np.errstate(divide="ignore"):
+        e = np.floor(np.log2(amax, where=amax > 0, out=np.full_like(amax, -np.inf)))
+    exp = np.where(amax > 0, e - (emax - 1), -127.0)
+    exp = np.clip(exp, -127, 127)
+    codes = (exp + 127).astype(np.uint8)
+    scale = np.exp2(np.repeat(np.repeat(exp, 8, axis=0), 4, axis=1)).astype(np.float64)
+    scaled = np.clip(src.astype(np.float64) / scale, -element_max, element_max)
+    return scaled.astype(F32), codes
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar engine
+# ---------------------------------------------------------------------------------------------
+
+
+def activation(
+    op: str,
+    data: np.ndarray,
+    bias: np.ndarray | None = None,
+    scale: float | np.ndarray = 1.0,
+    reduce_op: str | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``out = op(data * scale + bias)`` with scale a constant or ``[P, 1]``, bias ``[P, 1]``;
+    optionally a free-dim reduction of ``out`` (``[P, 1]``)."""
+    x = data.reshape(data.shape[0], -1).astype(F32)
+    x = x * (np.asarray(scale, dtype=F32).reshape(-1, 1) if np.ndim(scale) else F32(scale))
+    if bias is not None:
+        x = x + bias.reshape(-1, 1).astype(F32)
+    with np.errstate(all="ignore"):
+        out = ACTIVATIONS[op](x).astype(F32)
+    red = None
+    if reduce_op is not None:
+        red = REDUCE_OPS[reduce_op](out, axis=1, keepdims=True).astype(F32)
+    return out, red
+
+
+def activate2(
+    op: str,
+    data: np.ndarray,
+    op0: str,
+    imm0: float | np.ndarray,
+    op1: str,
+    imm1: float | np.ndarray,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    reduce_op: str | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``out = op((data op0 imm0) op1 imm1)``; ``bypass`` skips a stage."""
+    x = data.reshape(data.shape[0], -1).astype(F32)
+    for o, imm, rev in ((op0, imm0, reverse0), (op1, imm1, reverse1)):
+        if o == "bypass":
+            continue
+        v = np.asarray(imm, dtype=F32).reshape(-1, 1) if np.ndim(imm) else F32(imm)
+        x = alu(o, v, x) if rev else alu(o, x, v)
+    with np.errstate(all="ignore"):
+        out = ACTIVATIONS[op](x.astype(F32)).astype(F32)
+    red = REDUCE_OPS[reduce_op](out, axis=1, keepdims=True) if reduce_op else None
+    return out, red
+
+
+# ---------------------------------------------------------------------------------------------
+# Vector engine
+# ---------------------------------------------------------------------------------------------
+
+
+def exponential(
+    src: np.ndarray, max_value: float | np.ndarray = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``dst = exp(src - max_value)`` (max a constant or ``[P, 1]``); also the row sums."""
+    x = src.reshape(src.shape[0], -1).astype(F32)
+    m = np.asarray(max_value, dtype=F32).reshape(-1, 1) if np.ndim(max_value) else F32(max_value)
+    with np.errstate(all="ignore"):
+        out = np.exp(x - m).astype(F32)
+    return out, out.sum(axis=1, keepdims=True, dtype=F32)
+
+
+def tensor_tensor(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return alu(op, a, b)
+
+
+def tensor_scalar(
+    data: np.ndarray,
+    op0: str,
+    operand0: float | np.ndarray | None,
+    reverse0: bool = False,
+    op1: str | None = None,
+    operand1: float | np.ndarray | None = None,
+    reverse1: bool = False,
+) -> np.ndarray:
+    """``(data op0 operand0) op1 operand1``; operands are constants or ``[P, 1]`` vectors."""
+    x = data.reshape(data.shape[0], -1)
+    for o, v, rev in ((op0, operand0, reverse0), (op1, operand1, reverse1)):
+        if o is None:
+            continue
+        if o in UNARY_ALU_OPS:
+            with np.errstate(all="ignore"):
+                x = UNARY_ALU_OPS[o](x)
+            continue
+        if np.ndim(v):
+            w = np.asarray(v).reshape(-1, 1)
+        else:
+            w = np.asarray(v, dtype=x.dtype if o in BITVEC_OPS else F32)
+        x = alu(o, w, x) if rev else alu(o, x, w)
+    return x
+
+
+def tensor_reduce(
+    op: str, data: np.ndarray, axes: tuple[int, ...], negate: bool = False, keepdims: bool = False
+) -> np.ndarray:
+    out = np.asarray(REDUCE_OPS[op](data, axis=axes, keepdims=keepdims))
+    return -out if negate else out
+
+
+def tensor_partition_reduce(op: str, data: np.ndarray) -> np.ndarray:
+    """Reduce across partitions: ``[P, F] -> [1, F]``."""
+    return np.asarray(REDUCE_OPS[op](data, axis=0, keepdims=True))
+
+
+def tensor_tensor_scan(
+    data0: np.ndarray, data1: np.ndarray, initial: np.ndarray | float, op0: str, op1: str
+) -> np.ndarray:
+    """Per partition, along the free dim: ``acc = (acc op0 data0[i]) op1 data1[i]``."""
+    d0 = data0.reshape(data0.shape[0], -1).astype(F32)
+    d1 = data1.reshape(d0.shape).astype(F32)
+    acc = np.broadcast_to(np.asarray(initial, dtype=F32).reshape(-1), (d0.shape[0],)).copy()
+    out = np.empty_like(d0)
+    for i in range(d0.shape[1]):
+        acc = alu(op1, alu(op0, acc, d0[:, i]), d1[:, i]).astype(F32)
+        out[:, i] = acc
+    return out
+
+
+def scalar_tensor_tensor(
+    data: np.ndarray,
+    op0: str,
+    operand0: float | np.ndarray,
+    op1: str,
+    operand1: np.ndarray,
+    reverse0: bool = False,
+    reverse1: bool = False,
+) -> np.ndarray:
+    """``(data op0 operand0) op1 operand1`` with operand1 a full tensor."""
+    x = tensor_scalar(data, op0, operand0, reverse0)
+    o1 = operand1.reshape(x.shape)
+    return alu(op1, o1, x) if reverse1 else alu(op1, x, o1)
+
+
+def reciprocal(data: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return (F32(1) / data.astype(F32)).astype(F32)
+
+
+def iota(
+    partitions: int, pattern: list[tuple[int, int]], offset: int, channel_multiplier: int
+) -> np.ndarray:
+    """``value[p, i...] = offset + p * channel_multiplier + sum(i_k * step_k)`` in int32."""
+    val = np.full((partitions, *(n for _, n in pattern)), offset, dtype=np.int64)
+    val += (np.arange(partitions) * channel_multiplier).reshape(-1, *([1] * len(pattern)))
+    for k, (step, n) in enumerate(pattern):
+        shape = [1] * (len(pattern) + 1)
+        shape[k + 1] = n
+        val += (np.arange(n) * step).reshape(shape)
+    return val.astype(np.int32)
+
+
+def bn_stats(data: np.ndarray) -> np.ndarray:
+    """``[P, F] -> [P, 6]``: (count, mean, count*var) of the even and of the odd elements."""
+    x = data.reshape(data.shape[0], -1).astype(np.float64)
+    out = []
+    for part in (x[:, 0::2], x[:, 1::2]):
+        n = part.shape[1]
+        mean = part.mean(axis=1) if n else np.zeros(x.shape[0])
+        m2 = ((part - mean[:, None]) ** 2).sum(axis=1)
+        out += [np.full(x.shape[0], n, dtype=np.float64), mean, m2]
+    return np.stack(out, axis=1).astype(F32)
+
+
+def bn_aggr(stats: np.ndarray) -> np.ndarray:
+    """``[P, 6k] -> [P, 2]``: (mean, variance) of all the groups of ``bn_stats`` output."""
+    s = stats.reshape(stats.shape[0], -1, 3).astype(np.float64)
+    n, mean, m2 = s[..., 0], s[..., 1], s[..., 2]
+    total = n.sum(axis=1)
+    mu = (n * mean).sum(axis=1) / total
+    var = (m2 + n * (mean - mu[:, None]) ** 2).sum(axis=1) / total
+    return np.stack([mu, var], axis=1).astype(F32)
+
+
+def max8(src: np.ndarray) -> np.ndarray:
+    """The 8 largest values of each partition, in descending order."""
+    x = src.reshape(src.shape[0], -1)
+    return -np.sort(-x, axis=1)[:, :8]
+
+
+def nc_find_index8(data: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """Index of the first occurrence of each of the 8 ``vals`` in each partition of ``data``;
+    all-ones (0xFFFFFFFF) where a value does not occur (NKI 0.6.0 release notes)."""
+    x = data.reshape(data.shape[0], -1)
+    v = vals.reshape(vals.shape[0], -1)[:, :8]
+    out = np.full(v.shape, 0xFFFFFFFF, dtype=np.uint32)
+    for p in range(x.shape[0]):
+        for j in range(v.shape[1]):
+            hits = np.flatnonzero(x[p] == v[p, j])
+            if hits.size:
+                out[p, j] = hits[0]
+    return out
+
+
+def affine_select(
+    data: np.ndarray,
+    pattern: list[tuple[int, int]],
+    offset: int,
+    channel_multiplier: int,
+    cmp_op: str,
+    on_false_value: float,
+) -> np.ndarray:
+    """Keep ``data`` where ``(iota value) cmp_op 0`` holds, else ``on_false_value``."""
+    idx = iota(data.shape[0], pattern, offset, channel_multiplier).astype(F32)
+    keep = alu(cmp_op, idx.reshape(data.shape[0], -1), F32(0)).astype(bool)
+    return np.where(keep, data.reshape(keep.shape), F32(on_false_value)).astype(F32)
+
+
+def range_select(
+    data: np.ndarray,
+    comp_op0: str,
+    comp_op1: str,
+    bound0: np.ndarray,
+    bound1: np.ndarray,
+    range_start: float,
+    fill: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``range_select`` docstring's NumPy equivalent; reduction is max along the free dim."""
+    x = data.reshape(data.shape[0], -1).astype(F32)
+    idx = (F32(range_start) + np.arange(x.shape[1], dtype=F32))[None, :]
+    mask = alu(comp_op0, idx, bound0.reshape(-1, 1)).astype(bool) & alu(
+        comp_op1, idx, bound1.reshape(-1, 1)
+    ).astype(bool)
+    out = np.where(mask, x, F32(fill)).astype(F32)
+    return out, out.max(axis=1, keepdims=True)
+
+
+def tensor_copy_predicated(
+    dst: np.ndarray, src: np.ndarray, predicate: np.ndarray, reverse: bool = False
+) -> np.ndarray:
+    """``dst`` with ``src`` copied in where ``predicate`` is non-zero (zero if ``reverse``)."""
+    pred = predicate.reshape(dst.shape) != 0
+    if reverse:
+        pred = ~pred
+    return np.where(pred, np.broadcast_to(src, dst.shape) if np.ndim(src) else src, dst)
+
+
+def local_gather(src: np.ndarray, index: np.ndarray, group: int, elem_per_idx: int) -> np.ndarray:
+    """Within each group of ``group`` partitions, gather elements of the group's partitions.
+
+    Each group's source is its partitions' free dims concatenated (partition-major); each
+    index picks ``elem_per_idx`` consecutive elements; the results are spread back over the
+    group's partitions in order.
+    """
+    p = src.shape[0]
+    x = src.reshape(p, -1)
+    idx = index.reshape(p, -1).astype(np.int64)
+    out = []
+    for g0 in range(0, p, group):
+        pool = x[g0 : g0 + group].reshape(-1)
+        ids = idx[g0 : g0 + group].reshape(-1)
+        picks = (ids[:, None] * elem_per_idx + np.arange(elem_per_idx)).reshape(-1)
+        out.append(pool[picks].reshape(group, -1))
+    return np.concatenate(out, axis=0)
+
+
+def dma_transpose(src: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    return np.ascontiguousarray(np.transpose(src, axes))

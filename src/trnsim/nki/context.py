@@ -1,0 +1,54 @@
+"""The running kernel's context (thread-local: LNC=2 runs one thread per program)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from trnsim.core.location import fail
+from trnsim.core.machine import NeuronCore
+from trnsim.core.memory import View
+
+
+@dataclass
+class Launch:
+    """State shared by the programs of one launch (LNC=1 or 2)."""
+
+    lnc: int
+    cores: list[NeuronCore]
+    barrier: threading.Barrier
+    shared: dict[int, View] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    mailbox: dict[Any, Any] = field(default_factory=dict)
+    printed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Program:
+    launch: Launch
+    program_id: int
+    core: NeuronCore
+    shared_seq: int = 0
+
+
+_local = threading.local()
+
+
+def current() -> Program:
+    prog = getattr(_local, "program", None)
+    if prog is None:
+        raise fail(
+            "outside-kernel",
+            "nki.language / nki.isa called outside a running kernel; run it with "
+            "nki.simulate(kernel)(*arrays) or kernel(*arrays)",
+        )
+    return prog
+
+
+def current_or_none() -> Program | None:
+    return getattr(_local, "program", None)
+
+
+def enter(prog: Program | None) -> None:
+    _local.program = prog

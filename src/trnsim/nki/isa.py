@@ -1,0 +1,625 @@
+"""``nki.isa`` (NKI 0.3 - 0.6): dst-first instruction calls that return nothing.
+
+Each call turns its Python arguments into named operand views and attributes and hands them to
+the running ``NeuronCore`` (``trnsim.core``), which checks, records and executes. Sources: SDK
+``nki/api/nki/isa/__init__.py`` (signatures and semantics).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from trnsim.core.isa import Engine, Op
+from trnsim.core.location import fail
+from trnsim.core.memory import View
+from trnsim.nki.context import current
+
+
+class engine(enum.Enum):
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
+
+
+tensor_engine, vector_engine, scalar_engine = engine.tensor, engine.vector, engine.scalar
+gpsimd_engine, unknown_engine = engine.gpsimd, engine.unknown
+
+
+class reduce_cmd(enum.Enum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(enum.Enum):
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(enum.Enum):
+    error = 0
+    skip = 1
+
+
+class matmul_perf_mode(enum.Enum):
+    none = 0
+    double_row = 1
+
+
+class nc_version(enum.Enum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+class dma_engine(enum.Enum):
+    dma = 1
+    gpsimd_dma = 2
+
+
+_ENGINES = {
+    engine.tensor: Engine.TENSOR,
+    engine.scalar: Engine.SCALAR,
+    engine.gpsimd: Engine.GPSIMD,
+    engine.vector: Engine.VECTOR,
+    engine.dma: Engine.DMA,
+    engine.sync: Engine.SYNC,
+}
+
+
+def get_nc_version() -> nc_version:
+    return nc_version(current().core.spec.generation)
+
+
+def _eng(e: Any) -> Engine | None:
+    if e is None or e == engine.unknown:
+        return None
+    if isinstance(e, engine):
+        return _ENGINES[e]
+    raise fail("engine", f"engine must be an nki.isa.engine member, got {e!r}")
+
+
+def _op(o: Any) -> str | None:
+    if o is None:
+        return None
+    if isinstance(o, str):
+        return o
+    name = getattr(o, "name", None) or getattr(o, "__name__", None)
+    if name is None:
+        raise fail("operator", f"{o!r} is not an nki.language operator")
+    return {"absolute": "abs", "true_divide": "divide", "exp2": "exp2"}.get(name, name)
+
+
+def _run(
+    op: Op, dst: dict[str, Any], src: dict[str, Any], attrs: dict[str, Any], eng: Any = None
+) -> None:
+    for role, v in (*dst.items(), *src.items()):
+        if not isinstance(v, View):
+            raise fail("operand", f"{op.value} {role} must be a tensor, got {type(v).__name__}")
+    current().core.execute(op, dst, src, attrs, _eng(eng))
+
+
+def _scalar_or_vector(name: str, x: Any, src: dict[str, Any], attrs: dict[str, Any]) -> None:
+    if isinstance(x, View):
+        src[name] = x
+    elif x is not None:
+        attrs[name] = float(x)
+
+
+def _opt(d: dict[str, Any], **kv: Any) -> dict[str, Any]:
+    d.update({k: v for k, v in kv.items() if v is not None})
+    return d
+
+
+# ---- Tensor engine ---------------------------------------------------------------------------
+
+
+def nc_matmul(
+    dst: View,
+    stationary: View,
+    moving: View,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    is_transpose: bool = False,
+    accumulate: bool | None = None,
+    tile_position: tuple = (),
+    tile_size: tuple = (),
+    perf_mode: Any = matmul_perf_mode.none,
+    name: str | None = None,
+) -> None:
+    pm = perf_mode.name if isinstance(perf_mode, matmul_perf_mode) else str(perf_mode)
+    pm = "double_row" if pm in ("double_row", "double_row_gen3") else pm
+    _run(
+        Op.NC_MATMUL,
+        {"dst": dst},
+        {"stationary": stationary, "moving": moving},
+        {
+            "accumulate": accumulate,
+            "is_transpose": bool(is_transpose),
+            "tile_position": tuple(tile_position or ()),
+            "tile_size": tuple(tile_size or ()),
+            "perf_mode": pm,
+            "is_stationary_onezero": bool(is_stationary_onezero),
+            "is_moving_onezero": bool(is_moving_onezero),
+        },
+    )
+
+
+def nc_matmul_mx(
+    dst: View,
+    stationary: View,
+    moving: View,
+    stationary_scale: View,
+    moving_scale: View,
+    tile_position: tuple | None = None,
+    tile_size: tuple | None = None,
+    accumulate: bool | None = None,
+    name: str | None = None,
+) -> None:
+    _run(
+        Op.NC_MATMUL_MX,
+        {"dst": dst},
+        {
+            "stationary": stationary,
+            "moving": moving,
+            "stationary_scale": stationary_scale,
+            "moving_scale": moving_scale,
+        },
+        {
+            "accumulate": accumulate,
+            "tile_position": tuple(tile_position or ()),
+            "tile_size": tuple(tile_size or ()),
+        },
+    )
+
+
+def nc_transpose(
+    dst: View, data: View, engine: Any = engine.unknown, name: str | None = None
+) -> None:
+    eng = _eng(engine)
+    if eng is None:  # the compiler picks: Vector for <= 32x32 outside PSUM dst... Tensor else
+        quad = current().core.spec.partitions // 4
+        small = data.partitions <= quad and data.free_size <= quad
+        eng = Engine.VECTOR if small and dst.memory != "psum" else Engine.TENSOR
+    current().core.execute(Op.NC_TRANSPOSE, {"dst": dst}, {"data": data}, {}, eng)
+
+
+def quantize_mx(dst: View, src: View, dst_scale: View, name: str | None = None) -> None:
+    _run(Op.QUANTIZE_MX, {"dst": dst, "dst_scale": dst_scale}, {"src": src}, {})
+
+
+# ---- Scalar engine ---------------------------------------------------------------------------
+
+
+def activation(
+    dst: View,
+    op: Any,
+    data: View,
+    bias: View | None = None,
+    scale: Any = 1.0,
+    reduce_op: Any = None,
+    reduce_res: View | None = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    name: str | None = None,
+) -> None:
+    src: dict[str, Any] = {"data": data}
+    attrs: dict[str, Any] = {"op": _op(op)}
+    if bias is not None:
+        src["bias"] = bias
+    _scalar_or_vector("scale", scale, src, attrs)
+    dsts: dict[str, Any] = {"dst": dst}
+    if reduce_res is not None:
+        dsts["reduce_res"] = reduce_res
+        attrs["reduce_op"] = _op(reduce_op) or "add"
+    _run(Op.ACTIVATION, dsts, src, attrs)
+
+
+def activation_reduce(
+    dst: View,
+    op: Any,
+    data: View,
+    reduce_op: Any,
+    reduce_res: View,
+    bias: Any = None,
+    scale: Any = 1.0,
+    name: str | None = None,
+) -> None:
+    activation(dst, op, data, bias, scale, reduce_op, reduce_res)
+
+
+def activate2(
+    dst: View,
+    op: Any,
+    data: View,
+    imm0: Any,
+    imm1: Any,
+    op0: Any,
+    op1: Any,
+    relu_param: float = 0.0,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    reduce_op: Any = None,
+    reduce_res: View | None = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    name: str | None = None,
+) -> None:
+    src: dict[str, Any] = {"data": data}
+    attrs: dict[str, Any] = {
+        "op": _op(op),
+        "op0": _op(op0),
+        "op1": _op(op1),
+        "reverse0": reverse0,
+        "reverse1": reverse1,
+    }
+    _scalar_or_vector("imm0", imm0, src, attrs)
+    _scalar_or_vector("imm1", imm1, src, attrs)
+    dsts: dict[str, Any] = {"dst": dst}
+    if reduce_res is not None:
+        dsts["reduce_res"] = reduce_res
+        attrs["reduce_op"] = _op(reduce_op) or "add"
+    _run(Op.ACTIVATE2, dsts, src, attrs)
+
+
+# ---- Vector / GpSimd engines -------------------------------------------------------------------
+
+
+def exponential(
+    dst: View,
+    src: View,
+    max_value: Any = 0.0,
+    reduce_res: View | None = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_init: float = 0.0,
+    name: str | None = None,
+) -> None:
+    s: dict[str, Any] = {"src": src}
+    attrs: dict[str, Any] = {"reduce_init": float(reduce_init)}
+    _scalar_or_vector("max_value", max_value, s, attrs)
+    dsts: dict[str, Any] = {"dst": dst}
+    if reduce_res is not None:
+        dsts["reduce_res"] = reduce_res
+    _run(Op.EXPONENTIAL, dsts, s, attrs)
+
+
+def tensor_tensor(
+    dst: View,
+    data1: View,
+    data2: View,
+    op: Any,
+    engine: Any = engine.unknown,
+    name: str | None = None,
+) -> None:
+    _run(Op.TENSOR_TENSOR, {"dst": dst}, {"data1": data1, "data2": data2}, {"op": _op(op)}, engine)
+
+
+def tensor_scalar(
+    dst: View,
+    data: View,
+    op0: Any,
+    operand0: Any,
+    reverse0: bool = False,
+    op1: Any = None,
+    operand1: Any = None,
+    reverse1: bool = False,
+    engine: Any = engine.unknown,
+    name: str | None = None,
+) -> None:
+    src: dict[str, Any] = {"data": data}
+    attrs: dict[str, Any] = {"op0": _op(op0), "reverse0": reverse0, "reverse1": reverse1}
+    if op1 is not None:
+        attrs["op1"] = _op(op1)
+    _scalar_or_vector("operand0", operand0, src, attrs)
+    _scalar_or_vector("operand1", operand1, src, attrs)
+    _run(Op.TENSOR_SCALAR, {"dst": dst}, src, attrs, engine)
+
+
+def tensor_reduce(
+    dst: View,
+    op: Any,
+    data: View,
+    axis: Any,
+    negate: bool = False,
+    keepdims: bool = False,
+    name: str | None = None,
+) -> None:
+    axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
+    axes = tuple(int(a) % len(data.shape) for a in axes)
+    if (
+        0 in axes
+        or axes[-1] != len(data.shape) - 1
+        or list(axes) != list(range(axes[0], axes[0] + len(axes)))
+    ):
+        raise fail(
+            "reduce-axis",
+            f"tensor_reduce axes {axes} of {list(data.shape)} must be consecutive free axes "
+            "ending at the last one (axis 0 is the partition axis)",
+        )
+    _run(
+        Op.TENSOR_REDUCE,
+        {"dst": dst},
+        {"data": data},
+        {"op": _op(op), "axis": axes, "negate": negate, "keepdims": keepdims},
+    )
+
+
+def tensor_partition_reduce(dst: View, op: Any, data: View, name: str | None = None) -> None:
+    _run(Op.TENSOR_PARTITION_REDUCE, {"dst": dst}, {"data": data}, {"op": _op(op)})
+
+
+def tensor_copy(
+    dst: View, src: View, engine: Any = engine.unknown, name: str | None = None
+) -> None:
+    _run(Op.TENSOR_COPY, {"dst": dst}, {"src": src}, {}, engine)
+
+
+def tensor_copy_predicated(
+    dst: View, src: Any, predicate: View, reverse_pred: bool = False, name: str | None = None
+) -> None:
+    s: dict[str, Any] = {"predicate": predicate}
+    attrs: dict[str, Any] = {"reverse_pred": reverse_pred}
+    if isinstance(src, View):
+        s["src"] = src
+    else:
+        attrs["src"] = float(src)
+    _run(Op.TENSOR_COPY_PREDICATED, {"dst": dst}, s, attrs)
+
+
+def tensor_tensor_scan(
+    dst: View,
+    data0: View,
+    data1: View,
+    initial: Any,
+    op0: Any,
+    op1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    name: str | None = None,
+) -> None:
+    src: dict[str, Any] = {"data0": data0, "data1": data1}
+    attrs: dict[str, Any] = {"op0": _op(op0), "op1": _op(op1)}
+    _scalar_or_vector("initial", initial, src, attrs)
+    _run(Op.TENSOR_TENSOR_SCAN, {"dst": dst}, src, attrs)
+
+
+def scalar_tensor_tensor(
+    dst: View,
+    data: View,
+    op0: Any,
+    operand0: Any,
+    op1: Any,
+    operand1: View,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    name: str | None = None,
+) -> None:
+    src: dict[str, Any] = {"data": data, "operand1": operand1}
+    attrs: dict[str, Any] = {
+        "op0": _op(op0),
+        "op1": _op(op1),
+        "reverse0": reverse0,
+        "reverse1": reverse1,
+    }
+    _scalar_or_vector("operand0", operand0, src, attrs)
+    _run(Op.SCALAR_TENSOR_TENSOR, {"dst": dst}, src, attrs)
+
+
+def memset(dst: View, value: Any, engine: Any = engine.unknown, name: str | None = None) -> None:
+    _run(Op.MEMSET, {"dst": dst}, {}, {"value": value}, engine)
+
+
+def iota(
+    dst: View, pattern: Any, offset: int = 0, channel_multiplier: int = 0, name: str | None = None
+) -> None:
+    pat = tuple((int(s), int(n)) for s, n in pattern)
+    _run(
+        Op.IOTA,
+        {"dst": dst},
+        {},
+        {"pattern": pat, "offset": int(offset), "channel_multiplier": int(channel_multiplier)},
+    )
+
+
+def affine_select(
+    dst: View,
+    pattern: Any,
+    on_true_tile: View,
+    on_false_value: float,
+    cmp_op: Any = None,
+    offset: int = 0,
+    channel_multiplier: int = 0,
+    name: str | None = None,
+) -> None:
+    pat = tuple((int(s), int(n)) for s, n in pattern)
+    _run(
+        Op.AFFINE_SELECT,
+        {"dst": dst},
+        {"data": on_true_tile},
+        {
+            "pattern": pat,
+            "offset": int(offset),
+            "channel_multiplier": int(channel_multiplier),
+            "cmp_op": _op(cmp_op) or "greater_equal",
+            "on_false_value": float(on_false_value),
+        },
+    )
+
+
+def range_select(
+    dst: View,
+    on_true_tile: View,
+    comp_op0: Any,
+    comp_op1: Any,
+    bound0: View,
+    bound1: View,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    reduce_res: View | None = None,
+    reduce_op: Any = None,
+    range_start: float = 0.0,
+    on_false_value: float = -3.4028235e38,
+    name: str | None = None,
+) -> None:
+    dsts: dict[str, Any] = {"dst": dst}
+    if reduce_res is not None:
+        dsts["reduce_res"] = reduce_res
+    _run(
+        Op.RANGE_SELECT,
+        dsts,
+        {"on_true_tile": on_true_tile, "bound0": bound0, "bound1": bound1},
+        {
+            "comp_op0": _op(comp_op0),
+            "comp_op1": _op(comp_op1),
+            "range_start": float(range_start),
+            "on_false_value": -3.4028235e38,
+        },
+    )
+
+
+def reciprocal(dst: View, data: View, name: str | None = None) -> None:
+    _run(Op.RECIPROCAL, {"dst": dst}, {"data": data}, {})
+
+
+def bn_stats(dst: View, data: View, name: str | None = None) -> None:
+    _run(Op.BN_STATS, {"dst": dst}, {"data": data}, {})
+
+
+def bn_aggr(dst: View, data: View, name: str | None = None) -> None:
+    _run(Op.BN_AGGR, {"dst": dst}, {"data": data}, {})
+
+
+def max8(dst: View, src: View, name: str | None = None) -> None:
+    _run(Op.MAX8, {"dst": dst}, {"src": src}, {})
+
+
+def nc_find_index8(dst: View, data: View, vals: View, name: str | None = None) -> None:
+    _run(Op.NC_FIND_INDEX8, {"dst": dst}, {"data": data, "vals": vals}, {})
+
+
+def local_gather(
+    dst: View,
+    src_buffer: View,
+    index: View,
+    num_elem_per_idx: int = 1,
+    num_valid_indices: Any = None,
+    name: str | None = None,
+) -> None:
+    _run(
+        Op.LOCAL_GATHER,
+        {"dst": dst},
+        {"src_buffer": src_buffer, "index": index},
+        {"num_elem_per_idx": int(num_elem_per_idx)},
+    )
+
+
+# ---- DMA ---------------------------------------------------------------------------------------
+
+
+def _enum_name(x: Any) -> Any:
+    return x.name if isinstance(x, enum.Enum) else x
+
+
+def dma_copy(
+    dst: View,
+    src: View,
+    priority: Any = None,
+    oob_mode: Any = oob_mode.error,
+    dge_mode: Any = dge_mode.unknown,
+    engine: Any = engine.unknown,
+    name: str | None = None,
+) -> None:
+    _run(
+        Op.DMA_COPY,
+        {"dst": dst},
+        {"src": src},
+        _opt(
+            {"dge_mode": _enum_name(dge_mode), "oob_mode": _enum_name(oob_mode)}, priority=priority
+        ),
+    )
+
+
+def dma_transpose(
+    dst: View,
+    src: View,
+    axes: Any = None,
+    priority: Any = None,
+    dge_mode: Any = dge_mode.unknown,
+    oob_mode: Any = oob_mode.error,
+    name: str | None = None,
+) -> None:
+    _run(
+        Op.DMA_TRANSPOSE,
+        {"dst": dst},
+        {"src": src},
+        _opt({"dge_mode": _enum_name(dge_mode)}, axes=tuple(axes) if axes else None),
+    )
+
+
+def dma_compute(
+    dst: View,
+    srcs: Any,
+    reduce_op: Any = None,
+    scales: Any = None,
+    unique_indices: bool = True,
+    oob_mode: Any = oob_mode.error,
+    name: str | None = None,
+) -> None:
+    if scales is not None:
+        raise fail("not-implemented", "dma_compute scales= (not modelled)")
+    src = {f"src{i}": s for i, s in enumerate(srcs)}
+    _run(Op.DMA_COMPUTE, {"dst": dst}, src, {"reduce_op": _op(reduce_op) or "add"})
+
+
+# ---- LNC=2 ---------------------------------------------------------------------------------------
+
+
+def core_barrier(
+    data: Any = None, cores: Any = None, engine: Any = None, name: str | None = None
+) -> None:
+    prog = current()
+    if prog.launch.lnc < 2:
+        raise fail("lnc", "core_barrier needs an LNC=2 launch (kernel[2](...))")
+    prog.core.execute(Op.CORE_BARRIER, {}, {}, {})
+    prog.launch.barrier.wait()
+
+
+def _not_here(name: str):
+    def fn(*args: Any, **kwargs: Any) -> None:
+        raise fail("not-implemented", f"nki.isa.{name} is not implemented by trnsim yet")
+
+    fn.__name__ = name
+    return fn
+
+
+for _n in (
+    "sendrecv",
+    "rand2",
+    "rand_set_state",
+    "rand_get_state",
+    "set_rng_seed",
+    "rng",
+    "select_reduce",
+    "tensor_scalar_reduce",
+    "tensor_scalar_cumulative",
+    "nc_match_replace8",
+    "nc_stream_shuffle",
+    "nc_n_gather",
+    "sequence_bounds",
+    "dropout",
+    "register_alloc",
+    "register_load",
+    "register_move",
+    "register_store",
+    "nonzero_with_count",
+    "topk",
+    "tensor_copy_dynamic_src",
+    "tensor_copy_dynamic_dst",
+):
+    globals()[_n] = _not_here(_n)

@@ -1,0 +1,220 @@
+"""Running kernels: ``jit``, ``simulate``, ``kernel[lnc](...)`` and ``run`` (with the record).
+
+``nki.simulate(kernel)(*arrays)`` wraps each NumPy argument as a ``shared_hbm`` tensor, runs
+the kernel eagerly on emulated NeuronCore(s), copies the returned tensors out as NumPy arrays
+and writes back inputs the kernel modified. LNC=2 runs two programs (threads) on two cores
+sharing HBM. ``run(...)`` does the same and returns a ``RunResult`` with the instruction
+record of every core (what the timing model reads).
+
+Target: ``target=`` > ``NEURON_PLATFORM_TARGET_OVERRIDE`` (trn1|gen2, trn2|gen3, trn3|gen4) >
+gen4. Rounding: ``rounding=`` > ``NEURON_RT_STOCHASTIC_ROUNDING_EN=1`` > RNE.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trnsim.core.instruction import Instruction
+from trnsim.core.location import fail
+from trnsim.core.machine import NeuronCore
+from trnsim.core.memory import HBM, Hbm, View
+from trnsim.hw import chip
+from trnsim.nki.context import Launch, Program, enter
+from trnsim.nki.tensor import NkiTensor
+from trnsim.numerics import get_format
+
+TARGETS = {
+    "trn1": "gen2",
+    "inf2": "gen2",
+    "gen2": "gen2",
+    "trn2": "gen3",
+    "gen3": "gen3",
+    "trn3": "gen4",
+    "gen4": "gen4",
+}
+_CHIPS = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
+
+
+def resolve_target(target: str | None) -> str:
+    t = target or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or "gen4"
+    key = t.lower()
+    if key in TARGETS:
+        return TARGETS[key]
+    return t  # a core preset name ("neuroncore-v4", "v4"); hw.core() validates it
+
+
+@dataclass
+class RunResult:
+    """Outputs of one kernel launch and the instruction record of each core."""
+
+    outputs: Any
+    cores: list[NeuronCore]
+    printed: list[str] = field(default_factory=list)
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        """All recorded instructions (core 0 first, then core 1 for LNC=2)."""
+        return [i for c in self.cores for i in c.record]
+
+
+class Kernel:
+    """An ``@nki.jit`` kernel. ``kernel(*args)`` and ``kernel[lnc](*args)`` run it."""
+
+    def __init__(self, fn: Callable[..., Any], lnc: int = 1, **options: Any) -> None:
+        self.fn = fn
+        self.lnc = lnc
+        self.options = options
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __getitem__(self, lnc: Any) -> Kernel:
+        if isinstance(lnc, tuple):
+            if len(lnc) != 1:
+                raise fail("lnc", f"launch grid {lnc}: only kernel[lnc] with lnc 1 or 2")
+            lnc = lnc[0]
+        if int(lnc) not in (1, 2):
+            raise fail("lnc", f"LNC must be 1 or 2, got {lnc}")
+        return Kernel(self.fn, int(lnc), **self.options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        target = self.options.get("platform_target")
+        return run(self, *args, target=target, **kwargs).outputs
+
+
+def jit(fn: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
+    """``@nki.jit`` / ``@nki.jit(...)``. ``platform_target`` is accepted and mapped to a target
+    (NKI 0.3+ rejects it; the MX samples still pass it); ``mode`` is ignored."""
+    if fn is None:
+        return lambda f: Kernel(f, **kwargs)
+    return Kernel(fn, **kwargs)
+
+
+def simulate(
+    kernel: Any,
+    *,
+    target: str | None = None,
+    rounding: str | None = None,
+    seed: int = 0,
+) -> Callable[..., Any]:
+    """``nki.simulate(kernel)(*arrays)`` -> the kernel's outputs as NumPy arrays.
+
+    The last run's ``RunResult`` (with the instruction record) is kept on the returned
+    callable as ``.last_run``.
+    """
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        res = run(kernel, *args, target=target, rounding=rounding, seed=seed, **kwargs)
+        call.last_run = res  # type: ignore[attr-defined]
+        return res.outputs
+
+    call.last_run = None  # type: ignore[attr-defined]
+    return call
+
+
+def run(
+    kernel: Any,
+    *args: Any,
+    target: str | None = None,
+    lnc: int | None = None,
+    rounding: str | None = None,
+    seed: int = 0,
+    functional: bool = True,
+    **kwargs: Any,
+) -> RunResult:
+    """Run ``kernel`` on emulated NeuronCore(s) and return outputs plus the records.
+
+    ``functional=False`` is a timing-only run: rules are checked and the stream is recorded,
+    but no data moves (outputs hold the uninitialised sentinel).
+    """
+    if isinstance(kernel, Kernel):
+        fn, n = kernel.fn, lnc or kernel.lnc
+        target = target or kernel.options.get("platform_target")
+    else:
+        fn, n = kernel, lnc or 1
+    tgt = resolve_target(target)
+    if rounding is None:
+        rounding = (
+            "stochastic" if os.environ.get("NEURON_RT_STOCHASTIC_ROUNDING_EN") == "1" else "rne"
+        )
+    hbm = Hbm(_hbm_bytes(tgt), f"{tgt} HBM")
+    cores = [
+        NeuronCore(tgt, index=i, hbm=hbm, rounding=rounding, seed=seed + i, functional=functional)
+        for i in range(n)
+    ]
+    launch = Launch(n, cores, threading.Barrier(n))
+    boot = Program(launch, 0, cores[0])
+    enter(boot)
+    try:
+        inputs = [(_to_tensor(cores[0], a) if isinstance(a, np.ndarray) else a) for a in args]
+        kw = {
+            k: (_to_tensor(cores[0], v) if isinstance(v, np.ndarray) else v)
+            for k, v in kwargs.items()
+        }
+    finally:
+        enter(None)
+    results: list[Any] = [None] * n
+    errors: list[BaseException | None] = [None] * n
+
+    def program(i: int) -> None:
+        enter(Program(launch, i, cores[i]))
+        try:
+            results[i] = fn(*inputs, **kw)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors[i] = exc
+            launch.barrier.abort()
+        finally:
+            enter(None)
+
+    if n == 1:
+        program(0)
+    else:
+        threads = [threading.Thread(target=program, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for exc in errors:
+        if exc is not None and not isinstance(exc, threading.BrokenBarrierError):
+            raise exc
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    for a, t in zip(args, inputs, strict=True):
+        if isinstance(a, np.ndarray) and a.flags.writeable:
+            a[...] = t.array().reshape(a.shape)
+    return RunResult(_to_numpy(results[0]), cores, launch.printed)
+
+
+def _hbm_bytes(target: str) -> int:
+    name = _CHIPS.get(target)
+    try:
+        return int(chip(name).hbm_bytes) if name else 2**40
+    except Exception:
+        return 2**40
+
+
+def _to_tensor(nc: NeuronCore, a: np.ndarray) -> NkiTensor:
+    try:
+        fmt = get_format(a.dtype)
+    except Exception:
+        raise fail("dtype", f"kernel argument of dtype {a.dtype} is not an NKI dtype") from None
+    v = nc.allocate(a.shape, fmt, HBM, name="arg")
+    v.array()[...] = a
+    return NkiTensor.wrap(v)
+
+
+def _to_numpy(x: Any) -> Any:
+    if isinstance(x, View):
+        return np.array(x.array())
+    if isinstance(x, tuple | list):
+        return type(x)(_to_numpy(y) for y in x)
+    if isinstance(x, dict):
+        return {k: _to_numpy(v) for k, v in x.items()}
+    return x

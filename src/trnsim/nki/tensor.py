@@ -1,0 +1,232 @@
+"""``NkiTensor``: the NKI tensor view (storage plus a strided access pattern).
+
+A thin front-end class over the core's ``View``: NumPy-style slicing, ``reshape``,
+``permute``, ``broadcast``, ``ap(pattern, offset)``, ``view(dtype)``. On SBUF/PSUM, dim 0 is
+the partition dim (its stride counts partitions, it cannot be dropped, reshaped or permuted).
+Sources: SDK ``nki/get-started/nki-language-guide.rst``, migration guide (NkiTensor views).
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from trnsim.core.location import fail
+from trnsim.core.memory import View
+from trnsim.numerics import get_format
+
+
+class NkiTensor(View):
+    """A tensor in HBM, SBUF or PSUM as an NKI kernel sees it."""
+
+    __slots__ = ()
+
+    @classmethod
+    def wrap(cls, v: View) -> NkiTensor:
+        return cls(v.storage, v.shape, v.strides, v.offset, v.p0, v.fmt, v.dtype)
+
+    def _derive(self, shape, strides, offset, p0=None, fmt=None, dtype=None) -> NkiTensor:
+        t = NkiTensor(
+            self.storage,
+            tuple(shape),
+            tuple(strides),
+            offset,
+            self.p0 if p0 is None else p0,
+            fmt or self.fmt,
+            dtype if dtype is not None else (self.dtype if fmt is None else None),
+        )
+        t.check_bounds()
+        return t
+
+    # ---- NumPy-like facts -----------------------------------------------------------------
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def buffer(self) -> str:
+        return self.memory
+
+    @property
+    def itemsize_bytes(self) -> int:
+        return self.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    # ---- slicing --------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> NkiTensor:
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(j for j, k in enumerate(key) if k is Ellipsis)
+            fill = (slice(None),) * (self.ndim - len(key) + 1)
+            key = key[:i] + fill + key[i + 1 :]
+        if len(key) > self.ndim:
+            raise fail("index", f"{len(key)} indices for a {self.ndim}-d tensor {list(self.shape)}")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        shape, strides = [], []
+        offset, p0 = self.offset, self.p0
+        for dim, (k, n, s) in enumerate(zip(key, self.shape, self.strides, strict=True)):
+            partition_dim = dim == 0 and self.on_chip
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                if step <= 0:
+                    raise fail("index", f"slice step {step} must be positive")
+                count = max(0, -(-(stop - start) // step))
+                if k.stop is not None and (k.stop > n or (k.start or 0) < -n):
+                    raise fail(
+                        "out-of-bounds",
+                        f"slice {k.start}:{k.stop} of dim {dim} (size {n}) of {list(self.shape)}",
+                    )
+                if partition_dim:
+                    p0 += start * s
+                else:
+                    offset += start * s
+                shape.append(count)
+                strides.append(s * step)
+            elif isinstance(k, int | np.integer):
+                i = int(k)
+                if not -n <= i < n:
+                    raise fail("out-of-bounds", f"index {i} of dim {dim} (size {n})")
+                i %= n
+                if partition_dim:
+                    p0 += i * s
+                    shape.append(1)  # the partition dim is kept (size 1)
+                    strides.append(s)
+                else:
+                    offset += i * s
+            else:
+                raise fail("index", f"unsupported index {k!r} (use ints and slices)")
+        return self._derive(shape, strides, offset, p0)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from trnsim.nki import isa
+
+        isa.tensor_copy(self[key], value) if isinstance(value, View) else isa.memset(
+            self[key], value
+        )
+
+    # ---- view methods ---------------------------------------------------------------------
+
+    def reshape(self, *shape: Any) -> NkiTensor:
+        if len(shape) == 1 and isinstance(shape[0], tuple | list):
+            shape = tuple(shape[0])
+        shape = tuple(int(s) for s in shape)
+        if -1 in shape:
+            known = prod(s for s in shape if s != -1)
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if prod(shape) != self.size:
+            raise fail("shape", f"cannot reshape {list(self.shape)} to {list(shape)}")
+        lead = 1 if self.on_chip else 0
+        if self.on_chip and shape[0] != self.shape[0]:
+            raise fail(
+                "shape",
+                f"reshape of an on-chip tensor must keep the partition dim {self.shape[0]}, "
+                f"got {list(shape)}",
+            )
+        dummy = np.lib.stride_tricks.as_strided(
+            np.zeros(1, np.int8), self.shape[lead:], self.strides[lead:]
+        )
+        try:
+            r = np.reshape(dummy, shape[lead:], copy=False)
+        except ValueError:
+            raise fail(
+                "shape", f"reshape of non-contiguous view {list(self.shape)} to {list(shape)}"
+            ) from None
+        return self._derive(
+            shape, (*self.strides[:lead], *r.strides) if lead else r.strides, self.offset
+        )
+
+    def permute(self, *axes: Any) -> NkiTensor:
+        if len(axes) == 1 and isinstance(axes[0], tuple | list):
+            axes = tuple(axes[0])
+        if sorted(axes) != list(range(self.ndim)) or (self.on_chip and axes[0] != 0):
+            raise fail("shape", f"bad permutation {axes} of {list(self.shape)}")
+        return self._derive(
+            [self.shape[a] for a in axes], [self.strides[a] for a in axes], self.offset
+        )
+
+    def broadcast(self, dim: int, size: int) -> NkiTensor:
+        if self.shape[dim] != 1 or (self.on_chip and dim == 0):
+            raise fail("shape", f"broadcast needs a size-1 free dim; dim {dim} of {self.shape}")
+        shape, strides = list(self.shape), list(self.strides)
+        shape[dim], strides[dim] = size, 0
+        return self._derive(shape, strides, self.offset)
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> NkiTensor:
+        t = self
+        for d, (have, want) in enumerate(zip(self.shape, shape, strict=True)):
+            if have != want:
+                t = t.broadcast(d, want)
+        return t
+
+    def expand_dims(self, dim: int) -> NkiTensor:
+        shape, strides = list(self.shape), list(self.strides)
+        shape.insert(dim, 1)
+        strides.insert(dim, 0)
+        return self._derive(shape, strides, self.offset)
+
+    def ap(
+        self,
+        pattern: list[list[int]] | tuple,
+        offset: int = 0,
+        dtype: Any = None,
+        **unsupported: Any,
+    ) -> NkiTensor:
+        """An explicit access pattern ``[[stride, count], ...]`` from this tensor's storage
+        start plus ``offset`` (elements). On SBUF/PSUM the first pair is the partition dim
+        (stride in partitions)."""
+        bad = {k: v for k, v in unsupported.items() if v is not None}
+        if bad:
+            raise fail("not-implemented", f"ap({', '.join(bad)}=...) (dynamic/indirect access)")
+        fmt = get_format(dtype) if dtype is not None else self.fmt
+        strides = [int(s) for s, _ in pattern]
+        shape = [int(n) for _, n in pattern]
+        if self.on_chip:
+            return self._derive(shape, strides, int(offset), 0, fmt)
+        return self._derive(shape, strides, int(offset), 0, fmt)
+
+    def view(self, dtype: Any) -> NkiTensor:
+        """Reinterpret the bytes as another dtype of the same or a divisible size."""
+        fmt = get_format(dtype)
+        old, new = self.itemsize, fmt.dtype.itemsize
+        if old == new:
+            return self._derive(self.shape, self.strides, self.offset, fmt=fmt)
+        if self.strides[-1] != 1 or (self.shape[-1] * old) % new:
+            raise fail("dtype", f"cannot view {self.fmt.name}{list(self.shape)} as {fmt.name}")
+        factor_num, factor_den = old, new
+        shape = list(self.shape)
+        shape[-1] = shape[-1] * factor_num // factor_den
+        lead = 1 if self.on_chip else 0
+        strides = [
+            s if i < lead else s * factor_num // factor_den for i, s in enumerate(self.strides)
+        ]
+        strides[-1] = 1
+        if (self.offset * old) % new:
+            raise fail("dtype", f"view as {fmt.name}: offset not aligned")
+        return self._derive(shape, strides, self.offset * old // new, fmt=fmt)
+
+    reinterpret_cast = view
+
+    def get_pattern(self) -> list[list[int]]:
+        return [[s, n] for s, n in zip(self.strides, self.shape, strict=True)]
+
+    def is_contiguous(self) -> bool:
+        lead = 1 if self.on_chip else 0
+        expect = 1
+        for s, n in reversed(list(zip(self.strides[lead:], self.shape[lead:], strict=True))):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    def indirect(self, *args: Any, **kwargs: Any) -> NkiTensor:
+        raise fail("not-implemented", "NkiTensor.indirect (tensor indirection) in trnsim")
+
+    def __repr__(self) -> str:
+        return f"NkiTensor({self.fmt.name}{list(self.shape)} @ {self.memory})"
