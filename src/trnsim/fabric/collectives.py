@@ -402,21 +402,25 @@ def units(g: Group) -> list[LevelView]:
     """The hierarchical algorithm's stages: each level, torus levels split into their dimensions,
     fastest first (reduce-scatter on the fastest links while the data is largest; the stages
     form a grid, so any order is a valid schedule). Sorting is stable, so ties keep nesting order.
+    Each stage's ``inner`` is its stride in rank order (packed placement).
     """
     out: list[LevelView] = []
     for lv in g.levels:
         if lv.is_torus and len([k for k in lv.dims if k > 1]) > 1:
+            stride = lv.inner
             for k in lv.dims:
                 used = 1 if k == 2 else 2
-                out.append(replace(lv, n=k, inner=1, dims=(k,), ring_bw=lv.bw * used / lv.links))
+                ring_bw = lv.bw * used / lv.links
+                out.append(replace(lv, n=k, inner=stride, dims=(k,), ring_bw=ring_bw))
+                stride *= k
         else:
-            out.append(replace(lv, inner=1))
+            out.append(lv)
     return sorted(out, key=lambda v: -v.ring_bw)
 
 
 def _hierarchical(op: str, g: Group, m: float) -> list[Step]:
     stages = units(g)
-    subs = [Group(g.system, lv.n, g.placement, (lv,)) for lv in stages]
+    subs = [Group(g.system, lv.n, g.placement, (replace(lv, inner=1),)) for lv in stages]
     sizes, inner = [], 1
     for lv in stages:
         sizes.append(m / inner)

@@ -142,9 +142,12 @@ class Group:
         return math.prod(lv.n for lv in self.levels)
 
     def level_of_offset(self, offset: int) -> LevelView:
-        """The level crossed by an exchange between ranks ``offset`` apart (packed rank order)."""
+        """The slowest level crossed when every rank r exchanges with r XOR ``offset`` (a power
+        of two; packed rank order): the first level whose domains (``inner * n`` ranks) hold every
+        such pair, i.e. span the whole group or are a multiple of ``2 * offset``."""
         for lv in self.levels:
-            if offset < lv.inner * lv.n:
+            d = lv.inner * lv.n
+            if d >= self.ranks or d % (2 * offset) == 0:
                 return lv
         return self.levels[-1]
 
@@ -252,3 +255,158 @@ def _view(
     used = sum(1 if k == 2 else 2 for k in dims if k > 1)
     ring_bw = bw * min(used, links) / links
     return LevelView(lvl.name, "torus", index, n, inner, lvl.latency_s, bw, ring_bw, dims, links)
+
+
+# ---------------------------------------------------------------------------------------------
+# The link graph (for the flow simulator)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Fabric:
+    """Directed links of ``chips`` chips of ``system``, with capacities (bytes/s), and routes.
+
+    Switch-like levels give each chip one up and one down link into the level (capacity: the
+    level's per-chip bandwidth); the switch itself is non-blocking. A fat-tree level adds, per
+    tier above the leaf, an up and a down link per switch group with capacity
+    ``chips below x bw / oversubscription^t``. Torus levels give each chip one link per
+    direction per own dimension (a single link for a dimension of size 2), capacity
+    ``bw / links``; routes are dimension-ordered, shortest way (ties go the + way).
+    """
+
+    system: SystemSpec
+    chips: int
+    capacity: np.ndarray  # (links,) bytes/s
+    names: tuple[str, ...]  # per link block: level name (for reports)
+    block_of_link: np.ndarray  # (links,) index into names
+    _layout: tuple = ()
+
+    def routes(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Vectorised routes: (flow index, link index) incidence pairs and per-flow latency (s)."""
+        return _routes(self, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+
+
+def build_fabric(
+    system: SystemSpec, chips: int, efficiency: float = 1.0, fat_tree: FatTree | None = None
+) -> Fabric:
+    """The link graph for ``chips`` chips (rank r on chip r; see :func:`group` for the rule)."""
+    check_ranks(system, chips)
+    caps: list[np.ndarray] = []
+    names: list[str] = []
+    layout = []
+    base = 0
+    inner_span = 1
+    ft = fat_tree or FatTree()
+    for lvl in system.levels:
+        bw = lvl.bw_per_chip * efficiency
+        entry: dict = {"level": lvl, "base": base, "inner_span": inner_span}
+        if lvl.kind == "torus":
+            dims = own_dims(lvl, inner_span)
+            links = lvl.links_per_chip or sum(1 if k == 2 else 2 for k in dims if k > 1)
+            n = chips * len(dims) * 2
+            entry.update(kind="torus", dims=dims)
+            caps.append(np.full(n, bw / links))
+        else:
+            entry.update(kind="switch")
+            n = 2 * chips
+            caps.append(np.full(n, bw))
+            if lvl.kind == "fat-tree" and ft.tiers > 1:
+                over = ft.oversubscription or lvl.oversubscription or 1.0
+                leaf = ft.leaf_chips or inner_span
+                tiers = []
+                below = leaf
+                for t in range(1, ft.tiers):
+                    groups = math.ceil(chips / below)
+                    tiers.append((below, base + n))
+                    caps.append(np.full(2 * groups, below * bw / over**t))
+                    n += 2 * groups
+                    below *= ft.fanout
+                entry.update(tiers=tuple(tiers))
+        names.append(lvl.name)
+        layout.append(entry)
+        base += n
+        inner_span = lvl.span
+    capacity = np.concatenate(caps)
+    block = np.zeros(len(capacity), dtype=np.int64)
+    for i, e in enumerate(layout):
+        end = layout[i + 1]["base"] if i + 1 < len(layout) else len(capacity)
+        block[e["base"] : end] = i
+    return Fabric(system, chips, capacity, tuple(names), block, tuple(layout))
+
+
+def _lca(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Index of the smallest level whose domain holds both chips (-1 when src == dst)."""
+    out = np.full(len(src), -1, dtype=np.int64)
+    todo = src != dst
+    for i, e in enumerate(fabric._layout):
+        span = e["level"].span
+        same = todo & (src // span == dst // span)
+        out[same] = i
+        todo &= ~same
+    out[todo] = len(fabric._layout) - 1
+    return out
+
+
+def _routes(fabric: Fabric, src: np.ndarray, dst: np.ndarray):
+    lca = _lca(fabric, src, dst)
+    fi: list[np.ndarray] = []
+    li: list[np.ndarray] = []
+    lat = np.zeros(len(src))
+    idx = np.arange(len(src))
+    chips = fabric.chips
+    for i, e in enumerate(fabric._layout):
+        lvl = e["level"]
+        mask = lca == i
+        if not mask.any():
+            continue
+        if e["kind"] == "switch":
+            f = idx[mask]
+            fi += [f, f]
+            li += [e["base"] + src[mask], e["base"] + chips + dst[mask]]
+            lat[mask] = lvl.latency_s
+            for below, tbase in e.get("tiers", ()):
+                cross = mask & (src // below != dst // below)
+                f = idx[cross]
+                groups = math.ceil(chips / below)
+                fi += [f, f]
+                li += [tbase + src[cross] // below, tbase + groups + dst[cross] // below]
+            continue
+        # torus: move through every torus level up to this one, inner first
+        cur = src[mask].copy()
+        target = dst[mask]
+        f = idx[mask]
+        hops_lat = np.zeros(len(f))
+        for j in range(i + 1):
+            ej = fabric._layout[j]
+            if ej["kind"] != "torus":
+                raise ConfigError(
+                    f"flow routing over torus level {lvl.name!r} needs torus levels below it; "
+                    f"level {ej['level'].name!r} is a {ej['level'].kind}"
+                )
+            span, inner = ej["level"].span, ej["inner_span"]
+            dims = ej["dims"]
+            stride = 1
+            for d, k in enumerate(dims):
+                cd = (cur % span) // inner // stride % k
+                td = (target % span) // inner // stride % k
+                delta = (td - cd) % k
+                plus = delta <= k // 2
+                steps = np.where(plus, delta, k - delta)
+                for s in range(int(steps.max(initial=0))):
+                    move = steps > s
+                    if not move.any():
+                        break
+                    c = cur[move]
+                    dirn = np.where(plus[move] | (k == 2), 0, 1)
+                    link = ej["base"] + (c * len(dims) + d) * 2 + dirn
+                    fi.append(f[move])
+                    li.append(link)
+                    digit = (c % span) // inner // stride % k
+                    new = np.where(dirn == 0, (digit + 1) % k, (digit - 1) % k)
+                    cur[move] = c + (new - digit) * inner * stride
+                    hops_lat[move] += ej["level"].latency_s
+                stride *= k
+        lat[mask] = hops_lat
+    if not fi:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), lat
+    return np.concatenate(fi), np.concatenate(li), lat
