@@ -368,22 +368,23 @@ class View:
         alloc = self.storage.alloc
         isz = self.itemsize
         dt = self.fmt.dtype
+        raw = np.dtype(f"u{isz}")  # as_strided cannot carry ml_dtypes dtypes; view at the end
         if alloc.kind == HBM:
             assert alloc.buffer is not None
-            typed = alloc.buffer[: (alloc.nbytes // isz) * isz].view(dt)
+            typed = alloc.buffer[: (alloc.nbytes // isz) * isz].view(raw)
             return as_strided(
                 typed[self.offset :],
                 self.shape,
                 tuple(s * isz for s in self.strides),
                 writeable=True,
-            )
+            ).view(dt)
         mem: OnChipMemory = alloc.memory  # type: ignore[assignment]
         row = mem.bytes_per_partition
         start = (alloc.partition_start + self.p0) * row + alloc.byte_offset + self.offset * isz
         flat = mem.data.reshape(-1)
-        typed = flat[start : start + ((flat.size - start) // isz) * isz].view(dt)
+        typed = flat[start : start + ((flat.size - start) // isz) * isz].view(raw)
         strides = (self.strides[0] * row, *(s * isz for s in self.strides[1:]))
-        return as_strided(typed, self.shape, strides, writeable=True)
+        return as_strided(typed, self.shape, strides, writeable=True).view(dt)
 
     def acc_array(self) -> np.ndarray:
         """PSUM only: the accumulation-state bytes of this view, one integer per element."""

@@ -1,0 +1,613 @@
+"""Instruction costs per NeuronCore generation: a table of rules, each with its source.
+
+A rule maps an instruction (opcode, engine, operands, attributes) to a number of **engine
+cycles** for which the instruction occupies its engine (its initiation interval). Seconds are
+cycles over the engine clock from ``trnsim.hw``. DMA transfers are costed in seconds
+(``dma_cost``): a fixed latency plus bytes over a bandwidth, see below.
+
+Every constant is either a ``trnsim.hw`` figure (clocks, array size, dtype rates, DMA engine
+bandwidth and latency, ``min_ii_cycles``) or a named constant here with its source, which is
+a path in the public NKI documentation as digested in ``shared/reference/nki-notes.md``
+(section 4.4 for engine instructions, 4.2-4.3 for DMA and engine modes). ``N`` is the number
+of elements per partition (the free size) of the instruction's main operand.
+
+Derivations beside formulas:
+
+- Matmul: the moving tensor streams through the array one column (128 elements) per cycle, so
+  an ``[K, N_moving]`` moving tile takes ``N_moving`` cycles; loading the ``[K, N_stationary]``
+  stationary tile ("LoadStationary") overlaps the previous multiply but costs at least
+  ``min(MIN_II, N_stationary)`` cycles when the moving tile is short. Hence
+  ``max(min(MIN_II, N_st), N_mv)``; fp32 runs at 1/4 rate (``tensor.rate["fp32"]``), FP8
+  ``double_row`` at 2x on v3/v4 (``tensor.rate["fp8"]``). ``nc_matmul_mx`` packs 4 values of
+  K per word, so the same cycle count does 4x the work (the 4x MX rate falls out of the
+  operand shapes rather than being applied twice).
+- Vector/Scalar: ``max(MIN_II, N / speedup)``; the speedup is 1 on v2 and the documented
+  performance modes on v3/v4 (bf16 SBUF contiguous: 4x for copy/tensor_scalar; 2x with a PSUM
+  side or non-contiguous access; 2x tensor_tensor all-bf16 SBUF; v4 ScalarE 2x bf16). The
+  speedups are read from ``EngineSpec.elems_per_cycle`` ("fast" / "other" over the lanes).
+- GpSimd: ``GPSIMD_START + N`` (a software sequencer start-up, then one element per cycle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import ceil
+
+from trnsim.core.instruction import Instruction, Operand
+from trnsim.core.isa import Engine, Op
+from trnsim.hw import ChipSpec, CoreSpec
+
+NOTES = "shared/reference/nki-notes.md"
+ISA_DOC = "SDK-2.26 general/nki/api/nki/isa/__init__.py (instruction docstrings)"
+
+# ---- named constants not in trnsim.hw (each with its source) ---------------------------------
+
+GPSIMD_START_CYCLES = 150
+"""GpSimd instruction start-up (``GPSIMD_START``), cycles. Source: ISA_DOC ``iota`` /
+``affine_select`` cost ``150 + N`` (nki-notes 4.4)."""
+
+MIN_II_DYNAMIC_CYCLES = 600
+"""Initiation interval with a dynamic (register) source address (``MIN_II_DYNAMIC``), cycles.
+Source: ISA_DOC ``tensor_copy_dynamic_src`` (nki-notes 4.4)."""
+
+EXPONENTIAL_SPEEDUP = 4
+"""v4 ``nisa.exponential`` on VectorE is 4x faster than the ScalarE exp. Source: SDK
+``release-notes/components/nki.rst`` 0.3.0 (nki-notes 4.4 'Generation multipliers', 5)."""
+
+RECIPROCAL_FACTOR = 8
+"""VectorE ``reciprocal`` costs ``max(MIN_II, 8N)``. Source: ISA_DOC (nki-notes 4.4)."""
+
+BN_AGGR_FACTOR = 13 / 3
+"""``bn_aggr`` costs ``max(MIN_II, 13 * N / 3)``. Source: ISA_DOC (nki-notes 4.4)."""
+
+QUANTIZE_MX_ELEMS_PER_CYCLE = 4
+"""v4 ``quantize_mx``: 4 elements per partition per cycle. Source: SDK trainium3_arch.rst
+(nki-notes 4.4 'Generation multipliers')."""
+
+RAND2_ELEMS_PER_CYCLE = 4
+"""v4 ``rand2`` XORWOW: 4 x 32-bit values per lane per cycle. Source: SDK trainium3_arch.rst
+(nki-notes 5)."""
+
+DMA_ROW_OVERHEAD_BYTES = 64
+"""Assumption: each contiguous row (descriptor element) of a DMA costs as much as moving this
+many extra bytes, so short rows are penalised (a 256-B row moves at 80% of the rate, a 2 KiB
+row at 97%). Bounded by the DMA guide's advice that >= 2 KiB per partition is efficient and
+4 KiB saturates (NEURON_DMA_GUIDE, nki-notes 4.3); the calibration rows (256 B to 4 KiB rows)
+show no stronger effect on v2 (calibration/trainium.md A)."""
+
+DMA_PARTITIONS_PER_ENGINE_SOURCE = "nki-notes 4.3: each DMA engine serves 128/16 = 8 partitions"
+"""A transfer touching P partitions of SBUF is served by ceil(P / (partitions / engines))
+engines, so partial-partition transfers get that fraction of the core's DMA bandwidth."""
+
+SHORT_ROW_BYTES = 512
+"""Rows shorter than this are reported as 'short-row' DMAs in profiles (a diagnostic; the cost
+comes from DMA_ROW_OVERHEAD_BYTES). Source: NEURON_DMA_GUIDE minimum recommended payload of
+2 KiB per partition, perf guide (nki-notes 4.3)."""
+
+# ---- dtype classes -----------------------------------------------------------------------------
+
+
+def dtype_class(fmt: str) -> str:
+    """The rate class of a format name: fp32, tf32, bf16, fp16, fp8, mxfp8, mxfp4 or int."""
+    if fmt == "float32":
+        return "fp32"
+    if fmt == "tfloat32":
+        return "tf32"
+    if fmt == "bfloat16":
+        return "bf16"
+    if fmt == "float16":
+        return "fp16"
+    if fmt.startswith("float4") and fmt.endswith("_x4"):
+        return "mxfp4"
+    if fmt.startswith("float8") and fmt.endswith("_x4"):
+        return "mxfp8"
+    if fmt.startswith("float8"):
+        return "fp8"
+    return "int"
+
+
+_NARROW = frozenset({"bf16", "fp16", "fp8"})
+
+
+def _narrow(ops: tuple[Operand, ...]) -> bool:
+    return all(dtype_class(o.dtype) in _NARROW for o in ops)
+
+
+def _contiguous(o: Operand) -> bool:
+    return not o.pattern or o.pattern[-1][0] == 1
+
+
+def _free(instr: Instruction) -> int:
+    """N: elements per partition of the largest operand (the data the engine streams)."""
+    ops = instr.src + instr.dst
+    return max((o.free_size for o in ops if o.memory != "hbm"), default=1)
+
+
+# ---- the rule table ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CostRule:
+    """One row of the cost table: which instructions it covers, its formula, its source."""
+
+    name: str
+    ops: frozenset[Op]
+    engines: frozenset[Engine]
+    formula: Callable[[Instruction, CoreSpec], float]
+    text: str
+    source: str
+
+
+def _mm_cycles(instr: Instruction, spec: CoreSpec) -> float:
+    st, mv = instr.operand("stationary"), instr.operand("moving")
+    if st is None or mv is None:
+        return float(spec.min_ii_cycles)
+    rate = spec.tensor.rate
+    cls = {dtype_class(st.dtype), dtype_class(mv.dtype)}
+    if "fp32" in cls:
+        factor = 1 / rate["fp32"]  # x4 for fp32 (rate 0.25)
+    elif instr.attr("perf_mode") == "double_row" and cls <= {"fp8"} and "fp8" in rate:
+        factor = 1 / rate["fp8"]  # FP8 double-row: 2x on v3/v4, 1x on v2
+    else:
+        factor = 1.0
+    return max(min(spec.min_ii_cycles, st.free_size), mv.free_size * factor)
+
+
+def _mm_mx_cycles(instr: Instruction, spec: CoreSpec) -> float:
+    st, mv = instr.operand("stationary"), instr.operand("moving")
+    if st is None or mv is None:
+        return float(spec.min_ii_cycles)
+    return max(min(spec.min_ii_cycles, st.free_size), mv.free_size)
+
+
+def _pe_transpose_cycles(instr: Instruction, spec: CoreSpec) -> float:
+    data = instr.operand("data") or instr.src[0]
+    return max(data.partitions, min(spec.min_ii_cycles, data.free_size))
+
+
+def _speedup(instr: Instruction, spec: CoreSpec) -> float:
+    """Documented VectorE/ScalarE performance modes (1 on v2, where fast == other == lanes)."""
+    eng = spec.vector if instr.engine is Engine.VECTOR else spec.scalar
+    fast = eng.elems_per_cycle["fast"] / eng.lanes
+    other = eng.elems_per_cycle["other"] / eng.lanes
+    ops = instr.src + instr.dst
+    if not _narrow(ops):
+        return 1.0
+    if instr.engine is Engine.SCALAR:  # v4 ScalarE: 2x bf16 tensor_scalar / tensor_copy
+        return fast if instr.opcode in (Op.TENSOR_SCALAR, Op.TENSOR_COPY) else 1.0
+    in_sbuf = all(o.memory == "sbuf" for o in ops)
+    if instr.opcode in (Op.TENSOR_COPY, Op.TENSOR_SCALAR):
+        if in_sbuf and all(_contiguous(o) for o in ops):
+            return fast  # v3/v4: 4x
+        return other  # 2x with a PSUM side or a non-contiguous access
+    if instr.opcode is Op.TENSOR_TENSOR and in_sbuf:
+        return other  # v3/v4: 2x all-bf16 SBUF
+    return 1.0
+
+
+def _stream(factor: float = 1.0) -> Callable[[Instruction, CoreSpec], float]:
+    def f(instr: Instruction, spec: CoreSpec) -> float:
+        return max(spec.min_ii_cycles, factor * _free(instr) / _speedup(instr, spec))
+
+    return f
+
+
+def _tensor_tensor(instr: Instruction, spec: CoreSpec) -> float:
+    mems = {o.memory for o in instr.src}
+    one_psum = "psum" in mems and "sbuf" in mems
+    cheap_op = instr.attr("op") in ("add", "subtract", "multiply", "sub", "mul")
+    fast_sbuf = (
+        mems == {"sbuf"} and _narrow(instr.src) and cheap_op and all(map(_contiguous, instr.src))
+    )
+    factor = 1.0 if one_psum or fast_sbuf else 2.0
+    return max(spec.min_ii_cycles, factor * _free(instr) / _speedup(instr, spec))
+
+
+def _tensor_reduce(instr: Instruction, spec: CoreSpec) -> float:
+    bf16 = all(dtype_class(o.dtype) == "bf16" for o in instr.src + instr.dst)
+    half = bf16 and instr.attr("op") in ("add", "max")
+    return max(spec.min_ii_cycles, _free(instr) / (2 if half else 1))
+
+
+def _memset(instr: Instruction, spec: CoreSpec) -> float:
+    zero_half = instr.attr("value") in (0, 0.0) and _narrow(instr.dst)
+    return max(spec.min_ii_cycles, _free(instr) / (2 if zero_half else 1))
+
+
+def _scalar_tensor_tensor(instr: Instruction, spec: CoreSpec) -> float:
+    n = _free(instr)
+    bf16 = all(dtype_class(o.dtype) == "bf16" for o in instr.src + instr.dst)
+    return n if bf16 and n % 2 == 0 else 2 * n
+
+
+def _copy_predicated(instr: Instruction, spec: CoreSpec) -> float:
+    both_sbuf = all(o.memory == "sbuf" for o in instr.src + instr.dst)
+    return max(spec.min_ii_cycles, (2 if both_sbuf else 1) * _free(instr))
+
+
+def _activation(instr: Instruction, spec: CoreSpec) -> float:
+    extra = spec.min_ii_cycles if instr.operand("reduce_res") is not None else 0
+    return max(spec.min_ii_cycles, _free(instr)) + extra
+
+
+def _exponential(instr: Instruction, spec: CoreSpec) -> float:
+    return max(spec.min_ii_cycles, _free(instr) / EXPONENTIAL_SPEEDUP)
+
+
+def _per_cycle(k: float) -> Callable[[Instruction, CoreSpec], float]:
+    def f(instr: Instruction, spec: CoreSpec) -> float:
+        return max(spec.min_ii_cycles, _free(instr) / k)
+
+    return f
+
+
+def _plain(instr: Instruction, spec: CoreSpec) -> float:
+    return float(_free(instr))
+
+
+def _gpsimd(instr: Instruction, spec: CoreSpec) -> float:
+    factor = 2.0 if instr.opcode is Op.TENSOR_TENSOR else 1.0
+    return GPSIMD_START_CYCLES + factor * _free(instr)
+
+
+def _sync(instr: Instruction, spec: CoreSpec) -> float:
+    return 0.0
+
+
+_ALL = frozenset(Engine)
+_V, _S, _G, _T = (
+    frozenset({Engine.VECTOR}),
+    frozenset({Engine.SCALAR}),
+    frozenset({Engine.GPSIMD}),
+    frozenset({Engine.TENSOR}),
+)
+_VS = _V | _S
+
+RULES: tuple[CostRule, ...] = (
+    CostRule(
+        "matmul",
+        frozenset({Op.NC_MATMUL}),
+        _T,
+        _mm_cycles,
+        "max(min(MIN_II, N_st), N_mv) x 4 (fp32) / 2 (fp8 double_row, v3+)",
+        f"{ISA_DOC} nc_matmul; perf guide Opt #7 (LoadStationary overlap); nki-notes 4.4",
+    ),
+    CostRule(
+        "matmul_mx",
+        frozenset({Op.NC_MATMUL_MX}),
+        _T,
+        _mm_mx_cycles,
+        "max(min(MIN_II, N_st), N_mv) words; 4 K-values per word (4x bf16 work)",
+        "SDK trainium3_arch.rst MX 4x BF16; nc_matmul_mx docstring; nki-notes 4.4, 5",
+    ),
+    CostRule(
+        "pe_transpose",
+        frozenset({Op.NC_TRANSPOSE}),
+        _T,
+        _pe_transpose_cycles,
+        "max(P, min(MIN_II, F))",
+        f"{ISA_DOC} nc_transpose; nki-notes 4.4",
+    ),
+    CostRule(
+        "activation",
+        frozenset({Op.ACTIVATION, Op.ACTIVATE2}),
+        _VS,
+        _activation,
+        "max(MIN_II, N) (+ MIN_II with a reduction); scale and bias free",
+        f"{ISA_DOC} activation / activation_reduce; nki-notes 4.4",
+    ),
+    CostRule(
+        "exponential",
+        frozenset({Op.EXPONENTIAL}),
+        _VS,
+        _exponential,
+        "max(MIN_II, N / 4) (v4 fast exp, 4x ScalarE)",
+        "SDK release-notes nki.rst 0.3.0; nki-notes 4.4, 5",
+    ),
+    CostRule(
+        "tensor_tensor",
+        frozenset({Op.TENSOR_TENSOR}),
+        _VS,
+        _tensor_tensor,
+        "max(MIN_II, N) if PSUM+SBUF or bf16 SBUF add/mul/sub contiguous, else 2N; / perf mode",
+        f"{ISA_DOC} tensor_tensor; SDK trainium2_arch.rst; nki-notes 4.2, 4.4",
+    ),
+    CostRule(
+        "stream",
+        frozenset(
+            {
+                Op.TENSOR_SCALAR,
+                Op.TENSOR_COPY,
+                Op.BN_STATS,
+                Op.RANGE_SELECT,
+                Op.SELECT_REDUCE,
+                Op.NC_TRANSPOSE,
+            }
+        ),
+        _VS,
+        _stream(),
+        "max(MIN_II, N / perf mode speedup)",
+        f"{ISA_DOC}; SDK trainium2_arch.rst (v3 perf mode 4x/2x), trainium3_arch.rst "
+        "(v4 ScalarE 2x bf16); nki-notes 4.2, 4.4",
+    ),
+    CostRule(
+        "tensor_reduce",
+        frozenset({Op.TENSOR_REDUCE}),
+        _VS,
+        _tensor_reduce,
+        "max(MIN_II, N/2) bf16 add/max, else N",
+        f"{ISA_DOC} tensor_reduce",
+    ),
+    CostRule(
+        "memset",
+        frozenset({Op.MEMSET}),
+        _VS,
+        _memset,
+        "max(MIN_II, N/2) zero fill of 16-bit, else N",
+        f"{ISA_DOC} memset",
+    ),
+    CostRule(
+        "reciprocal",
+        frozenset({Op.RECIPROCAL}),
+        _VS,
+        _stream(RECIPROCAL_FACTOR),
+        "max(MIN_II, 8N)",
+        f"{ISA_DOC} reciprocal",
+    ),
+    CostRule(
+        "scan",
+        frozenset({Op.TENSOR_TENSOR_SCAN}),
+        _VS,
+        _stream(2.0),
+        "max(MIN_II, 2N)",
+        f"{ISA_DOC} tensor_tensor_scan",
+    ),
+    CostRule(
+        "scalar_tensor_tensor",
+        frozenset({Op.SCALAR_TENSOR_TENSOR}),
+        _VS,
+        _scalar_tensor_tensor,
+        "N for bf16 with even N, else 2N",
+        f"{ISA_DOC} scalar_tensor_tensor",
+    ),
+    CostRule(
+        "copy_predicated",
+        frozenset({Op.TENSOR_COPY_PREDICATED}),
+        _VS,
+        _copy_predicated,
+        "max(MIN_II, N) SBUF/PSUM mix, else 2N",
+        f"{ISA_DOC} tensor_copy_predicated",
+    ),
+    CostRule(
+        "bn_aggr",
+        frozenset({Op.BN_AGGR}),
+        _VS,
+        _stream(BN_AGGR_FACTOR),
+        "max(MIN_II, 13 N / 3)",
+        f"{ISA_DOC} bn_aggr",
+    ),
+    CostRule(
+        "max8",
+        frozenset({Op.MAX8, Op.NC_FIND_INDEX8}),
+        _VS,
+        _plain,
+        "N",
+        f"{ISA_DOC} max8 / nc_find_index8",
+    ),
+    CostRule(
+        "quantize_mx",
+        frozenset({Op.QUANTIZE_MX}),
+        _VS,
+        _per_cycle(QUANTIZE_MX_ELEMS_PER_CYCLE),
+        "max(MIN_II, N / 4)",
+        "SDK trainium3_arch.rst (nki-notes 4.4)",
+    ),
+    CostRule(
+        "rand2",
+        frozenset({Op.RAND2}),
+        _VS,
+        _per_cycle(RAND2_ELEMS_PER_CYCLE),
+        "max(MIN_II, N / 4)",
+        "SDK trainium3_arch.rst XORWOW (nki-notes 5)",
+    ),
+    CostRule(
+        "gpsimd",
+        frozenset(Op),
+        _G,
+        _gpsimd,
+        "GPSIMD_START + N (2N for tensor_tensor)",
+        f"{ISA_DOC} iota / affine_select (GPSIMD_START ~ 150); nki-notes 4.4",
+    ),
+    CostRule(
+        "sync",
+        frozenset({Op.CORE_BARRIER, Op.SENDRECV}),
+        _ALL,
+        _sync,
+        "0 (a barrier: waits for every earlier instruction of the kernel)",
+        "assumed; nki-notes 4.2 (LNC)",
+    ),
+)
+"""The table walked by ``instruction_cycles``: the first rule whose ops and engines match."""
+
+_BY_KEY: dict[tuple[Op, Engine], CostRule] = {}
+for _rule in RULES:
+    for _op in _rule.ops:
+        for _eng in _rule.engines:
+            _BY_KEY.setdefault((_op, _eng), _rule)
+
+
+def rule_for(instr: Instruction) -> CostRule:
+    """The cost rule that covers ``instr`` (KeyError-free: a missing rule is a ConfigError)."""
+    rule = _BY_KEY.get((instr.opcode, instr.engine))
+    if rule is None:
+        from trnsim.errors import ConfigError
+
+        raise ConfigError(
+            f"no cost rule for {instr.opcode.value} on {instr.engine.value}; rules: "
+            f"{', '.join(r.name for r in RULES)}"
+        )
+    return rule
+
+
+def engine_clock(spec: CoreSpec, engine: Engine) -> float:
+    """The clock (Hz) of an engine; DMA and sync queues have none (costed in seconds)."""
+    return {
+        Engine.TENSOR: spec.tensor.clock_hz,
+        Engine.VECTOR: spec.vector.clock_hz,
+        Engine.SCALAR: spec.scalar.clock_hz,
+        Engine.GPSIMD: spec.gpsimd.clock_hz,
+    }.get(engine, spec.tensor.clock_hz)
+
+
+def instruction_cycles(instr: Instruction, spec: CoreSpec) -> float:
+    """Engine cycles ``instr`` occupies its engine for (not for DMA: see ``dma_cost``)."""
+    return rule_for(instr).formula(instr, spec)
+
+
+def instruction_seconds(instr: Instruction, spec: CoreSpec, model: DmaModel | None = None) -> float:
+    """Seconds ``instr`` takes alone on an idle core (DMA: latency + bytes / bandwidth)."""
+    if instr.engine is Engine.DMA:
+        cost = dma_cost(instr, model or DmaModel.for_core(spec))
+        return cost.latency_s + max(cost.occupancy_s, cost.duration_s)
+    return instruction_cycles(instr, spec) / engine_clock(spec, instr.engine)
+
+
+# ---- matmul work ------------------------------------------------------------------------------
+
+
+def matmul_flops(instr: Instruction) -> float:
+    """Useful FLOPs: 2 x K x M x N (x4 K-values per word for MX); transposes count none."""
+    if instr.opcode is Op.NC_MATMUL and not instr.attr("is_transpose"):
+        st, mv = instr.operand("stationary"), instr.operand("moving")
+        if st is not None and mv is not None:
+            return 2.0 * st.partitions * st.free_size * mv.free_size
+    if instr.opcode is Op.NC_MATMUL_MX:
+        st, mv = instr.operand("stationary"), instr.operand("moving")
+        if st is not None and mv is not None:
+            return 2.0 * 4 * st.partitions * st.free_size * mv.free_size
+    return 0.0
+
+
+def matmul_rate_class(instr: Instruction) -> str:
+    """The tensor.rate key whose peak a matmul should be compared with (for MFU)."""
+    st = instr.operand("stationary")
+    mv = instr.operand("moving")
+    classes = {dtype_class(o.dtype) for o in (st, mv) if o is not None}
+    if instr.opcode is Op.NC_MATMUL_MX:
+        return "mxfp4" if classes == {"mxfp4"} else "mxfp8"
+    if "fp32" in classes:
+        return "fp32"
+    if classes == {"fp8"} and instr.attr("perf_mode") == "double_row":
+        return "fp8"
+    return "bf16"
+
+
+# ---- DMA ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DmaModel:
+    """The DMA figures of one core in one chip, for one run.
+
+    ``engine_bw`` and ``engines`` from ``DmaSpec``; ``efficiency``: the fraction of the effective
+    engine bandwidth a kernel's transfers reach (a calibration constant, see
+    ``trnsim.core.calibration``); ``hbm_share``: HBM bandwidth available to this core
+    (chip ``hbm_bw`` / cores active on the chip: HBM is shared by all cores of a chip).
+    """
+
+    engines: int
+    queues: int
+    engine_bw: float
+    fixed_latency_s: float
+    partitions: int
+    efficiency: float
+    hbm_share: float
+
+    @property
+    def core_bw(self) -> float:
+        """Derived: engines x engine bandwidth x efficiency."""
+        return self.engines * self.engine_bw * self.efficiency
+
+    @staticmethod
+    def for_core(
+        spec: CoreSpec,
+        chip: ChipSpec | None = None,
+        active_cores: int = 1,
+        efficiency: float | None = None,
+    ) -> DmaModel:
+        from trnsim.core.calibration import DMA_EFFICIENCY, chip_of
+
+        chip = chip or chip_of(spec)
+        return DmaModel(
+            engines=spec.dma.engines,
+            queues=spec.dma.queues_per_engine,
+            engine_bw=spec.dma.engine_bw,
+            fixed_latency_s=spec.dma.fixed_latency_s,
+            partitions=spec.partitions,
+            efficiency=DMA_EFFICIENCY if efficiency is None else efficiency,
+            hbm_share=chip.hbm_bw / max(1, active_cores),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DmaCost:
+    """One transfer: ``latency_s`` before data moves (fixed cost), ``occupancy_s`` of the core's
+    DMA bandwidth, ``duration_s`` of its own data phase (longer when few engines serve it),
+    ``hbm_s`` of the chip's HBM bandwidth share, and the byte counts."""
+
+    latency_s: float
+    occupancy_s: float
+    duration_s: float
+    hbm_s: float
+    nbytes: int
+    hbm_bytes: int
+    row_bytes: int
+    engines: int
+
+
+def contiguous_bytes(o: Operand) -> int:
+    """Bytes of the innermost contiguous run of an operand (merging contiguous outer dims)."""
+    run = 1
+    for stride, size in reversed(o.pattern):
+        if size == 1:
+            continue
+        if stride != run:
+            break
+        run *= size
+    else:
+        if o.memory == "hbm" and o.partition_pattern[0] == run:
+            run *= o.partitions
+    return run * o.itemsize
+
+
+def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
+    """Cost of one DMA transfer.
+
+    ``latency = dma.fixed_latency_s`` (descriptor, sync, semaphore: ~1.3 us, NEURON_DMA_GUIDE);
+    ``bytes_eff = bytes + rows x DMA_ROW_OVERHEAD_BYTES`` (short-row penalty);
+    ``occupancy = bytes_eff / (engines x engine_bw x efficiency)`` of the core's DMA;
+    ``duration = bytes_eff / (engines_used x engine_bw x efficiency)`` where ``engines_used =
+    ceil(P / 8)`` for a transfer touching P SBUF partitions (partial-partition penalty);
+    ``hbm = hbm_bytes / hbm_share`` (reads plus writes of HBM).
+    """
+    nbytes = max((o.nbytes for o in instr.dst + instr.src), default=0)
+    ops = instr.dst + instr.src
+    row = min((contiguous_bytes(o) for o in ops), default=nbytes) or 1
+    rows = ceil(nbytes / row)
+    eff_bytes = nbytes + rows * DMA_ROW_OVERHEAD_BYTES
+    per_engine = model.partitions // model.engines
+    onchip = [o.partitions for o in ops if o.memory != "hbm"]
+    used = min(model.engines, ceil(max(onchip) / per_engine)) if onchip else model.engines
+    rate = model.engine_bw * model.efficiency
+    hbm_bytes = sum(o.nbytes for o in ops if o.memory == "hbm")
+    return DmaCost(
+        latency_s=model.fixed_latency_s,
+        occupancy_s=eff_bytes / (model.engines * rate),
+        duration_s=eff_bytes / (used * rate),
+        hbm_s=hbm_bytes / model.hbm_share,
+        nbytes=nbytes,
+        hbm_bytes=hbm_bytes,
+        row_bytes=row,
+        engines=used,
+    )

@@ -1,0 +1,442 @@
+"""The timing model: schedule a recorded instruction stream on a NeuronCore's engines.
+
+The model (a list scheduler over the recorded stream, in program order):
+
+- Each compute engine (Tensor, Vector, Scalar, GpSimd) of each core runs its instructions in
+  order; the engines and the DMA queues run in parallel. An instruction starts when its engine
+  (queue) is free and its inputs are ready, and occupies the engine for its cost
+  (``trnsim.core.costs``).
+- Dependencies come from the memory regions instructions read and write, as the compiler's
+  semaphores would enforce them: read-after-write (a reader waits for the end of every earlier
+  writer of an overlapping region), write-after-read and write-after-write (a writer waits for
+  every earlier reader and writer). PSUM accumulation groups are covered by the same rules:
+  each accumulating matmul writes its PSUM region, so the group is ordered, a reader of the
+  group waits for its last matmul, and the next group's first matmul waits for that reader.
+- Regions are bounding boxes: (partition range x byte range) in SBUF/PSUM; in HBM a
+  (row range x column range) rectangle under the operand's row stride when two operands share
+  it, else the 1-D byte interval (conservative: may add a dependency, never drops one).
+- DMA: a transfer goes to one of the core's ``queues_per_engine`` queues (round robin, or its
+  ``queue`` attribute; each transfer is spread over the 16 engines, so a queue is a queue on
+  every engine); within a queue transfers run in order. Each pays the fixed latency, then its
+  data phase shares the core's DMA bandwidth and the chip's HBM bandwidth (fluid FIFO pipes;
+  see ``costs.dma_cost``).
+- ``core_barrier`` / ``sendrecv`` wait for every earlier instruction.
+
+This module only reads ``Instruction`` records; ``benchmark`` (``trnsim.core.benchmark``) runs
+a kernel in timing-only mode to get them. The per-instruction work is O(overlapping regions)
+with dictionary lookups, so streams of 10^5-10^6 instructions time in seconds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from trnsim.core import costs
+from trnsim.core.costs import DmaModel
+from trnsim.core.instruction import Instruction, Operand
+from trnsim.core.isa import Engine, Op
+from trnsim.core.profile import Contributor, Profile, Schedule, TrackStats
+from trnsim.hw import ChipSpec, CoreSpec, core
+
+ONCHIP_BUCKET_BYTES = 2048
+"""Index granularity of SBUF/PSUM regions (a PSUM bank per partition; bookkeeping only)."""
+HBM_PAGE_BYTES = 1 << 20
+"""Index granularity of HBM regions (bookkeeping only; overlaps are tested exactly)."""
+HBM_WIDE_PAGES = 4096
+"""HBM regions spanning more pages than this are kept in a list tested against every region."""
+CRITICAL_PATH_TOP = 6
+
+_COMPUTE = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+_SYNC_OPS = frozenset({Op.CORE_BARRIER, Op.SENDRECV})
+
+
+def _span(o: Operand) -> tuple[int, int]:
+    lo = hi = 0
+    for stride, size in o.pattern:
+        d = stride * (size - 1)
+        if d > 0:
+            hi += d
+        else:
+            lo += d
+    return lo, hi
+
+
+def region_of(o: Operand) -> tuple:
+    """The bounding region of an operand (see module docstring)."""
+    isz = o.itemsize
+    lo, hi = _span(o)
+    if o.memory != "hbm":
+        step, count = o.partition_pattern
+        d = step * (count - 1)
+        p0 = o.partition + min(0, d)
+        return (
+            o.memory,
+            o.core,
+            p0,
+            o.partition + max(0, d) + 1,
+            o.offset + lo * isz,
+            o.offset + (hi + 1) * isz,
+        )
+    pstride, count = o.partition_pattern
+    row = pstride * isz
+    d = row * (count - 1)
+    a0 = o.offset + lo * isz + min(0, d)
+    a1 = o.offset + (hi + 1) * isz + max(0, d)
+    c_lo = o.offset + lo * isz
+    width = (hi - lo + 1) * isz
+    if count > 1 and row > 0 and (c_lo % row) + width <= row:
+        r0 = c_lo // row
+        return ("hbm", row, r0, r0 + count, c_lo % row, c_lo % row + width, a0, a1)
+    return ("hbm", 0, 0, 0, 0, 0, a0, a1)
+
+
+def regions_overlap(a: tuple, b: tuple) -> bool:
+    """Whether two regions (from ``region_of``) may share a byte."""
+    if a[0] != b[0]:
+        return False
+    if a[0] == "hbm":
+        if a[6] >= b[7] or b[6] >= a[7]:
+            return False
+        if a[1] and a[1] == b[1]:
+            return a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
+        return True
+    return a[1] == b[1] and a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
+
+
+class _Regions:
+    """Distinct regions, each with the list of regions overlapping it (itself included)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple, int] = {}
+        self.keys: list[tuple] = []
+        self.overlaps: list[list[int]] = []
+        self.buckets: dict[tuple, list[int]] = defaultdict(list)
+        self.wide: list[int] = []
+
+    def _bucket_keys(self, r: tuple) -> list[tuple] | None:
+        if r[0] == "hbm":
+            p0, p1 = r[6] // HBM_PAGE_BYTES, (r[7] - 1) // HBM_PAGE_BYTES
+            if p1 - p0 > HBM_WIDE_PAGES:
+                return None
+            return [("hbm", p) for p in range(p0, p1 + 1)]
+        b0, b1 = r[4] // ONCHIP_BUCKET_BYTES, (r[5] - 1) // ONCHIP_BUCKET_BYTES
+        return [(r[0], r[1], b) for b in range(b0, b1 + 1)]
+
+    def intern(self, r: tuple) -> int:
+        rid = self.ids.get(r)
+        if rid is not None:
+            return rid
+        rid = len(self.keys)
+        self.ids[r] = rid
+        self.keys.append(r)
+        keys = self._bucket_keys(r)
+        seen: set[int] = set()
+        if keys is None:
+            cands: list[int] = list(range(rid))
+            self.wide.append(rid)
+        else:
+            cands = list(self.wide)
+            for k in keys:
+                cands.extend(self.buckets[k])
+        mine = [rid]
+        for q in cands:
+            if q in seen:
+                continue
+            seen.add(q)
+            if regions_overlap(r, self.keys[q]):
+                mine.append(q)
+                self.overlaps[q].append(rid)
+        self.overlaps.append(mine)
+        if keys is not None:
+            for k in keys:
+                self.buckets[k].append(rid)
+        return rid
+
+
+def _default_active_cores(instrs: Sequence[Instruction]) -> int:
+    return max(1, len({i.core for i in instrs}))
+
+
+def schedule(
+    instrs: Sequence[Instruction],
+    target: str | CoreSpec = "gen4",
+    *,
+    chip: ChipSpec | None = None,
+    active_cores: int | None = None,
+    dma_efficiency: float | None = None,
+) -> Profile:
+    """Time a recorded instruction stream on ``target`` and return its ``Profile``.
+
+    ``active_cores``: cores of the chip sharing its HBM bandwidth (default: the cores the
+    stream uses). ``dma_efficiency``: override the calibrated DMA efficiency.
+    """
+    spec = target if isinstance(target, CoreSpec) else core(target)
+    instrs = list(instrs)
+    active = active_cores or _default_active_cores(instrs)
+    dma = DmaModel.for_core(spec, chip, active, dma_efficiency)
+    clocks = {e: costs.engine_clock(spec, e) for e in _COMPUTE}
+    n = len(instrs)
+    start = [0.0] * n
+    end = [0.0] * n
+    pred = [-1] * n
+    track_of = [0] * n
+
+    regions = _Regions()
+    w_t: list[float] = []
+    w_i: list[int] = []
+    r_t: list[float] = []
+    r_i: list[int] = []
+    operand_rid: dict[Operand, int] = {}
+    cost_cache: dict[tuple, float] = {}
+
+    track_ids: dict[tuple, int] = {}
+    track_names: list[str] = []
+    track_free: list[float] = []
+    track_last: list[int] = []
+    track_busy: list[float] = []
+    track_count: list[int] = []
+    dma_rr: dict[int, int] = defaultdict(int)
+    pipe_free: dict[int, tuple[float, int]] = defaultdict(lambda: (0.0, -1))
+    hbm_free: dict[int, tuple[float, int]] = defaultdict(lambda: (0.0, -1))
+    flops = 0.0
+    flops_by_class: Counter[str] = Counter()
+    bytes_mem: Counter[str] = Counter()
+    last_end, last_idx = 0.0, -1
+
+    def track(key: tuple, name: str) -> int:
+        tid = track_ids.get(key)
+        if tid is None:
+            tid = len(track_names)
+            track_ids[key] = tid
+            track_names.append(name)
+            track_free.append(0.0)
+            track_last.append(-1)
+            track_busy.append(0.0)
+            track_count.append(0)
+        return tid
+
+    def rid_of(o: Operand) -> int:
+        rid = operand_rid.get(o)
+        if rid is None:
+            rid = regions.intern(region_of(o))
+            operand_rid[o] = rid
+            while len(w_t) < len(regions.keys):
+                w_t.append(0.0)
+                w_i.append(-1)
+                r_t.append(0.0)
+                r_i.append(-1)
+        return rid
+
+    overlaps = regions.overlaps
+    multi = len({i.core for i in instrs}) > 1
+    for idx, ins in enumerate(instrs):
+        # ---- dependencies -----------------------------------------------------------------
+        ready, dep = 0.0, -1
+        src_ids = [rid_of(o) for o in ins.src]
+        dst_ids = [rid_of(o) for o in ins.dst]
+        for rid in src_ids:
+            for q in overlaps[rid]:
+                if w_t[q] > ready:
+                    ready, dep = w_t[q], w_i[q]
+        for rid in dst_ids:
+            for q in overlaps[rid]:
+                if w_t[q] > ready:
+                    ready, dep = w_t[q], w_i[q]
+                if r_t[q] > ready:
+                    ready, dep = r_t[q], r_i[q]
+        eng = ins.engine
+        c = ins.core
+        # ---- issue ------------------------------------------------------------------------
+        if ins.opcode in _SYNC_OPS:
+            tid = track((c, "sync"), f"core{c}.sync" if multi else "sync")
+            if last_end > ready:
+                ready, dep = last_end, last_idx
+            t0 = t1 = ready
+            for t in range(len(track_free)):
+                track_free[t] = max(track_free[t], t1)
+        elif eng is Engine.DMA:
+            q = ins.attr("queue")
+            if q is None:
+                q = dma_rr[c] % dma.queues
+                dma_rr[c] += 1
+            tid = track((c, "dma", q), f"core{c}.dma.q{q}" if multi else f"dma.q{q}")
+            cost = costs.dma_cost(ins, dma)
+            issue = ready
+            if track_free[tid] > issue:
+                issue, dep = track_free[tid], track_last[tid]
+            t_data = issue + cost.latency_s
+            pf, pi = pipe_free[c]
+            if pf > t_data:
+                t_data, dep = pf, pi
+            if cost.hbm_s > 0.0:
+                hf, hi = hbm_free[c]
+                if hf > t_data:
+                    t_data, dep = hf, hi
+                hbm_free[c] = (t_data + cost.hbm_s, idx)
+            pipe_free[c] = (t_data + cost.occupancy_s, idx)
+            t0 = issue
+            t1 = t_data + max(cost.duration_s, cost.occupancy_s, cost.hbm_s)
+            for o in ins.src + ins.dst:
+                bytes_mem[o.memory] += o.nbytes
+        else:
+            tid = track((c, eng.value), f"core{c}.{eng.value}" if multi else eng.value)
+            key = (ins.opcode, eng, ins.dst, ins.src, ins.attrs)
+            cyc = cost_cache.get(key)
+            if cyc is None:
+                cyc = costs.instruction_cycles(ins, spec)
+                cost_cache[key] = cyc
+            t0 = ready
+            if track_free[tid] > t0:
+                t0, dep = track_free[tid], track_last[tid]
+            t1 = t0 + cyc / clocks[eng]
+            if eng is Engine.TENSOR:
+                f = costs.matmul_flops(ins)
+                if f:
+                    flops += f
+                    flops_by_class[costs.matmul_rate_class(ins)] += f
+            for o in ins.src + ins.dst:
+                bytes_mem[o.memory] += o.nbytes
+        start[idx], end[idx], pred[idx], track_of[idx] = t0, t1, dep, tid
+        track_free[tid] = t1
+        track_last[tid] = idx
+        track_busy[tid] += t1 - t0
+        track_count[tid] += 1
+        if t1 >= last_end:
+            last_end, last_idx = t1, idx
+        # ---- publish ----------------------------------------------------------------------
+        for rid in src_ids:
+            if t1 > r_t[rid]:
+                r_t[rid], r_i[rid] = t1, idx
+        for rid in dst_ids:
+            w_t[rid], w_i[rid] = t1, idx
+
+    sched = Schedule(instrs, start, end, track_of, track_names)
+    return _profile(spec, dma, sched, pred, flops, flops_by_class, bytes_mem, active, last_idx)
+
+
+def _profile(
+    spec: CoreSpec,
+    dma: DmaModel,
+    sched: Schedule,
+    pred: list[int],
+    flops: float,
+    flops_by_class: Counter[str],
+    bytes_mem: Counter[str],
+    active: int,
+    last_idx: int,
+) -> Profile:
+    total = max(sched.end, default=0.0)
+    names = sched.track_names
+    busy = [0.0] * len(names)
+    count = [0] * len(names)
+    for t, s, e in zip(sched.track, sched.start, sched.end, strict=True):
+        busy[t] += e - s
+        count[t] += 1
+    tracks = tuple(
+        TrackStats(nm, busy[i], busy[i] / total if total else 0.0, count[i])
+        for i, nm in enumerate(names)
+    )
+    # Per-engine view: compute engines as they are; DMA as the union of its queues' activity.
+    eng_busy: dict[str, float] = {}
+    eng_count: Counter[str] = Counter()
+    for i, nm in enumerate(names):
+        base = "dma" if ".dma." in nm or nm.startswith("dma.") else nm.rsplit(".", 1)[-1]
+        if base != "dma":
+            eng_busy[base] = eng_busy.get(base, 0.0) + busy[i]
+        eng_count[base] += count[i]
+    if eng_count["dma"]:
+        eng_busy["dma"] = _union_length(
+            (s, e)
+            for s, e, ins in zip(sched.start, sched.end, sched.instructions, strict=True)
+            if ins.engine is Engine.DMA
+        )
+    cores = max(1, len({ins.core for ins in sched.instructions}))
+    order = ["tensor", "vector", "scalar", "gpsimd", "dma", "sync"]
+    engines = tuple(
+        TrackStats(
+            e,
+            eng_busy.get(e, 0.0),
+            eng_busy.get(e, 0.0) / total / cores if total else 0.0,
+            eng_count[e],
+        )
+        for e in order
+        if e in eng_count or e in ("tensor", "vector", "scalar", "gpsimd")
+    )
+    peak_dtype = flops_by_class.most_common(1)[0][0] if flops_by_class else "bf16"
+    peak = spec.tensor.peak_flops(peak_dtype) * cores
+    achieved = flops / total if total else 0.0
+    hbm_bytes = 0
+    for ins in sched.instructions:
+        if ins.engine is Engine.DMA:
+            for o in ins.src + ins.dst:
+                if o.memory == "hbm":
+                    hbm_bytes += o.nbytes
+    hbm_bw = min(dma.hbm_share, dma.core_bw / dma.efficiency) * cores
+    counts = Counter(ins.opcode.value for ins in sched.instructions)
+    from trnsim.core.calibration import DMA_EFFICIENCY
+
+    assumptions = (
+        f"costs: trnsim.core.costs rules for {spec.name} (NKI cost guidance, nki-notes 4.4)",
+        f"DMA efficiency {dma.efficiency:.3f} of {spec.dma.engines} x "
+        f"{spec.dma.engine_bw / 1e9:.0f} GB/s (calibrated {DMA_EFFICIENCY:.3f} on NeuronCore-v2, "
+        "calibration/trainium.md A; applied unchanged to other generations)",
+        f"HBM share {dma.hbm_share / 1e9:.0f} GB/s per core ({active} active core(s) on the chip)",
+        "dependencies from bounding regions (may serialise more than hardware semaphores)",
+    )
+    return Profile(
+        target=spec.name,
+        total_s=total,
+        tracks=tracks,
+        engines=engines,
+        flops=flops,
+        flops_per_s=achieved,
+        peak_flops=peak,
+        peak_dtype=peak_dtype,
+        mfu=achieved / peak if peak else 0.0,
+        bytes_by_memory=tuple((m, bytes_mem[m]) for m in ("hbm", "sbuf", "psum") if m in bytes_mem),
+        hbm_bw=hbm_bw,
+        mbu=(hbm_bytes / total) / hbm_bw if total and hbm_bw else 0.0,
+        instruction_counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        critical_path=_critical_path(sched, pred, last_idx, total),
+        assumptions=assumptions,
+        schedule=sched,
+    )
+
+
+def _union_length(intervals) -> float:  # type: ignore[no-untyped-def]
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s  # type: ignore[operator]
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    if cur_e is not None:
+        total += cur_e - cur_s  # type: ignore[operator]
+    return total
+
+
+def _critical_path(
+    sched: Schedule, pred: list[int], last: int, total: float
+) -> tuple[Contributor, ...]:
+    """Walk back from the last instruction along the binding constraints; each instruction on
+    the path is charged the time it added (its end minus its predecessor's end)."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    i = last
+    while i >= 0:
+        p = pred[i]
+        added = sched.end[i] - (sched.end[p] if p >= 0 else 0.0)
+        ins = sched.instructions[i]
+        loc = f"{ins.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{ins.line}"
+        key = (ins.opcode.value, ins.engine.value, loc)
+        g = groups.setdefault(key, [0.0, 0])
+        g[0] += max(0.0, added)
+        g[1] += 1
+        i = p
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1][0])[:CRITICAL_PATH_TOP]
+    return tuple(
+        Contributor(op, trk, loc, s, s / total if total else 0.0, int(n))
+        for (op, trk, loc), (s, n) in ranked
+    )
