@@ -31,7 +31,8 @@ def test_fitted_constants_are_physical():
 
 
 def test_published_busbw_is_reproduced_at_the_large_sizes():
-    """nccl-tests busbw of the last rows (~52.8 GB/s) within 10 % through the public API."""
+    """Published busbw of the last rows within 10 % through the public API. nccom-test's "GB/s"
+    column is GiB/s: 67,108,864 B / 1,214 us = 55.3e9 B/s = 51.48 GiB/s, the printed value."""
     for nbytes, _, busbw_gbs in D_ROWS[-3:]:
         r = collective_time("all-reduce", nbytes, 2, D_SYSTEM)
-        assert r.busbw == pytest.approx(busbw_gbs * 1e9, rel=0.10)
+        assert r.busbw == pytest.approx(busbw_gbs * 2**30, rel=0.10)

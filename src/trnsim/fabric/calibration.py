@@ -34,8 +34,8 @@ import numpy as np
 
 from trnsim.errors import ConfigError
 
-# --- Section D: 2-rank all-reduce (bytes, microseconds, busbw GB/s as published) ----------------
-D_ROWS: tuple[tuple[int, float, float], ...] = (
+# --- Section D: 2-rank all-reduce (bytes, microseconds, busbw as published) ---
+D_ROWS: tuple[tuple[int, float, float], ...] = (  # busbw column: nccom-test "GB/s" = GiB/s
     (1_024, 58, 0.02),
     (4_096, 58, 0.07),
     (16_384, 58, 0.26),
