@@ -1,0 +1,251 @@
+"""Compute time of ops on one rank: the ``ComputeModel`` protocol and its roofline version.
+
+``ComputeModel.op_time(work, chip, prec)`` times one op as one rank runs it (``RankWork``: the
+op's FLOPs and bytes after the parallel plan has split it, and the matmul row count). The
+cluster model only talks to this protocol, so the core timing model (issue: per-op cost tables
+derived from NKI kernels timed by ``trnsim.core``) can replace the roofline without touching
+``train``/``infer``: a ``TableComputeModel`` would look ``work.op`` and its shape up in a table.
+
+``RooflineComputeModel`` (the model until those tables exist), per op on one rank::
+
+    t = max(flops / (P x e_k x rows / (rows + r_half)),   # Tensor engine, kind k
+            bytes / (B x e_hbm) + kv_bytes / (B x e_kv))  # HBM
+        + t_op                                            # fixed cost per op
+
+P: the chip's published dense peak for the compute dtype / ranks per chip; B: HBM bandwidth /
+ranks per chip (both from ``trnsim.hw``, never typed here). ``e_k``: the efficiency of matmuls
+(``matmul``) or attention (``attention``); ``rows / (rows + r_half)``: small matmuls (few tokens)
+fill the systolic array poorly; ``t_op``: launch/synchronisation cost per op. Elementwise ops
+have no Tensor-engine FLOPs, so they are HBM-bound. All parameters are fields of
+``Efficiency``: inputs with documented defaults, fitted once (globally, never per row) by
+``trnsim.perf.calibrate`` and stored in ``FITTED`` with the measurements they came from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from typing import Protocol
+
+from trnsim.errors import ConfigError
+from trnsim.hw import ChipSpec
+from trnsim.perf.memory import head_padding, kv_padding, kv_shards
+from trnsim.perf.plan import ParallelPlan
+from trnsim.perf.precision import Precision, compute_dtype
+from trnsim.workloads import Graph, ModelArgs, Op, expected_experts_touched
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """Efficiency parameters of one software stack (fractions of hardware peaks, overheads).
+
+    Attributes:
+        matmul: fraction of the Tensor-engine peak reached by large matmuls.
+        attention: fraction of the peak reached by attention (scores and P.V with softmax).
+        hbm: fraction of HBM bandwidth reached streaming weights and activations.
+        kv_hbm: fraction of HBM bandwidth reached reading the KV cache.
+        half_rows: matmul rows (tokens) at which a matmul reaches half of ``matmul``.
+        op_overhead_s: fixed time per op (kernel launch, semaphores, DMA set-up).
+        comm_overlap: fraction of tensor/expert/context-parallel communication hidden under
+            compute (0: on the critical path).
+        dp_overlap: fraction of one micro-batch's backward pass that can hide the data-parallel
+            gradient synchronisation (bucketed all-reduce overlapping the last backward).
+    """
+
+    matmul: float = 0.6
+    attention: float = 0.4
+    hbm: float = 0.7
+    kv_hbm: float = 0.5
+    half_rows: float = 32.0
+    op_overhead_s: float = 5e-6
+    comm_overlap: float = 0.0
+    dp_overlap: float = 1.0
+
+    def __post_init__(self) -> None:
+        for f in ("matmul", "attention", "hbm", "kv_hbm"):
+            if not 0 < getattr(self, f) <= 1:
+                raise ConfigError(f"efficiency {f} must be in (0, 1], got {getattr(self, f)}")
+        for f in ("comm_overlap", "dp_overlap"):
+            if not 0 <= getattr(self, f) <= 1:
+                raise ConfigError(f"efficiency {f} must be in [0, 1], got {getattr(self, f)}")
+        if self.half_rows < 0 or self.op_overhead_s < 0:
+            raise ConfigError("efficiency half_rows and op_overhead_s must be >= 0")
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class Profiles:
+    """One ``Efficiency`` per software stack: ``train`` (NxD / NeMo-Megatron training) and
+    ``serve`` (Transformers-NeuronX inference: prefill and decode). One global set each;
+    ``source`` says what they were fitted to."""
+
+    train: Efficiency = field(default_factory=Efficiency)
+    serve: Efficiency = field(default_factory=Efficiency)
+    source: str = "defaults (not fitted)"
+
+
+# Fitted by `trnsim validate --fit` (trnsim.perf.calibrate.fit) to calibration/trainium.md
+# sections B + B2 (training: train) and C (inference TTFT and TPOT p50: serve). See
+# benchmarks/RESULTS.md for the per-row errors these values give.
+FITTED = Profiles(
+    train=Efficiency(
+        matmul=0.450,
+        attention=0.183,
+        hbm=0.998,
+        kv_hbm=0.5,
+        half_rows=32.0,
+        op_overhead_s=5e-6,
+        comm_overlap=0.0,
+        dp_overlap=1.0,
+    ),
+    serve=Efficiency(
+        matmul=0.184,
+        attention=0.00797,
+        hbm=0.822,
+        kv_hbm=0.515,
+        half_rows=1.0,
+        op_overhead_s=1.60e-5,
+        comm_overlap=0.960,
+        dp_overlap=1.0,
+    ),
+    source="fitted to shared/calibration/trainium.md B + B2 (train: 20 rows, seq/s) and C "
+    "(serve: 36 rows, TTFT and TPOT p50) by trnsim.perf.calibrate.fit (mean |log error|)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RankWork:
+    """One op as one rank executes it: FLOPs, HBM bytes, KV-cache bytes, matmul rows."""
+
+    op: Op
+    flops: float
+    bytes: float
+    kv_bytes: float
+    rows: float
+
+
+class ComputeModel(Protocol):
+    """Times one op on one rank. Implementations: ``RooflineComputeModel``; later a table
+    model built from the core timing model."""
+
+    name: str
+
+    def op_time(self, work: RankWork, chip: ChipSpec, prec: Precision, eff: Efficiency) -> float:
+        """Seconds for ``work`` on one rank of ``chip`` at precision ``prec``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineComputeModel:
+    """The documented roofline (module docstring) with explicit efficiency factors."""
+
+    ranks_per_chip: int = 1
+    name: str = "roofline"
+
+    def op_time(self, work: RankWork, chip: ChipSpec, prec: Precision, eff: Efficiency) -> float:
+        peak = _peak(chip, prec.compute) / self.ranks_per_chip
+        bw = chip.hbm_bw / self.ranks_per_chip
+        t_c = 0.0
+        if work.flops:
+            e = eff.attention if work.op.kind == "attention" else eff.matmul
+            if work.op.kind != "attention" and eff.half_rows:
+                e *= work.rows / (work.rows + eff.half_rows)
+            t_c = work.flops / (peak * e)
+        t_m = work.bytes / (bw * eff.hbm) + work.kv_bytes / (bw * eff.kv_hbm)
+        return max(t_c, t_m) + eff.op_overhead_s
+
+
+@lru_cache(maxsize=256)
+def _peak(chip: ChipSpec, dtype: str) -> float:
+    return chip.peak(compute_dtype(chip, dtype)[0])
+
+
+def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision) -> RankWork:
+    """Split one op of graph ``g`` over the plan (see ``trnsim.workloads.graph.Shard``).
+
+    ``tp`` ops: FLOPs, weights and activations / tp; the KV cache / min(tp, n_kv_heads) (KV
+    heads are replicated beyond that; MLA's latent is not split). ``seq`` ops: / tp with
+    sequence parallelism, else replicated. ``ep`` (routed experts): every rank computes its
+    share of the routed tokens (FLOPs / tp); it holds E / ep experts, of which those touched by
+    the ep x T x top_k assignments of its EP group are read. ``none``: replicated.
+    """
+    m = g.model
+    tp = plan.tp
+    w, a, kv = op.weight_elems, op.act_elems, op.kv_elems
+    flops = op.flops
+    rows = float(g.tokens)
+    if op.shard == "tp":
+        pad = head_padding(m, tp) if op.name in HEAD_OPS else 1.0
+        flops, w, a = flops * pad / tp, w * pad / tp, a * pad / tp
+        kv = kv * kv_padding(m, tp) / kv_shards(m, tp)
+    elif op.shard == "seq":
+        if plan.sequence_parallel:
+            a = a / tp
+    elif op.shard == "ep":
+        E, k = m.n_experts, m.top_k
+        assignments = g.tokens * k
+        local = expected_experts_touched(assignments * plan.ep, E, k) / plan.ep
+        w = w / expected_experts_touched(assignments, E, k) * local / tp
+        flops, a = flops / tp, a / tp
+        rows = assignments * plan.ep / E  # tokens per expert
+    byts = w * prec.weight_bytes + a * prec.act_bytes
+    return RankWork(op, flops, byts, kv * prec.kv_bytes, max(rows, 1.0))
+
+
+HEAD_OPS = frozenset({"qkv_proj", "q_proj", "kv_up", "rope", "attention", "o_proj"})
+
+
+@dataclass(frozen=True, slots=True)
+class PassTime:
+    """Times of one forward pass on one rank, all layers of the model (``layers``) and the
+    embedding/head ends; ``by_kind`` splits ``layers`` by op kind."""
+
+    layers: float
+    pre: float
+    post: float
+    by_kind: tuple[tuple[str, float], ...]
+    n_ops_per_layer: float
+
+    def kind(self, *kinds: str) -> float:
+        return sum(t for k, t in self.by_kind if k in kinds)
+
+    def stage(self, m: ModelArgs, plan: ParallelPlan) -> float:
+        """The slowest pipeline stage: ceil(L / pp) layers plus the ends (the larger of the
+        embedding and the head when pp > 1, both when pp = 1)."""
+        if plan.pp == 1:
+            return self.layers + self.pre + self.post
+        return self.layers * math.ceil(m.n_layers / plan.pp) / m.n_layers + max(self.pre, self.post)
+
+
+@lru_cache(maxsize=8192)
+def pass_time(
+    g: Graph,
+    tp: int,
+    ep: int,
+    sequence_parallel: bool,
+    ranks_per_chip: int,
+    chip: ChipSpec,
+    prec: Precision,
+    eff: Efficiency,
+    model: ComputeModel | None = None,
+) -> PassTime:
+    """Forward-pass time of graph ``g`` on one rank (cached: planners call it many times)."""
+    cm = model or RooflineComputeModel(ranks_per_chip)
+    plan = ParallelPlan(
+        tp=tp, dp=ep, ep=ep, sequence_parallel=sequence_parallel, ranks_per_chip=ranks_per_chip
+    )
+    by_kind: dict[str, float] = {}
+    layers = 0.0
+    n_ops = 0
+    for grp in g.groups:
+        for op in grp.ops:
+            t = cm.op_time(rank_work(op, g, plan, prec), chip, prec, eff) * grp.count
+            by_kind[op.kind] = by_kind.get(op.kind, 0.0) + t
+            layers += t
+            n_ops += grp.count
+    pre = sum(cm.op_time(rank_work(op, g, plan, prec), chip, prec, eff) for op in g.pre)
+    post = sum(cm.op_time(rank_work(op, g, plan, prec), chip, prec, eff) for op in g.post)
+    return PassTime(layers, pre, post, tuple(sorted(by_kind.items())), n_ops / g.model.n_layers)

@@ -1,0 +1,219 @@
+"""Inference estimates: prefill (TTFT), decode (TPOT), throughput, KV cache, cost per token.
+
+A replica serves ``batch`` sequences of ``input_tokens`` prompt tokens and ``output_tokens``
+generated tokens on ``tp x pp`` ranks (``dp`` replicas side by side):
+
+- **TTFT** = the prefill forward pass of batch x input_tokens tokens (op graph timed by the
+  compute model) through all ``pp`` stages in turn, plus 2 all-reduces per layer of the
+  activations (tokens x d; Megatron row-parallel outputs), one all-to-all dispatch and combine
+  per MoE layer with ``ep > 1``, and ``pp - 1`` point-to-point sends. The first token comes out
+  of the prefill pass.
+- **TPOT** = one decode step (batch new tokens, reading weights and the KV cache of the whole
+  context so far), averaged over the generation: the mean of the step time at the midpoints of
+  four equal segments of the context range [input + 1, input + output] (exact where the step
+  time is linear in the context, which it is between roofline kinks).
+- **Throughput** (output tokens/s, all replicas): dp x batch x output / (TTFT + output x TPOT),
+  a request at a time per replica (no continuous batching); ``decode_tokens_per_s``: the steady
+  decode rate dp x batch / TPOT.
+- **Memory**: weights + KV cache for ``input + output`` tokens (or ``max_seq_len``) per sequence +
+  the prefill working set, per rank, against HBM.
+
+A fraction ``comm_overlap`` of the tensor/expert-parallel communication is hidden under compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trnsim.hw import SystemSpec
+from trnsim.perf import comm
+from trnsim.perf.compute import FITTED, ComputeModel, Efficiency, pass_time
+from trnsim.perf.cost import CostInputs, run_cost
+from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
+from trnsim.perf.plan import ParallelPlan
+from trnsim.perf.precision import Precision, compute_dtype, precision
+from trnsim.perf.train import _resolve_system
+from trnsim.workloads import ModelArgs, forward_graph, resolve_model
+
+DECODE_POINTS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class InferEstimate:
+    """An inference estimate (one replica's latencies, all replicas' throughput)."""
+
+    model: str
+    system: str
+    chips: int
+    plan: ParallelPlan
+    precision: str
+    batch: int
+    input_tokens: int
+    output_tokens: int
+    ttft_s: float
+    tpot_s: float
+    e2e_latency_s: float
+    throughput_tokens_per_s: float
+    decode_tokens_per_s: float
+    memory: MemoryBreakdown
+    breakdown: dict[str, float]
+    usd_per_million_tokens: float | None
+    joules_per_token: float | None
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "system": self.system,
+            "chips": self.chips,
+            "plan": {
+                "tp": self.plan.tp,
+                "pp": self.plan.pp,
+                "dp": self.plan.dp,
+                "ep": self.plan.ep,
+                "ranks_per_chip": self.plan.ranks_per_chip,
+            },
+            "precision": self.precision,
+            "batch": self.batch,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "fits": self.fits,
+            "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s,
+            "e2e_latency_s": self.e2e_latency_s,
+            "throughput_tokens_per_s": self.throughput_tokens_per_s,
+            "decode_tokens_per_s": self.decode_tokens_per_s,
+            "memory_per_chip_bytes": self.memory.total * self.plan.ranks_per_chip,
+            "kv_cache_per_chip_bytes": self.memory.kv_cache * self.plan.ranks_per_chip,
+            "memory_per_rank": self.memory.as_dict(),
+            "breakdown_s": self.breakdown,
+            "usd_per_million_tokens": self.usd_per_million_tokens,
+            "joules_per_token": self.joules_per_token,
+            "assumptions": self.assumptions,
+        }
+
+
+def _comm_per_pass(
+    m: ModelArgs, plan: ParallelPlan, sysm: SystemSpec, tokens: int, prec: Precision
+) -> tuple[float, float, float]:
+    """(tp, ep, pp) communication seconds of one forward pass over ``tokens`` tokens."""
+    act = tokens * m.d_model * prec.act_bytes
+    tp_c = 2 * m.n_layers * comm.tp_time("all-reduce", act, plan, sysm) if plan.tp > 1 else 0.0
+    ep_c = 0.0
+    if m.is_moe and plan.ep > 1:
+        a2a = tokens * m.top_k * m.d_model * prec.act_bytes
+        ep_c = 2 * m.n_moe_layers * comm.ep_time("all-to-all", a2a, plan, sysm)
+    pp_c = (plan.pp - 1) * comm.pp_time(act, plan, sysm)
+    return tp_c, ep_c, pp_c
+
+
+def estimate_inference(
+    model: ModelArgs | str,
+    system: SystemSpec | str,
+    plan: ParallelPlan,
+    *,
+    batch: int,
+    input_tokens: int,
+    output_tokens: int,
+    precision_name: str | Precision = "bf16",
+    max_seq_len: int | None = None,
+    eff: Efficiency | None = None,
+    compute_model: ComputeModel | None = None,
+    memory_params: MemoryParams = DEFAULT_MEMORY,
+    cost_inputs: CostInputs | None = None,
+    validate: bool = True,
+) -> InferEstimate:
+    """Estimate serving ``model`` on ``plan.chips`` chips of ``system`` (see module doc)."""
+    m = resolve_model(model)
+    sysm = _resolve_system(system)
+    prec = precision(precision_name)
+    eff = eff or FITTED.serve
+    if validate:
+        plan.check_model(m)
+    if batch < 1 or input_tokens < 1 or output_tokens < 1:
+        from trnsim.errors import ConfigError
+
+        raise ConfigError(
+            f"inference: batch ({batch}), input_tokens ({input_tokens}) and output_tokens "
+            f"({output_tokens}) must be >= 1"
+        )
+    chip = sysm.chip
+    rpc = plan.ranks_per_chip
+    dtype, dtype_note = compute_dtype(chip, prec.compute)
+    plan_nosp = plan.replace(sequence_parallel=False)
+
+    def pass_total(g) -> float:
+        pt = pass_time(g, plan.tp, plan.ep, False, rpc, chip, prec, eff, compute_model)
+        return pt.layers + pt.pre + pt.post
+
+    pre_g = forward_graph(m, batch, input_tokens, phase="prefill")
+    t_pre = pass_total(pre_g)
+    tp_c, ep_c, pp_c = _comm_per_pass(m, plan_nosp, sysm, batch * input_tokens, prec)
+    ttft = t_pre + (tp_c + ep_c) * (1 - eff.comm_overlap) + pp_c
+
+    steps = []
+    d_tp, d_ep, d_pp = _comm_per_pass(m, plan_nosp, sysm, batch, prec)
+    d_comm = (d_tp + d_ep) * (1 - eff.comm_overlap) + d_pp
+    d_compute = 0.0
+    for i in range(DECODE_POINTS):
+        ctx = input_tokens + 1 + round((i + 0.5) * (output_tokens - 1) / DECODE_POINTS)
+        t = pass_total(forward_graph(m, batch, 1, ctx, phase="decode"))
+        d_compute += t / DECODE_POINTS
+        steps.append(t + d_comm)
+    tpot = sum(steps) / len(steps)
+    e2e = ttft + output_tokens * tpot
+    thr = plan.dp * batch * output_tokens / e2e
+    dec = plan.dp * batch / tpot
+    context = max_seq_len or input_tokens + output_tokens
+    mem = infer_memory(m, plan, chip, batch, context, input_tokens, prec, memory_params)
+    ci = cost_inputs or CostInputs()
+    cost = run_cost(chip, plan.chips, 1.0, ci)  # one second of the whole deployment
+    usd_m = cost.usd / thr * 1e6 if cost.usd is not None else None
+    jpt = cost.energy_j / thr if cost.energy_j is not None else None
+    breakdown = {
+        "prefill_compute": t_pre,
+        "prefill_tp_comm": tp_c,
+        "prefill_ep_comm": ep_c,
+        "prefill_pp_p2p": pp_c,
+        "decode_compute": d_compute,
+        "decode_tp_comm": d_tp,
+        "decode_ep_comm": d_ep,
+        "decode_pp_p2p": d_pp,
+    }
+    assumptions = [
+        "compute: roofline model, serve efficiency "
+        + ", ".join(f"{k}={v:g}" for k, v in eff.as_dict().items()),
+        f"peak: {chip.name} {dtype} {chip.peak(dtype) / 1e12:.0f} TFLOP/s per chip"
+        + (f" ({dtype_note})" if dtype_note else ""),
+        f"weights {prec.weight_bytes:g} B, activations {prec.act_bytes:g} B, KV cache "
+        f"{prec.kv_bytes:g} B per element ({prec.name}{': ' + prec.note if prec.note else ''})",
+        f"price {ci.price(chip)} USD/chip-h ({ci.price_source(chip)}); power "
+        f"{ci.power(chip)} W/chip",
+    ]
+    if not mem.fits:
+        assumptions.insert(0, "OVER CAPACITY: " + mem.explain())
+    return InferEstimate(
+        model=m.name,
+        system=sysm.name,
+        chips=plan.chips,
+        plan=plan,
+        precision=prec.name,
+        batch=batch,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_latency_s=e2e,
+        throughput_tokens_per_s=thr,
+        decode_tokens_per_s=dec,
+        memory=mem,
+        breakdown=breakdown,
+        usd_per_million_tokens=usd_m,
+        joules_per_token=jpt,
+        assumptions=assumptions,
+    )

@@ -1,0 +1,90 @@
+"""Precisions as data: bytes per element of weights, activations and KV cache, and the
+Tensor-engine dtype the matmuls run in.
+
+MX formats carry one 8-bit E8M0 scale per block of 32 elements (OCP MX v1.0, section 5), so an
+MXFP8 weight is 1 + 1/32 bytes and an MXFP4 weight 0.5 + 1/32 bytes. ``int8`` is weight-only
+quantisation as in the Transformers-NeuronX rows of the calibration data: weights are stored
+in int8 and dequantised to bf16 before the matmul, so the matmuls run at the bf16 rate and only
+weight traffic shrinks.
+
+Training state (``master_bytes``, ``grad_bytes``, ``optimizer_bytes``, per parameter): mixed
+precision keeps bf16 weights and gradients, an fp32 master copy and Adam's two fp32 moments:
+2 + 2 + 4 + 8 = 16 bytes per parameter (Rajbhandari et al., ZeRO, 2020, section 3.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trnsim.errors import UnknownNameError
+from trnsim.hw import ChipSpec
+from trnsim.hw.registry import Registry
+
+MX_SCALE_BYTES = 1 / 32  # one E8M0 byte per 32-element block
+
+
+@dataclass(frozen=True, slots=True)
+class Precision:
+    """How a model is stored and computed.
+
+    ``weight_bytes``/``act_bytes``/``kv_bytes``: bytes per element in HBM.
+    ``compute``: the Tensor-engine dtype (a key of ``ChipSpec.peak_flops``).
+    ``grad_bytes``, ``master_bytes``, ``optimizer_bytes``: training state per parameter.
+    """
+
+    name: str
+    weight_bytes: float
+    act_bytes: float
+    kv_bytes: float
+    compute: str
+    grad_bytes: float = 2.0
+    master_bytes: float = 4.0
+    optimizer_bytes: float = 8.0
+    note: str = ""
+
+
+PRECISIONS: Registry[Precision] = Registry("precision")
+for _p in (
+    Precision("bf16", 2, 2, 2, "bf16", note="bf16 weights/activations; fp32 master + Adam"),
+    Precision("fp16", 2, 2, 2, "fp16"),
+    Precision(
+        "fp32", 4, 4, 4, "fp32", grad_bytes=4, master_bytes=0, note="no separate master copy"
+    ),
+    Precision("fp8", 1, 2, 2, "fp8", note="fp8 weights and matmul inputs; bf16 activations"),
+    Precision("mxfp8", 1 + MX_SCALE_BYTES, 2, 2, "mxfp8", note="OCP MXFP8 (E4M3, 32-blocks)"),
+    Precision("mxfp4", 0.5 + MX_SCALE_BYTES, 2, 2, "mxfp4", note="OCP MXFP4 (E2M1, 32-blocks)"),
+    Precision("int8", 1, 2, 2, "bf16", note="int8 weight-only; dequantised to bf16 for matmul"),
+):
+    PRECISIONS.register(_p.name, _p)
+
+# If a chip does not publish a peak for the compute dtype, the next dtype in this chain is used
+# (and the estimate says so): a chip without MX support runs MXFP4 as FP4 or FP8, and so on.
+FALLBACK: dict[str, tuple[str, ...]] = {
+    "mxfp4": ("fp4", "mxfp8", "fp8", "bf16"),
+    "mxfp8": ("fp8", "bf16"),
+    "fp4": ("mxfp4", "fp8", "bf16"),
+    "fp8": ("mxfp8", "bf16"),
+    "fp16": ("bf16",),
+    "tf32": ("bf16",),
+}
+
+
+def precision(name: str | Precision) -> Precision:
+    """A precision by name (bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8)."""
+    return name if isinstance(name, Precision) else PRECISIONS.get(name)
+
+
+def compute_dtype(chip: ChipSpec, dtype: str) -> tuple[str, str]:
+    """The dtype whose published peak is used for ``dtype`` on ``chip``, and a note if it differs.
+
+    Raises if no dtype of the fallback chain has a published peak.
+    """
+    if dtype in chip.peak_flops:
+        return dtype, ""
+    for alt in FALLBACK.get(dtype, ()):
+        if alt in chip.peak_flops:
+            return alt, f"{chip.name} publishes no {dtype} peak; its {alt} peak is used"
+    raise UnknownNameError(
+        f"{chip.name} has no published peak for {dtype} (or fallbacks "
+        f"{', '.join(FALLBACK.get(dtype, ())) or 'none'}); valid: {', '.join(chip.peak_flops)}"
+    )
