@@ -17,6 +17,7 @@ from rich.rule import Rule
 # (title, "module:function") in tour order.
 SECTIONS: list[tuple[str, str]] = [
     ("Hardware catalog", "trnsim.cli.demo_hw:section"),
+    ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
 ]
 
 

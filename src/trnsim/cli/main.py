@@ -19,6 +19,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "specs": ("specs", "show a hardware preset (chip, core, system, peer) or list them all"),
     "compare": ("compare", "compare hardware presets side by side, with ratios to the first"),
     "demo": ("demo", "a tour of the whole system on built-in defaults (under a minute)"),
+    "collective": ("collective", "time a collective on a system (closed form or flow simulation)"),
 }
 
 
