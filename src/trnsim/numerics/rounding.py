@@ -159,8 +159,12 @@ def encode_reference(
     rounding: str = "rne",
     saturate: bool | None = None,
     rng: StochasticRng | int | None = None,
+    random_bits: np.ndarray | None = None,
 ) -> np.ndarray:
     """Encode the values ``x`` as codes of float format ``fmt`` (int64 array, same shape).
+
+    ``random_bits`` (stochastic only) supplies the per-element random integers instead of
+    drawing them from ``rng`` (used by the fast path to hand over its subnormal elements).
 
     The slow, obvious specification of every float conversion; see the module docstring for
     the rounding and overflow rules. Codes include the sign bit; tf32 codes are 19 bits.
@@ -201,7 +205,9 @@ def encode_reference(
     shift = np.minimum(s_man - m + (e_eff - e_src), clamp)
 
     if stochastic:
-        r = as_rng(rng).draw(src.size, k_random).astype(np.int64).reshape(src.shape)
+        if random_bits is None:
+            random_bits = as_rng(rng).draw(src.size, k_random)
+        r = np.asarray(random_bits).astype(np.int64).reshape(src.shape)
         n = (sig + (r << (shift - k_random))) >> shift
     else:
         half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
@@ -350,6 +356,33 @@ def _fast_tf32(src: np.ndarray, sat: bool) -> np.ndarray:
     return r.view(np.float32)
 
 
+def _fast_float_sr(
+    src: np.ndarray, fmt: Format, sat: bool, rng: StochasticRng | int | None
+) -> np.ndarray | None:
+    """Stochastic rounding for fp32 sources: add the K random bits to the fp32 pattern and
+    clear them (for results in the target's normal range this is exactly the reference's
+    rule, carry into the exponent included), then an exact cast; the few target-subnormal
+    elements go through the reference with the same random bits."""
+    if src.dtype != np.float32 or fmt.name in ("float32", "float8_e8m0fnu") or fmt.man_bits == 0:
+        return None
+    k = 23 - fmt.man_bits
+    r = as_rng(rng).draw(src.size, k).astype(np.uint32).reshape(src.shape)
+    b = src.view(np.uint32)
+    nan = np.isnan(src)
+    t = ((b + r) & np.uint32(~((1 << k) - 1) & 0xFFFFFFFF)).view(np.float32)
+    t = np.where(nan, src, t)
+    if sat:
+        t = np.clip(t, -fmt.max, fmt.max)
+    if fmt.nan_encoding == "none" and nan.any():
+        return None
+    out = t if fmt.name == "tfloat32" else t.astype(fmt.dtype)  # exact: t has m mantissa bits
+    sub = (np.abs(src) < fmt.min_normal) & ~nan
+    if sub.any():
+        codes = encode_reference(src[sub], fmt, "stochastic", sat, random_bits=r[sub])
+        out[sub] = codes_to_storage(codes, fmt)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------------------------
@@ -402,6 +435,12 @@ def cast(
         fast = _fast_float_rne(src, fmt, sat)
         if fast is not None:
             return fast
+    elif (
+        src.dtype == np.float32
+        and fmt.man_bits > 0
+        and not (fmt.nan_encoding == "none" and np.isnan(src).any())
+    ):
+        return _fast_float_sr(src, fmt, sat, rng)
     return codes_to_storage(encode_reference(src, fmt, rounding, sat, rng), fmt)
 
 
