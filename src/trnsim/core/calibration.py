@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trnsim.hw import CHIPS, ChipSpec, CoreSpec
 from trnsim.errors import UnknownNameError
+from trnsim.hw import CHIPS, ChipSpec, CoreSpec
 
 CALIBRATION_SOURCE = (
     "shared/calibration/trainium.md section A (SDK-2.26 general/nki/tutorials/"

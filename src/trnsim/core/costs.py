@@ -565,6 +565,11 @@ class DmaCost:
     row_bytes: int
     engines: int
 
+    @property
+    def data_s(self) -> float:
+        """Seconds from the start of the data phase to completion."""
+        return max(self.duration_s, self.occupancy_s, self.hbm_s)
+
 
 def contiguous_bytes(o: Operand) -> int:
     """Bytes of the innermost contiguous run of an operand (merging contiguous outer dims)."""

@@ -150,7 +150,7 @@ class Profile:
             f"instructions (timing model; see assumptions)",
             f"  compute  {self.flops:.3e} FLOP, {fmt_rate(self.flops_per_s, 'FLOP/s')}, "
             f"MFU {self.mfu:.1%} of {fmt_rate(self.peak_flops, 'FLOP/s')} {self.peak_dtype}",
-            f"  memory   "
+            "  memory   "
             + ", ".join(f"{m} {fmt_bytes(b)}" for m, b in self.bytes_by_memory)
             + f"; MBU {self.mbu:.1%} of {fmt_rate(self.hbm_bw, 'B/s')} HBM",
             "  engines  "

@@ -167,7 +167,8 @@ def nc_matmul(stationary: np.ndarray, moving: np.ndarray, double_row: bool = Fal
     else:
         stationary = stationary.reshape(stationary.shape[0], -1)
         moving = moving.reshape(moving.shape[0], -1)
-    return np.matmul(stationary.T.astype(F32), moving.astype(F32))
+    # contiguous fp32 copies keep NumPy on its BLAS path (strided views fall off it)
+    return np.matmul(np.ascontiguousarray(stationary.T, F32), np.ascontiguousarray(moving, F32))
 
 
 def nc_transpose(data: np.ndarray) -> np.ndarray:

@@ -49,6 +49,7 @@ CRITICAL_PATH_TOP = 6
 
 _COMPUTE = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 _SYNC_OPS = frozenset({Op.CORE_BARRIER, Op.SENDRECV})
+_K_COMPUTE, _K_DMA, _K_SYNC = 0, 1, 2
 
 
 def _span(o: Operand) -> tuple[int, int]:
@@ -187,22 +188,25 @@ def schedule(
     w_i: list[int] = []
     r_t: list[float] = []
     r_i: list[int] = []
-    operand_rid: dict[Operand, int] = {}
-    cost_cache: dict[tuple, float] = {}
+    operand_info: dict[tuple, tuple[int, int]] = {}
+    sig_ids: dict[tuple, int] = {}
+    cost_cache: dict[tuple, tuple] = {}
 
     track_ids: dict[tuple, int] = {}
     track_names: list[str] = []
     track_free: list[float] = []
     track_last: list[int] = []
-    track_busy: list[float] = []
-    track_count: list[int] = []
     dma_rr: dict[int, int] = defaultdict(int)
     pipe_free: dict[int, tuple[float, int]] = defaultdict(lambda: (0.0, -1))
     hbm_free: dict[int, tuple[float, int]] = defaultdict(lambda: (0.0, -1))
     flops = 0.0
     flops_by_class: Counter[str] = Counter()
-    bytes_mem: Counter[str] = Counter()
+    mem_index = {"hbm": 0, "sbuf": 1, "psum": 2}
     last_end, last_idx = 0.0, -1
+    hbm_dma_bytes = 0
+    dma_spans: list[tuple[float, float]] = []
+    used_cores = {i.core for i in instrs}
+    multi = len(used_cores) > 1
 
     def track(key: tuple, name: str) -> int:
         tid = track_ids.get(key)
@@ -212,29 +216,62 @@ def schedule(
             track_names.append(name)
             track_free.append(0.0)
             track_last.append(-1)
-            track_busy.append(0.0)
-            track_count.append(0)
         return tid
 
-    def rid_of(o: Operand) -> int:
-        rid = operand_rid.get(o)
-        if rid is None:
-            rid = regions.intern(region_of(o))
-            operand_rid[o] = rid
-            while len(w_t) < len(regions.keys):
-                w_t.append(0.0)
-                w_i.append(-1)
-                r_t.append(0.0)
-                r_i.append(-1)
-        return rid
+    def info_of(o: Operand, key: tuple) -> tuple[int, int]:
+        rid = regions.intern(region_of(o))
+        while len(w_t) < len(regions.keys):
+            w_t.append(0.0)
+            w_i.append(-1)
+            r_t.append(0.0)
+            r_i.append(-1)
+        sig = (o.role, o.memory, o.dtype, o.itemsize, o.partition_pattern, o.pattern)
+        sid = sig_ids.setdefault(sig, len(sig_ids))
+        info = (rid, sid)
+        operand_info[key] = info
+        return info
+
+    def cost_of(ins: Instruction) -> tuple:
+        """(kind, seconds or DmaCost, flops, rate class, hbm/sbuf/psum bytes, DMA queue)."""
+        b = [0, 0, 0]
+        for o in ins.src + ins.dst:
+            b[mem_index[o.memory]] += o.nbytes
+        if ins.opcode in _SYNC_OPS:
+            return (_K_SYNC, 0.0, 0.0, "", *b, None)
+        if ins.engine is Engine.DMA:
+            return (_K_DMA, costs.dma_cost(ins, dma), 0.0, "", *b, ins.attr("queue"))
+        sec = costs.instruction_cycles(ins, spec) / clocks[ins.engine]
+        f = costs.matmul_flops(ins) if ins.engine is Engine.TENSOR else 0.0
+        return (_K_COMPUTE, sec, f, costs.matmul_rate_class(ins) if f else "", *b, None)
 
     overlaps = regions.overlaps
-    multi = len({i.core for i in instrs}) > 1
+    get_info = operand_info.get
+    get_cost = cost_cache.get
+    get_track = track_ids.get
+    b_hbm = b_sbuf = b_psum = 0
     for idx, ins in enumerate(instrs):
+        # ---- operands -> (region, shape signature); the cost of this shape ----------------
+        src_ids = []
+        ckey = [ins.opcode._value_, ins.engine._value_, ins.attrs]
+        for o in ins.src:
+            k = (o.role, o.memory, o.dtype, o.itemsize, o.core, o.partition, o.offset,
+                 o.partition_pattern, o.pattern)  # fmt: skip
+            inf = get_info(k) or info_of(o, k)
+            src_ids.append(inf[0])
+            ckey.append(inf[1])
+        dst_ids = []
+        for o in ins.dst:
+            k = (o.role, o.memory, o.dtype, o.itemsize, o.core, o.partition, o.offset,
+                 o.partition_pattern, o.pattern)  # fmt: skip
+            inf = get_info(k) or info_of(o, k)
+            dst_ids.append(inf[0])
+            ckey.append(inf[1])
+        ckey = tuple(ckey)
+        entry = get_cost(ckey)
+        if entry is None:
+            entry = cost_cache[ckey] = cost_of(ins)
         # ---- dependencies -----------------------------------------------------------------
         ready, dep = 0.0, -1
-        src_ids = [rid_of(o) for o in ins.src]
-        dst_ids = [rid_of(o) for o in ins.dst]
         for rid in src_ids:
             for q in overlaps[rid]:
                 if w_t[q] > ready:
@@ -245,23 +282,30 @@ def schedule(
                     ready, dep = w_t[q], w_i[q]
                 if r_t[q] > ready:
                     ready, dep = r_t[q], r_i[q]
-        eng = ins.engine
         c = ins.core
+        kind = entry[0]
         # ---- issue ------------------------------------------------------------------------
-        if ins.opcode in _SYNC_OPS:
-            tid = track((c, "sync"), f"core{c}.sync" if multi else "sync")
-            if last_end > ready:
-                ready, dep = last_end, last_idx
-            t0 = t1 = ready
-            for t in range(len(track_free)):
-                track_free[t] = max(track_free[t], t1)
-        elif eng is Engine.DMA:
-            q = ins.attr("queue")
+        if kind == _K_COMPUTE:
+            eng = ckey[1]
+            tid = get_track((c, eng))
+            if tid is None:
+                tid = track((c, eng), f"core{c}.{eng}" if multi else eng)
+            t0 = ready
+            if track_free[tid] > t0:
+                t0, dep = track_free[tid], track_last[tid]
+            t1 = t0 + entry[1]
+            if entry[2]:
+                flops += entry[2]
+                flops_by_class[entry[3]] += entry[2]
+        elif kind == _K_DMA:
+            q = entry[7]
             if q is None:
                 q = dma_rr[c] % dma.queues
                 dma_rr[c] += 1
-            tid = track((c, "dma", q), f"core{c}.dma.q{q}" if multi else f"dma.q{q}")
-            cost = costs.dma_cost(ins, dma)
+            tid = get_track((c, "dma", q))
+            if tid is None:
+                tid = track((c, "dma", q), f"core{c}.dma.q{q}" if multi else f"dma.q{q}")
+            cost = entry[1]
             issue = ready
             if track_free[tid] > issue:
                 issue, dep = track_free[tid], track_last[tid]
@@ -276,43 +320,56 @@ def schedule(
                 hbm_free[c] = (t_data + cost.hbm_s, idx)
             pipe_free[c] = (t_data + cost.occupancy_s, idx)
             t0 = issue
-            t1 = t_data + max(cost.duration_s, cost.occupancy_s, cost.hbm_s)
-            for o in ins.src + ins.dst:
-                bytes_mem[o.memory] += o.nbytes
+            t1 = t_data + cost.data_s
+            hbm_dma_bytes += cost.hbm_bytes
+            dma_spans.append((t0, t1))
         else:
-            tid = track((c, eng.value), f"core{c}.{eng.value}" if multi else eng.value)
-            key = (ins.opcode, eng, ins.dst, ins.src, ins.attrs)
-            cyc = cost_cache.get(key)
-            if cyc is None:
-                cyc = costs.instruction_cycles(ins, spec)
-                cost_cache[key] = cyc
-            t0 = ready
-            if track_free[tid] > t0:
-                t0, dep = track_free[tid], track_last[tid]
-            t1 = t0 + cyc / clocks[eng]
-            if eng is Engine.TENSOR:
-                f = costs.matmul_flops(ins)
-                if f:
-                    flops += f
-                    flops_by_class[costs.matmul_rate_class(ins)] += f
-            for o in ins.src + ins.dst:
-                bytes_mem[o.memory] += o.nbytes
-        start[idx], end[idx], pred[idx], track_of[idx] = t0, t1, dep, tid
+            tid = track((c, "sync"), f"core{c}.sync" if multi else "sync")
+            if last_end > ready:
+                ready, dep = last_end, last_idx
+            t0 = t1 = ready
+            for t in range(len(track_free)):
+                if track_free[t] < t1:
+                    track_free[t] = t1
+        b_hbm += entry[4]
+        b_sbuf += entry[5]
+        b_psum += entry[6]
+        start[idx] = t0
+        end[idx] = t1
+        pred[idx] = dep
+        track_of[idx] = tid
         track_free[tid] = t1
         track_last[tid] = idx
-        track_busy[tid] += t1 - t0
-        track_count[tid] += 1
         if t1 >= last_end:
             last_end, last_idx = t1, idx
         # ---- publish ----------------------------------------------------------------------
         for rid in src_ids:
             if t1 > r_t[rid]:
-                r_t[rid], r_i[rid] = t1, idx
+                r_t[rid] = t1
+                r_i[rid] = idx
         for rid in dst_ids:
-            w_t[rid], w_i[rid] = t1, idx
+            w_t[rid] = t1
+            w_i[rid] = idx
 
+    bytes_mem = [b_hbm, b_sbuf, b_psum]
+    mem_bytes: Counter[str] = Counter(
+        {m: bytes_mem[i] for m, i in mem_index.items() if bytes_mem[i]}
+    )
     sched = Schedule(instrs, start, end, track_of, track_names)
-    return _profile(spec, dma, sched, pred, flops, flops_by_class, bytes_mem, active, last_idx)
+    return _profile(
+        spec,
+        dma,
+        sched,
+        pred,
+        flops,
+        flops_by_class,
+        mem_bytes,
+        active,
+        last_idx,
+        hbm_dma_bytes,
+        dma_spans,
+        used_cores,
+    )
 
 
 def _profile(
@@ -325,6 +382,9 @@ def _profile(
     bytes_mem: Counter[str],
     active: int,
     last_idx: int,
+    hbm_bytes: int,
+    dma_spans: list[tuple[float, float]],
+    used_cores: set[int],
 ) -> Profile:
     total = max(sched.end, default=0.0)
     names = sched.track_names
@@ -346,12 +406,8 @@ def _profile(
             eng_busy[base] = eng_busy.get(base, 0.0) + busy[i]
         eng_count[base] += count[i]
     if eng_count["dma"]:
-        eng_busy["dma"] = _union_length(
-            (s, e)
-            for s, e, ins in zip(sched.start, sched.end, sched.instructions, strict=True)
-            if ins.engine is Engine.DMA
-        )
-    cores = max(1, len({ins.core for ins in sched.instructions}))
+        eng_busy["dma"] = _union_length(dma_spans)
+    cores = max(1, len(used_cores))
     order = ["tensor", "vector", "scalar", "gpsimd", "dma", "sync"]
     engines = tuple(
         TrackStats(
@@ -366,14 +422,8 @@ def _profile(
     peak_dtype = flops_by_class.most_common(1)[0][0] if flops_by_class else "bf16"
     peak = spec.tensor.peak_flops(peak_dtype) * cores
     achieved = flops / total if total else 0.0
-    hbm_bytes = 0
-    for ins in sched.instructions:
-        if ins.engine is Engine.DMA:
-            for o in ins.src + ins.dst:
-                if o.memory == "hbm":
-                    hbm_bytes += o.nbytes
     hbm_bw = min(dma.hbm_share, dma.core_bw / dma.efficiency) * cores
-    counts = Counter(ins.opcode.value for ins in sched.instructions)
+    counts = {op.value: k for op, k in Counter(ins.opcode for ins in sched.instructions).items()}
     from trnsim.core.calibration import DMA_EFFICIENCY
 
     assumptions = (
@@ -423,20 +473,26 @@ def _critical_path(
 ) -> tuple[Contributor, ...]:
     """Walk back from the last instruction along the binding constraints; each instruction on
     the path is charged the time it added (its end minus its predecessor's end)."""
-    groups: dict[tuple[str, str, str], list[float]] = {}
+    groups: dict[tuple, list[float]] = {}
+    end, instrs = sched.end, sched.instructions
     i = last
     while i >= 0:
         p = pred[i]
-        added = sched.end[i] - (sched.end[p] if p >= 0 else 0.0)
-        ins = sched.instructions[i]
-        loc = f"{ins.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{ins.line}"
-        key = (ins.opcode.value, ins.engine.value, loc)
-        g = groups.setdefault(key, [0.0, 0])
-        g[0] += max(0.0, added)
+        added = end[i] - (end[p] if p >= 0 else 0.0)
+        ins = instrs[i]
+        key = (ins.opcode, ins.engine, ins.file, ins.line)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [0.0, 0]
+        if added > 0.0:
+            g[0] += added
         g[1] += 1
         i = p
     ranked = sorted(groups.items(), key=lambda kv: -kv[1][0])[:CRITICAL_PATH_TOP]
-    return tuple(
-        Contributor(op, trk, loc, s, s / total if total else 0.0, int(n))
-        for (op, trk, loc), (s, n) in ranked
-    )
+    out = []
+    for (op, eng, file, line), (sec, n) in ranked:
+        loc = f"{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+        out.append(
+            Contributor(op.value, eng.value, loc, sec, sec / total if total else 0.0, int(n))
+        )
+    return tuple(out)

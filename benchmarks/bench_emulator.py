@@ -1,0 +1,46 @@
+"""Functional speed of the emulator: the blocked bf16 matmul kernel (examples/kernels/matmul.py)
+at M = N = K = 2048 against one NumPy float32 matmul of the same shape, in the same run.
+
+Run: ``.venv/bin/python benchmarks/bench_emulator.py`` (prints a Markdown table row).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import time
+
+import numpy as np
+
+import trnsim.nki
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def main(size: int = 2048, repeats: int = 3) -> dict[str, float]:
+    trnsim.nki.install()
+    spec = importlib.util.spec_from_file_location("mm", ROOT / "examples/kernels/matmul.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    lhsT, rhs = mod.make_inputs(np.random.default_rng(0), K=size, M=size, N=size)
+    a32, b32 = lhsT.astype(np.float32).T.copy(), rhs.astype(np.float32)
+    t_np = min(_time(lambda: a32 @ b32) for _ in range(repeats))
+    res = {}
+    t_emu = min(
+        _time(lambda: res.setdefault("r", trnsim.nki.run(mod.matmul_blocked, lhsT, rhs)))
+        for _ in range(repeats)
+    )
+    n_instr = len(trnsim.nki.run(mod.matmul_blocked, lhsT, rhs).instructions)
+    out = {"numpy_s": t_np, "emulator_s": t_emu, "ratio": t_emu / t_np, "instructions": n_instr}
+    print(f"| {size}^3 bf16 | {t_emu:.3f} s | {t_np:.3f} s | {t_emu / t_np:.2f}x | {n_instr} |")
+    return out
+
+
+def _time(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+if __name__ == "__main__":
+    main()
