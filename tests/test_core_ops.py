@@ -248,7 +248,7 @@ def test_quantize_mx_scale_layout_and_values():
         nisa.quantize_mx(q, load(src), s)
         return store(q), store(s)
 
-    q, s = sim(k, src).outputs
+    _q, s = sim(k, src).outputs
     # group g (8 partitions x 4 elements) -> scale partition (g // 4) * 32 + g % 4
     blocks = src.astype(np.float32).reshape(8, 8, 8, 4).transpose(0, 2, 1, 3).reshape(8, 8, 32)
     ref = mx.quantize(blocks, "float8_e5m2", axis=-1, block=32, scale_rule="nki")
