@@ -2,9 +2,10 @@
 
 The specification is ``encode_reference``: a plain, table-driven bit-level encoder that turns
 fp32 or fp64 values into the codes of any format in ``FORMATS``. It is written to be read,
-not to be fast. ``cast`` is what the rest of trnsim calls; for round-to-nearest-even it takes
-fast paths (ml_dtypes / NumPy ``astype`` after saturation, a bit trick for tf32) that the
-tests prove equal to the reference, and otherwise calls the reference.
+not to be fast. ``cast`` is what the rest of trnsim calls; it takes fast paths that the tests
+prove bit-equal to the reference (RNE: ml_dtypes / NumPy ``astype`` after saturation, a bit
+trick for tf32; stochastic: add the random bits to the fp32 pattern, clear them, cast
+exactly) and otherwise calls the reference.
 
 Rounding, with ``m`` the target's mantissa bits and ``q = 2^(max(e, emin) - m)`` the target's
 quantum at the value's exponent ``e``:
