@@ -226,9 +226,10 @@ TRAIN_FIT = {
 }
 SERVE_FIT = {
     "matmul": (0.01, 1.0),
-    "attention": (0.005, 1.0),
+    "attention": (0.05, 1.0),
     "hbm": (0.05, 1.0),
     "kv_hbm": (0.005, 1.0),
+    "score_bytes": (0.0, 64.0),
     "half_rows": (1.0, 4096.0),
     "op_overhead_s": (0.0, 1e-3),
     "comm_overlap": (0.0, 0.99),

@@ -8,14 +8,16 @@ derived from NKI kernels timed by ``trnsim.core``) can replace the roofline with
 
 ``RooflineComputeModel`` (the model until those tables exist), per op on one rank::
 
-    t = max(flops / (P x e_k x rows / (rows + r_half)),   # Tensor engine, kind k
-            bytes / (B x e_hbm) + kv_bytes / (B x e_kv))  # HBM
-        + t_op                                            # fixed cost per op
+    t = max(flops / (P x e_k x rows / (rows + r_half)),        # Tensor engine, kind k
+            (bytes + scores x b_s) / (B x e_hbm)               # HBM: weights, activations,
+            + kv_bytes / (B x e_kv))                           #   scores, KV cache
+        + t_op                                                 # fixed cost per op
 
 P: the chip's published dense peak for the compute dtype / ranks per chip; B: HBM bandwidth /
 ranks per chip (both from ``trnsim.hw``, never typed here). ``e_k``: the efficiency of matmuls
 (``matmul``) or attention (``attention``); ``rows / (rows + r_half)``: small matmuls (few tokens)
-fill the systolic array poorly; ``t_op``: launch/synchronisation cost per op. Elementwise ops
+fill the systolic array poorly; ``t_op``: launch/synchronisation cost per op; ``b_s``: HBM
+bytes per attention score (0 for flash attention). Elementwise ops
 have no Tensor-engine FLOPs, so they are HBM-bound. All parameters are fields of
 ``Efficiency``: inputs with documented defaults, fitted once (globally, never per row) by
 ``trnsim.perf.calibrate`` and stored in ``FITTED`` with the measurements they came from.
@@ -51,6 +53,10 @@ class Efficiency:
             compute (0: on the critical path).
         dp_overlap: fraction of one micro-batch's backward pass that can hide the data-parallel
             gradient synchronisation (bucketed all-reduce overlapping the last backward).
+        score_bytes: HBM bytes moved per attention score (query-key pair and head): 0 for
+            flash-style kernels that keep scores on chip; an implementation that writes the
+            score matrix, reads it for the softmax and again for P.V moves several times the
+            fp32 score size.
     """
 
     matmul: float = 0.6
@@ -61,6 +67,7 @@ class Efficiency:
     op_overhead_s: float = 5e-6
     comm_overlap: float = 0.0
     dp_overlap: float = 1.0
+    score_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("matmul", "attention", "hbm", "kv_hbm"):
@@ -69,8 +76,8 @@ class Efficiency:
         for f in ("comm_overlap", "dp_overlap"):
             if not 0 <= getattr(self, f) <= 1:
                 raise ConfigError(f"efficiency {f} must be in [0, 1], got {getattr(self, f)}")
-        if self.half_rows < 0 or self.op_overhead_s < 0:
-            raise ConfigError("efficiency half_rows and op_overhead_s must be >= 0")
+        if self.half_rows < 0 or self.op_overhead_s < 0 or self.score_bytes < 0:
+            raise ConfigError("efficiency half_rows, op_overhead_s, score_bytes must be >= 0")
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -94,7 +101,7 @@ FITTED = Profiles(
     train=Efficiency(
         matmul=0.450,
         attention=0.183,
-        hbm=0.998,
+        hbm=0.999,
         kv_hbm=0.5,
         half_rows=32.0,
         op_overhead_s=5e-6,
@@ -102,14 +109,15 @@ FITTED = Profiles(
         dp_overlap=1.0,
     ),
     serve=Efficiency(
-        matmul=0.184,
-        attention=0.00797,
-        hbm=0.822,
-        kv_hbm=0.515,
-        half_rows=1.0,
-        op_overhead_s=1.60e-5,
-        comm_overlap=0.960,
+        matmul=0.196,
+        attention=0.0545,
+        hbm=0.741,
+        kv_hbm=0.458,
+        half_rows=1.13,
+        op_overhead_s=2.60e-6,
+        comm_overlap=0.012,
         dp_overlap=1.0,
+        score_bytes=64.0,
     ),
     source="fitted to shared/calibration/trainium.md B + B2 (train: 20 rows, seq/s) and C "
     "(serve: 36 rows, TTFT and TPOT p50) by trnsim.perf.calibrate.fit (mean |log error|)",
@@ -118,13 +126,15 @@ FITTED = Profiles(
 
 @dataclass(frozen=True, slots=True)
 class RankWork:
-    """One op as one rank executes it: FLOPs, HBM bytes, KV-cache bytes, matmul rows."""
+    """One op as one rank executes it: FLOPs, HBM bytes, KV-cache bytes, matmul rows, and
+    attention scores (query-key pairs x heads)."""
 
     op: Op
     flops: float
     bytes: float
     kv_bytes: float
     rows: float
+    scores: float = 0.0
 
 
 class ComputeModel(Protocol):
@@ -154,7 +164,8 @@ class RooflineComputeModel:
             if work.op.kind != "attention" and eff.half_rows:
                 e *= work.rows / (work.rows + eff.half_rows)
             t_c = work.flops / (peak * e)
-        t_m = work.bytes / (bw * eff.hbm) + work.kv_bytes / (bw * eff.kv_hbm)
+        t_m = (work.bytes + work.scores * eff.score_bytes) / (bw * eff.hbm)
+        t_m += work.kv_bytes / (bw * eff.kv_hbm)
         return max(t_c, t_m) + eff.op_overhead_s
 
 
@@ -177,9 +188,11 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision) -> RankWork
     w, a, kv = op.weight_elems, op.act_elems, op.kv_elems
     flops = op.flops
     rows = float(g.tokens)
+    scores = op.vector_elems if op.kind == "attention" else 0.0
     if op.shard == "tp":
         pad = head_padding(m, tp) if op.name in HEAD_OPS else 1.0
         flops, w, a = flops * pad / tp, w * pad / tp, a * pad / tp
+        scores = scores * pad / tp
         kv = kv * kv_padding(m, tp) / kv_shards(m, tp)
     elif op.shard == "seq":
         if plan.sequence_parallel:
@@ -192,7 +205,7 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision) -> RankWork
         flops, a = flops / tp, a / tp
         rows = assignments * plan.ep / E  # tokens per expert
     byts = w * prec.weight_bytes + a * prec.act_bytes
-    return RankWork(op, flops, byts, kv * prec.kv_bytes, max(rows, 1.0))
+    return RankWork(op, flops, byts, kv * prec.kv_bytes, max(rows, 1.0), scores)
 
 
 HEAD_OPS = frozenset({"qkv_proj", "q_proj", "kv_up", "rope", "attention", "o_proj"})

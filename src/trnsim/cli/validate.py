@@ -1,0 +1,107 @@
+"""``trnsim validate``: the performance model against the Trn1 calibration rows (B, B2, C):
+every row's error and the MAPE per table. ``--fit`` refits the global efficiency profiles."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from trnsim.cli.train import dump
+from trnsim.perf import calibrate
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fit",
+        action="store_true",
+        help="refit the train/serve efficiency profiles (about a minute)",
+    )
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown report")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def markdown(rep: calibrate.Report) -> str:
+    lines = []
+    for table, metrics in (("B", ["seq/s"]), ("B2", ["seq/s"]), ("C", ["TTFT ms", "TPOT ms"])):
+        lines += [
+            "",
+            f"Table {table}:",
+            "",
+            "| row | metric | measured | trnsim | error |",
+            "|---|---|---|---|---|",
+        ]
+        for r in rep.rows:
+            if r.table == table:
+                lines.append(
+                    f"| {r.label} | {r.metric} | {r.measured:,.2f} | "
+                    f"{r.predicted:,.2f} | {r.error:+.1%} |"
+                )
+        for mt in metrics:
+            lines.append(f"\nMAPE {table} {mt}: **{rep.mape(table, mt):.1%}**")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    profiles = calibrate.fit() if args.fit else calibrate.FITTED
+    rep = calibrate.report(profiles)
+    summary = {
+        "mape_B": rep.mape("B"),
+        "mape_B2": rep.mape("B2"),
+        "mape_B_all": float(
+            sum(abs(r.error) for r in rep.rows if r.table in ("B", "B2"))
+            / sum(1 for r in rep.rows if r.table in ("B", "B2"))
+        ),
+        "mape_C_ttft": rep.mape("C", "TTFT ms"),
+        "mape_C_tpot": rep.mape("C", "TPOT ms"),
+        "mape_C": rep.mape("C"),
+    }
+    if args.json:
+        dump(
+            {
+                "profiles": {
+                    "train": profiles.train.as_dict(),
+                    "serve": profiles.serve.as_dict(),
+                    "source": profiles.source,
+                },
+                "summary": summary,
+                "rows": [
+                    {
+                        "table": r.table,
+                        "row": r.label,
+                        "metric": r.metric,
+                        "measured": r.measured,
+                        "predicted": r.predicted,
+                        "error": r.error,
+                    }
+                    for r in rep.rows
+                    if r.table != "C-thr"
+                ],
+            }
+        )
+        return 0
+    if args.markdown:
+        print(markdown(rep))
+        return 0
+    console = Console()
+    table = Table(title="trnsim vs published Trn1 measurements", title_justify="left")
+    for c in ("table", "row", "metric", "measured", "trnsim", "error"):
+        table.add_column(c)
+    for r in rep.rows:
+        if r.table == "C-thr":
+            continue
+        style = "red" if abs(r.error) > 0.15 else ""
+        table.add_row(
+            r.table,
+            r.label,
+            r.metric,
+            f"{r.measured:,.2f}",
+            f"{r.predicted:,.2f}",
+            f"[{style}]{r.error:+.1%}[/{style}]" if style else f"{r.error:+.1%}",
+        )
+    console.print(table)
+    for k, v in summary.items():
+        console.print(f"{k}: [bold]{v:.1%}[/bold]")
+    console.print(f"[dim]profiles: {profiles.source}[/dim]")
+    return 0

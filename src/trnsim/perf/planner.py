@@ -1,0 +1,267 @@
+"""The planner: search parallel plans for the best one that fits.
+
+Training: every (tp, pp, cp, ep, micro-batch, ZeRO stage, recomputation, schedule) whose degrees
+multiply to the chips and satisfy the model's divisibility rules; memory is checked first (a
+cheap closed form) and only plans that fit are timed. Objectives: ``throughput`` (max
+tokens/s; for a fixed chip count this is also min cost and energy per token) or ``step_time``.
+
+Inference: every (tp, pp, dp, ep, batch) with batch from ``batches``; objectives ``throughput``
+(max output tokens/s), ``latency`` (min TPOT, then TTFT) or ``cost`` (min USD per million
+tokens).
+
+Candidate degrees: tp powers of two up to 64 (and dividing the heads unless padding), pp the
+divisors of the rank count up to min(n_layers, 128), cp in {1, 2, 4, 8} for sequences of 32K
+tokens or more, ep the divisors of the expert count dividing dp x cp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from trnsim.errors import ConfigError, TrnsimError
+from trnsim.hw import SystemSpec
+from trnsim.perf.compute import Efficiency
+from trnsim.perf.cost import CostInputs
+from trnsim.perf.infer import InferEstimate, estimate_inference
+from trnsim.perf.memory import train_memory
+from trnsim.perf.plan import ParallelPlan
+from trnsim.perf.precision import precision
+from trnsim.perf.train import TrainEstimate, _resolve_system, estimate_training
+from trnsim.workloads import ModelArgs, resolve_model
+
+TrainObjective = Literal["throughput", "step_time"]
+InferObjective = Literal["throughput", "latency", "cost"]
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """The top plans (best first) and what the search saw."""
+
+    top: list
+    considered: int = 0
+    invalid: int = 0
+    over_capacity: int = 0
+    objective: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _divisors(n: int, cap: int) -> list[int]:
+    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+
+
+def _pow2(cap: int) -> list[int]:
+    out, v = [], 1
+    while v <= cap:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _tp_options(m: ModelArgs, ranks: int, pad_heads: bool) -> list[int]:
+    opts = []
+    for tp in _pow2(min(64, ranks)):
+        if ranks % tp:
+            continue
+        try:
+            ParallelPlan(tp=tp, pad_heads=pad_heads).check_model(m)
+        except ConfigError:
+            continue
+        opts.append(tp)
+    return opts
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        transient=True,
+        disable=not enabled,
+    )
+
+
+def _train_candidates(
+    m: ModelArgs, chips: int, global_batch: int, seq_len: int, ranks_per_chip: int
+) -> Iterator[ParallelPlan]:
+    ranks = chips * ranks_per_chip
+    cps = [c for c in (1, 2, 4, 8) if seq_len >= 32768 and seq_len % c == 0] or [1]
+    for tp in _tp_options(m, ranks, False):
+        for cp in cps:
+            if ranks % (tp * cp):
+                continue
+            for pp in _divisors(ranks // (tp * cp), min(m.n_layers, 128)):
+                dp = ranks // (tp * cp * pp)
+                eps = [1]
+                if m.is_moe:
+                    eps = [e for e in _divisors(m.n_experts, m.n_experts) if (dp * cp) % e == 0]
+                for ep in eps:
+                    for mb in (1, 2, 4, 8):
+                        if global_batch % (dp * mb):
+                            continue
+                        schedules = [("1f1b", 1)]
+                        mbs = global_batch // (dp * mb)
+                        if pp > 1 and mbs % pp == 0 and m.n_layers >= 2 * pp:
+                            schedules.append(("interleaved", 2))
+                        for zero in (1, 3):
+                            for rc in ("none", "selective", "full"):
+                                for sched, chunks in schedules:
+                                    yield ParallelPlan(
+                                        tp=tp,
+                                        pp=pp,
+                                        dp=dp,
+                                        ep=ep,
+                                        cp=cp,
+                                        micro_batch=mb,
+                                        zero=zero,
+                                        recompute=rc,
+                                        schedule=sched,  # type: ignore[arg-type]
+                                        chunks=chunks,
+                                        ranks_per_chip=ranks_per_chip,
+                                    )
+
+
+def search_training(
+    model: ModelArgs | str,
+    system: SystemSpec | str,
+    chips: int,
+    *,
+    global_batch: int,
+    seq_len: int,
+    precision_name: str = "bf16",
+    objective: TrainObjective = "throughput",
+    top: int = 5,
+    eff: Efficiency | None = None,
+    ranks_per_chip: int = 1,
+    progress: bool = False,
+    candidates: Iterable[ParallelPlan] | None = None,
+) -> SearchResult:
+    """The ``top`` training plans on ``chips`` chips that fit in memory, best first."""
+    m = resolve_model(model)
+    sysm = _resolve_system(system)
+    prec = precision(precision_name)
+    plans = list(candidates or _train_candidates(m, chips, global_batch, seq_len, ranks_per_chip))
+    res = SearchResult(top=[], objective=objective)
+    scored: list[tuple[float, TrainEstimate]] = []
+    with _progress(progress) as bar:
+        task = bar.add_task(f"planning {m.name} on {chips} chips", total=len(plans))
+        for plan in plans:
+            bar.advance(task)
+            res.considered += 1
+            try:
+                plan.validate(m, chips)
+                mbs = plan.check_batch(global_batch, seq_len)
+            except TrnsimError:
+                res.invalid += 1
+                continue
+            if not train_memory(m, plan, sysm.chip, seq_len, mbs, prec).fits:
+                res.over_capacity += 1
+                continue
+            est = estimate_training(
+                m,
+                sysm,
+                plan,
+                global_batch=global_batch,
+                seq_len=seq_len,
+                precision_name=prec,
+                eff=eff,
+                validate=False,
+            )
+            key = -est.tokens_per_s if objective == "throughput" else est.step_time_s
+            scored.append((key, est))
+    scored.sort(key=lambda kv: kv[0])
+    res.top = [est for _, est in scored[:top]]
+    if not res.top:
+        res.notes.append(
+            f"no plan fits: {res.over_capacity} over capacity, {res.invalid} invalid of "
+            f"{res.considered}"
+        )
+    return res
+
+
+def search_inference(
+    model: ModelArgs | str,
+    system: SystemSpec | str,
+    chips: int,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    batches: Iterable[int] = (1, 4, 8, 16, 32, 64, 128, 256),
+    precision_name: str = "bf16",
+    objective: InferObjective = "throughput",
+    top: int = 5,
+    eff: Efficiency | None = None,
+    cost_inputs: CostInputs | None = None,
+    ranks_per_chip: int = 1,
+    progress: bool = False,
+) -> SearchResult:
+    """The ``top`` serving plans on ``chips`` chips that fit in memory, best first."""
+    m = resolve_model(model)
+    sysm = _resolve_system(system)
+    ranks = chips * ranks_per_chip
+    res = SearchResult(top=[], objective=objective)
+    cands: list[ParallelPlan] = []
+    for tp in _tp_options(m, ranks, False):
+        for pp in _divisors(ranks // tp, min(m.n_layers, 16)):
+            dp = ranks // (tp * pp)
+            eps = (
+                [e for e in _divisors(m.n_experts, m.n_experts) if tp * e <= ranks and dp % e == 0]
+                if m.is_moe
+                else [1]
+            )
+            for ep in eps:
+                cands.append(
+                    ParallelPlan(
+                        tp=tp,
+                        pp=pp,
+                        dp=dp,
+                        ep=ep,
+                        zero=0,
+                        recompute="none",
+                        ranks_per_chip=ranks_per_chip,
+                    )
+                )
+    batches = list(batches)
+    scored: list[tuple[tuple[float, float], InferEstimate]] = []
+    with _progress(progress) as bar:
+        task = bar.add_task(
+            f"planning {m.name} serving on {chips} chips", total=len(cands) * len(batches)
+        )
+        for plan in cands:
+            for b in batches:
+                bar.advance(task)
+                res.considered += 1
+                try:
+                    est = estimate_inference(
+                        m,
+                        sysm,
+                        plan,
+                        batch=b,
+                        input_tokens=input_tokens,
+                        output_tokens=output_tokens,
+                        precision_name=precision_name,
+                        eff=eff,
+                        cost_inputs=cost_inputs,
+                    )
+                except TrnsimError:
+                    res.invalid += 1
+                    continue
+                if not est.fits:
+                    res.over_capacity += 1
+                    continue
+                if objective == "throughput":
+                    key = (-est.throughput_tokens_per_s, est.tpot_s)
+                elif objective == "latency":
+                    key = (est.tpot_s, est.ttft_s)
+                else:
+                    key = (est.usd_per_million_tokens or float("inf"), est.tpot_s)
+                scored.append((key, est))
+    scored.sort(key=lambda kv: kv[0])
+    res.top = [est for _, est in scored[:top]]
+    if not res.top:
+        res.notes.append(f"no plan fits: {res.over_capacity} over capacity of {res.considered}")
+    return res
