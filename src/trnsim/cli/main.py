@@ -20,6 +20,11 @@ VERBS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "compare hardware presets side by side, with ratios to the first"),
     "demo": ("demo", "a tour of the whole system on built-in defaults (under a minute)"),
     "collective": ("collective", "time a collective on a system (closed form or flow simulation)"),
+    "train": ("train", "estimate LLM training: step time, tokens/s, MFU, memory, cost"),
+    "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
+    "plan": ("plan", "search parallel plans for the best one that fits"),
+    "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
+    "validate": ("validate", "perf model vs published Trn1 measurements (per-row, MAPE)"),
 }
 
 
