@@ -1,0 +1,55 @@
+"""Speed of the performance model: one training estimate in-process (cold and warm caches), and
+a planner search for Llama-3.1-405B on 16,384 Trn3 chips.
+
+Run: ``.venv/bin/python benchmarks/bench_perf.py`` (prints Markdown table rows).
+"""
+
+from __future__ import annotations
+
+import time
+
+from trnsim.perf import estimate_training, plan_for_chips
+from trnsim.perf.compute import pass_time
+from trnsim.perf.planner import search_training
+from trnsim.workloads import forward_graph
+
+
+def one_estimate() -> float:
+    plan = plan_for_chips(144, tp=4, pp=4)
+    t0 = time.perf_counter()
+    estimate_training("llama-3.1-70b", "trn3-gen2", plan, global_batch=1152, seq_len=8192)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    forward_graph.cache_clear()
+    pass_time.cache_clear()
+    cold = one_estimate()
+    warm = min(one_estimate() for _ in range(20))
+    forward_graph.cache_clear()
+    pass_time.cache_clear()
+    t0 = time.perf_counter()
+    res = search_training(
+        "llama-3.1-405b", "trn3-ultracluster", 16384, global_batch=2048, seq_len=8192
+    )
+    t_plan = time.perf_counter() - t0
+    best = res.top[0]
+    print("| Case | Time | Target |")
+    print("|---|---:|---:|")
+    print(
+        f"| one training estimate, Llama-3.1-70B on 144 Trn3 (cold caches) | "
+        f"{cold * 1e3:.2f} ms | < 20 ms |"
+    )
+    print(f"| one training estimate (warm caches, best of 20) | {warm * 1e3:.2f} ms | < 20 ms |")
+    print(
+        f"| planner: Llama-3.1-405B on 16,384 Trn3, {res.considered} plans "
+        f"({res.over_capacity} over capacity) | {t_plan:.2f} s | < 30 s |"
+    )
+    print(
+        f"\nbest plan: {best.plan.describe()}, {best.tokens_per_s:,.0f} tokens/s, "
+        f"MFU {best.mfu:.1%}"
+    )
+
+
+if __name__ == "__main__":
+    main()
