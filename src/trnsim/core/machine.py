@@ -220,6 +220,16 @@ def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: 
     """Matmul write into PSUM: overwrite, accumulate, or auto (per element: first write
     overwrites, later writes accumulate). Accumulation is in fp32."""
     result = result.reshape(dst.shape)
+    # fast path (same bits as the general path below): an fp32 accumulation group that is
+    # already open everywhere adds in place, no decode / cast / re-mark round trip
+    if (
+        accumulate is not False
+        and dst.fmt.name == "float32"
+        and (dst.acc_array() == _FULL_MARK[4]).all()
+    ):
+        out = dst.array()
+        out += result
+        return
     if accumulate is False:
         nc.write(dst, result, mark_acc=True)
         return

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.core.blas import single_threaded_blas
 from trnsim.core.instruction import Instruction
 from trnsim.core.location import fail
 from trnsim.core.machine import NeuronCore
@@ -172,14 +173,15 @@ def run(
         finally:
             enter(None)
 
-    if n == 1:
-        program(0)
-    else:
-        threads = [threading.Thread(target=program, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    with single_threaded_blas():  # tile-sized matmuls: see trnsim.core.blas
+        if n == 1:
+            program(0)
+        else:
+            threads = [threading.Thread(target=program, args=(i,)) for i in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
     for exc in errors:
         if exc is not None and not isinstance(exc, threading.BrokenBarrierError):
             raise exc
