@@ -12,6 +12,8 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
+
 
 @nki.jit
 def flash_attention_fwd(q_t, k_t, v, softmax_scale=None):

@@ -1,9 +1,15 @@
-"""RMSNorm and LayerNorm over the last dim of ``x [N, D]`` (N a multiple of 128), fp32."""
+"""RMSNorm and LayerNorm over the last dim of ``x [N, D]`` (N a multiple of 128), fp32.
+
+``trnsim run examples/kernels/norms.py [--kernel layernorm]``.
+"""
 
 import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
+
+KERNEL = "rmsnorm"
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
 
 
 @nki.jit
@@ -68,20 +74,31 @@ def layernorm(x, gamma, beta, eps=1e-5):
     return out
 
 
-def rmsnorm_golden(x, w, eps=1e-6):
+def golden_rmsnorm(x, w, eps=1e-6):
     x64 = x.astype(np.float64)
     return (x64 / np.sqrt((x64**2).mean(axis=1, keepdims=True) + eps) * w).astype(x.dtype)
 
 
-def layernorm_golden(x, gamma, beta, eps=1e-5):
+def golden_layernorm(x, gamma, beta, eps=1e-5):
     x64 = x.astype(np.float64)
     mu = x64.mean(axis=1, keepdims=True)
     var = x64.var(axis=1, keepdims=True)
     return ((x64 - mu) / np.sqrt(var + eps) * gamma + beta).astype(x.dtype)
 
 
+def make_inputs_rmsnorm(rng, N=256, D=768):
+    x = rng.standard_normal((N, D)).astype(np.float32)
+    w = rng.standard_normal(D).astype(np.float32)
+    return x, w
+
+
+def make_inputs_layernorm(rng, N=128, D=1100):
+    x = (rng.standard_normal((N, D)) * 3 + 1).astype(np.float32)
+    g = rng.standard_normal(D).astype(np.float32)
+    b = rng.standard_normal(D).astype(np.float32)
+    return x, g, b
+
+
 if __name__ == "__main__":
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((256, 768)).astype(np.float32)
-    w = rng.standard_normal(768).astype(np.float32)
-    print("rmsnorm max |err|:", np.abs(rmsnorm(x, w) - rmsnorm_golden(x, w)).max())
+    x, w = make_inputs_rmsnorm(np.random.default_rng(0))
+    print("rmsnorm max |err|:", np.abs(rmsnorm(x, w) - golden_rmsnorm(x, w)).max())

@@ -25,6 +25,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
     "validate": ("validate", "perf model vs published Trn1 measurements (per-row, MAPE)"),
+    "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
 }
 
 
