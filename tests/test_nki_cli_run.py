@@ -142,3 +142,15 @@ def test_python_dash_m_goes_through_the_same_path():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["passed"] is True
+
+
+def test_demo_section_checks_kernels_against_goldens():
+    from rich.console import Console
+
+    from trnsim.cli.demo_kernels import KERNELS, section
+
+    console = Console(record=True, width=200)
+    section(console)
+    text = console.export_text()
+    assert text.count("pass") == len(KERNELS) and "FAIL" not in text
+    assert "matmul_blocked" in text and "tensor" in text

@@ -18,6 +18,7 @@ from rich.rule import Rule
 SECTIONS: list[tuple[str, str]] = [
     ("Hardware catalog", "trnsim.cli.demo_hw:section"),
     ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
+    ("NKI kernels on the emulated NeuronCore", "trnsim.cli.demo_kernels:section"),
     ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
 ]
 

@@ -1,0 +1,46 @@
+"""Demo section: example NKI kernels run on the emulated NeuronCore-v4, checked live against
+their NumPy goldens (small shapes, a few seconds)."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from trnsim.nki.kernelfile import run_file
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "examples" / "kernels"
+# (file, kernel or None): small default shapes from each file's make_inputs
+KERNELS: list[tuple[str, str | None]] = [
+    ("matmul.py", "matmul_blocked"),
+    ("flash_attention.py", None),
+    ("mx_matmul.py", None),
+]
+
+
+def section(console: Console) -> None:
+    if not EXAMPLES.is_dir():
+        console.print(f"examples/kernels not found next to the package ({EXAMPLES}); skipped")
+        return
+    t = Table(title="NKI kernels on the emulator vs NumPy goldens (trnsim run <file>)")
+    for col in ("kernel", "outputs", "max abs err", "max rel err", "check", "instructions"):
+        t.add_column(col, justify="right" if col != "kernel" else "left")
+    t.add_column("by engine")
+    for name, kernel in KERNELS:
+        t0 = time.perf_counter()
+        r = run_file(str(EXAMPLES / name), kernel)
+        outs = ", ".join(f"{o.dtype}{list(o.shape)}" for o in r.outputs)
+        check = "-" if r.passed is None else ("pass" if r.passed else "FAIL")
+        engines = ", ".join(f"{e} {n}" for e, n in r.by_engine.items())
+        t.add_row(
+            f"{r.kernel} ({time.perf_counter() - t0:.2f} s)",
+            outs,
+            f"{r.max_abs_err:.2g}",
+            f"{r.max_rel_err:.2g}",
+            check,
+            str(r.instructions),
+            engines,
+        )
+    console.print(t)
