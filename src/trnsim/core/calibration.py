@@ -49,7 +49,7 @@ SHAPE = (4096, 8192, 8192)  # M, K, N
 TARGET = "gen2"
 TOLERANCE = 0.25
 
-DMA_EFFICIENCY = 0.40
+DMA_EFFICIENCY = 0.43
 """Fitted (see module docstring and ``fit_report``)."""
 
 
@@ -59,3 +59,22 @@ def chip_of(spec: CoreSpec) -> ChipSpec:
         if chip.core is not None and chip.core.name == spec.name:
             return chip
     raise UnknownNameError(f"no chip preset has NeuronCore {spec.name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One calibration row: published and modelled latency, relative error."""
+
+    variant: str
+    description: str
+    published_s: float
+    modelled_s: float
+
+    @property
+    def error(self) -> float:
+        return self.modelled_s / self.published_s - 1
+
+
+def error_table(modelled: dict[str, float]) -> list[Row]:
+    """Every published row with its modelled latency (seconds by variant) and error."""
+    return [Row(m.variant, m.description, m.latency_s, modelled[m.variant]) for m in MEASUREMENTS]
