@@ -51,6 +51,8 @@ class Op(StrEnum):
     SELECT_REDUCE = "select_reduce"
     QUANTIZE_MX = "quantize_mx"
     RAND2 = "rand2"
+    RAND_SET_STATE = "rand_set_state"
+    RAND_GET_STATE = "rand_get_state"
     # ---- GpSimd engine ------------------------------------------------------------------
     IOTA = "iota"
     AFFINE_SELECT = "affine_select"
@@ -87,6 +89,8 @@ VECTOR_OPS = frozenset(
         Op.SELECT_REDUCE,
         Op.QUANTIZE_MX,
         Op.RAND2,
+        Op.RAND_SET_STATE,
+        Op.RAND_GET_STATE,
     }
 )
 GPSIMD_OPS = frozenset({Op.IOTA, Op.AFFINE_SELECT, Op.TENSOR_PARTITION_REDUCE, Op.LOCAL_GATHER})
@@ -114,7 +118,8 @@ ENGINE_CHOICES: dict[Op, frozenset[Engine]] = {
 
 # Ops that can read PSUM (an operand of any other op found in PSUM is an error).
 READS_PSUM = frozenset(
-    (VECTOR_OPS | SCALAR_OPS | {Op.NC_TRANSPOSE}) - {Op.QUANTIZE_MX, Op.MEMSET, Op.RAND2}
+    (VECTOR_OPS | SCALAR_OPS | {Op.NC_TRANSPOSE})
+    - {Op.QUANTIZE_MX, Op.MEMSET, Op.RAND2, Op.RAND_SET_STATE}
 )
 # Ops that can write PSUM.
 WRITES_PSUM = frozenset(
@@ -132,6 +137,10 @@ MIN_GENERATION: dict[Op, int] = {
     Op.EXPONENTIAL: 4,
     Op.ACTIVATE2: 4,
     Op.RAND2: 4,
+    Op.RAND_SET_STATE: 4,  # on the Vector engine (v3 has it on GpSimd only, not modelled)
+    Op.RAND_GET_STATE: 4,
+    Op.CORE_BARRIER: 3,
+    Op.SENDRECV: 3,
     Op.RANGE_SELECT: 3,
 }
 

@@ -67,6 +67,10 @@ class NeuronCore:
         self.rounding = rounding
         self.rng = numerics.StochasticRng(seed) if rounding == "stochastic" else None
         self.functional = functional
+        # Vector-engine XORWOW state [partitions, 4, 6] (rand2 / rand_set_state / rand_get_state)
+        self.rng_state = S.xorwow_seed_state(seed, index, s.partitions)
+        # Vector-engine max accumulator of select_reduce (reduce_cmd reset_reduce / reduce)
+        self.vector_acc: np.ndarray | None = None
         self.record: list[Instruction] = []
         self.lock = threading.Lock()
 
@@ -442,7 +446,13 @@ def _tensor_tensor_scan(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     init = nc.operand_value(c.src["initial"]) if "initial" in c.src else a["initial"]
     out = S.tensor_tensor_scan(
-        nc.read(c.src["data0"]), nc.read(c.src["data1"]), init, a["op0"], a["op1"]
+        nc.read(c.src["data0"]),
+        nc.read(c.src["data1"]),
+        init,
+        a["op0"],
+        a["op1"],
+        a.get("reverse0", False),
+        a.get("reverse1", False),
     )
     nc.write(c.dst["dst"], out)
 
@@ -544,6 +554,61 @@ def _range_select(nc: NeuronCore, c: Call) -> None:
     )
     nc.write(c.dst["dst"], out)
     _reduce_into(nc, c, red)
+
+
+@executor(Op.SELECT_REDUCE)
+def _select_reduce(nc: NeuronCore, c: Call) -> None:
+    a = c.attrs
+    on_false = nc.operand_value(c.src["on_false"]) if "on_false" in c.src else a["on_false"]
+    out, red = S.select_reduce(
+        nc.read_raw(c.src["predicate"]),
+        nc.read(c.src["on_true"]),
+        on_false,
+        a.get("reverse_pred", False),
+    )
+    nc.write(c.dst["dst"], out)
+    cmd = a.get("reduce_cmd", "idle")
+    if cmd == "reduce":
+        if nc.vector_acc is None or nc.vector_acc.shape != red.shape:
+            raise fail(
+                "reduce-cmd",
+                "select_reduce reduce_cmd=reduce continues an accumulation, but no "
+                f"reset_reduce of {red.shape[0]} partitions came before it",
+            )
+        red = np.maximum(nc.vector_acc, red)
+    if cmd in ("reduce", "reset_reduce"):
+        nc.vector_acc = red
+    _reduce_into(nc, c, red)
+
+
+@executor(Op.RAND2)
+def _rand2(nc: NeuronCore, c: Call) -> None:
+    a, dst = c.attrs, c.dst["dst"]
+    lo = nc.operand_value(c.src["min"]) if "min" in c.src else a["min"]
+    hi = nc.operand_value(c.src["max"]) if "max" in c.src else a["max"]
+    p0, n = dst.partition_start, dst.free_size
+    state = nc.rng_state[p0 : p0 + dst.partitions]
+    vals, nc.rng_state[p0 : p0 + dst.partitions] = S.rand2(state, n, lo, hi)
+    if dst.fmt.kind == "int":
+        vals = np.floor(vals).astype(np.int64)  # the integer part (documented trnsim choice)
+    nc.write(dst, vals)
+
+
+@executor(Op.RAND_SET_STATE)
+def _rand_set_state(nc: NeuronCore, c: Call) -> None:
+    src = c.src["src_seeds"]
+    p0 = src.partition_start
+    words = _p2(nc.read_raw(src)).astype(np.uint32)
+    nc.rng_state[p0 : p0 + src.partitions] = words.reshape(
+        src.partitions, S.XORWOW_GENERATORS, S.XORWOW_WORDS
+    )
+
+
+@executor(Op.RAND_GET_STATE)
+def _rand_get_state(nc: NeuronCore, c: Call) -> None:
+    dst = c.dst["dst"]
+    p0 = dst.partition_start
+    nc.write_raw(dst, nc.rng_state[p0 : p0 + dst.partitions].reshape(dst.partitions, -1))
 
 
 @executor(Op.LOCAL_GATHER)

@@ -86,6 +86,9 @@ DTYPES: dict[tuple[Op, str], frozenset[str]] = {
     (Op.NC_MATMUL_MX, "moving_scale"): MX_SCALE,
     (Op.TENSOR_COPY_PREDICATED, "predicate"): frozenset({"uint8", "uint16", "uint32"}),
     (Op.NC_FIND_INDEX8, "dst"): frozenset({"uint32", "int32", "uint16", "float32"}),
+    (Op.SELECT_REDUCE, "predicate"): frozenset({"int8", "uint8", "int16", "uint16"}),
+    (Op.RAND_SET_STATE, "src_seeds"): frozenset({"uint32"}),
+    (Op.RAND_GET_STATE, "dst"): frozenset({"uint32"}),
 }
 
 
@@ -355,6 +358,7 @@ SAME_SHAPE_ROLES: dict[Op, tuple[str, ...]] = {
     Op.TENSOR_TENSOR_SCAN: ("data0", "data1"),
     Op.AFFINE_SELECT: ("data",),
     Op.RANGE_SELECT: ("on_true_tile",),
+    Op.SELECT_REDUCE: ("on_true", "predicate"),
 }
 
 
@@ -373,10 +377,36 @@ def _same_shape(call: Call) -> str | None:
     return None
 
 
-@rule("shape", {Op.ACTIVATION, Op.TENSOR_SCALAR, Op.EXPONENTIAL, Op.ACTIVATE2})
+@rule(
+    "shape",
+    {
+        Op.ACTIVATION,
+        Op.TENSOR_SCALAR,
+        Op.EXPONENTIAL,
+        Op.ACTIVATE2,
+        Op.SELECT_REDUCE,
+        Op.RAND2,
+        Op.RANGE_SELECT,
+        Op.TENSOR_TENSOR_SCAN,
+    },
+)
 def _vector_operands(call: Call) -> str | None:
     p = call.dst["dst"].partitions
-    for role in ("bias", "scale", "operand0", "operand1", "max_value", "imm0", "imm1"):
+    for role in (
+        "bias",
+        "scale",
+        "operand0",
+        "operand1",
+        "max_value",
+        "imm0",
+        "imm1",
+        "on_false",
+        "min",
+        "max",
+        "bound0",
+        "bound1",
+        "initial",
+    ):
         v = call.src.get(role)
         if v is not None and (v.partitions != p or v.free_size != 1):
             return f"{call.op.value} {role} must have shape [{p}, 1], got {list(v.shape)}"
@@ -438,6 +468,32 @@ def _dma_dtype(call: Call) -> str | None:
         s, d = call.src["src"].fmt.name, call.dst["dst"].fmt.name
         if s != d:
             return f"dma_copy with dge_mode=hwdge needs equal dtypes, got src {s} and dst {d}"
+    return None
+
+
+@rule("shape", {Op.RAND_SET_STATE, Op.RAND_GET_STATE})
+def _rng_state_shape(call: Call) -> str | None:
+    v = call.src.get("src_seeds") or call.dst.get("dst")
+    assert v is not None
+    words = 4 * 6  # 4 XORWOW generators x 6 uint32 per Vector-engine lane (nki-notes 5)
+    if v.free_size != words:
+        return (
+            f"{call.op.value} on the Vector engine needs {words} uint32 per partition "
+            f"(4 XORWOW generators x 6 words), got {list(v.shape)}"
+        )
+    return None
+
+
+@rule("sendrecv", {Op.SENDRECV})
+def _sendrecv(call: Call) -> str | None:
+    src, dst = call.src["src"], call.dst["dst"]
+    for role, v in (("src", src), ("dst", dst)):
+        if v.memory != SBUF:
+            return f"sendrecv {role} is in {v.memory.upper()}; src and dst must both be in SBUF"
+    if src.fmt.name != dst.fmt.name:
+        return f"sendrecv src dtype {src.fmt.name} != dst dtype {dst.fmt.name}"
+    if src.partitions != dst.partitions or src.free_size != dst.free_size:
+        return f"sendrecv src shape {list(src.shape)} != dst shape {list(dst.shape)}"
     return None
 
 

@@ -336,15 +336,24 @@ def tensor_partition_reduce(op: str, data: np.ndarray) -> np.ndarray:
 
 
 def tensor_tensor_scan(
-    data0: np.ndarray, data1: np.ndarray, initial: np.ndarray | float, op0: str, op1: str
+    data0: np.ndarray,
+    data1: np.ndarray,
+    initial: np.ndarray | float,
+    op0: str,
+    op1: str,
+    reverse0: bool = False,
+    reverse1: bool = False,
 ) -> np.ndarray:
-    """Per partition, along the free dim: ``acc = (acc op0 data0[i]) op1 data1[i]``."""
+    """Per partition, along the free dim (``tensor_tensor_scan`` docstring):
+    ``acc = op1(op0(data0[i], acc), data1[i])``; ``reverse0`` swaps the operands of op0
+    (``op0(acc, data0[i])``), ``reverse1`` those of op1 (``op1(data1[i], ...)``)."""
     d0 = data0.reshape(data0.shape[0], -1).astype(F32)
     d1 = data1.reshape(d0.shape).astype(F32)
     acc = np.broadcast_to(np.asarray(initial, dtype=F32).reshape(-1), (d0.shape[0],)).copy()
     out = np.empty_like(d0)
     for i in range(d0.shape[1]):
-        acc = alu(op1, alu(op0, acc, d0[:, i]), d1[:, i]).astype(F32)
+        t = alu(op0, acc, d0[:, i]) if reverse0 else alu(op0, d0[:, i], acc)
+        acc = (alu(op1, d1[:, i], t) if reverse1 else alu(op1, t, d1[:, i])).astype(F32)
         out[:, i] = acc
     return out
 
@@ -465,6 +474,84 @@ def tensor_copy_predicated(
     if reverse:
         pred = ~pred
     return np.where(pred, np.broadcast_to(src, dst.shape) if np.ndim(src) else src, dst)
+
+
+def select_reduce(
+    predicate: np.ndarray,
+    on_true: np.ndarray,
+    on_false: float | np.ndarray,
+    reverse_pred: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``select_reduce`` docstring: ``where(predicate != 0, on_true, on_false)`` (predicate
+    negated if ``reverse_pred``; ``on_false`` a constant or ``[P, 1]``) and its row max."""
+    t = on_true.reshape(on_true.shape[0], -1).astype(F32)
+    pred = predicate.reshape(t.shape) != 0
+    if reverse_pred:
+        pred = ~pred
+    f = np.asarray(on_false, dtype=F32).reshape(-1, 1) if np.ndim(on_false) else F32(on_false)
+    out = np.where(pred, t, f).astype(F32)
+    return out, out.max(axis=1, keepdims=True)
+
+
+# ---- XORWOW PRNG (rand2 / rand_set_state / rand_get_state) ----------------------------------
+# NeuronCore-v4 Vector engine: 4 XORWOW generators per lane (partition), 6 uint32 of state each
+# (nki-notes 5; rand_set_state docstring: 24 elements per partition on Vector). XORWOW is
+# Marsaglia's (2003, "Xorshift RNGs", p. 5): five xorshift words x, y, z, w, v and a Weyl
+# counter d += 362437; output v + d. Not public, chosen by trnsim: state order
+# (x, y, z, w, v, d) per generator, generator-major (element 6g + j of a lane); element i of a
+# lane's output comes from generator i % 4; a uniform float is (u >> 8) * 2^-24 in [0, 1)
+# mapped to [min, max) as min + f * (max - min).
+XORWOW_GENERATORS = 4
+XORWOW_WORDS = 6
+XORWOW_WEYL = np.uint32(362437)
+
+
+def xorwow_step(state: np.ndarray) -> np.ndarray:
+    """Advance every generator of ``state [..., 6]`` (uint32) by one draw, in place; return the
+    32-bit outputs ``[...]``."""
+    x = state[..., 0]
+    t = x ^ (x >> np.uint32(2))
+    state[..., 0:4] = state[..., 1:5]
+    v = state[..., 4]
+    v = (v ^ (v << np.uint32(4))) ^ (t ^ (t << np.uint32(1)))
+    state[..., 4] = v
+    state[..., 5] += XORWOW_WEYL
+    return state[..., 4] + state[..., 5]
+
+
+def xorwow_seed_state(seed: int, core: int, partitions: int) -> np.ndarray:
+    """The power-on PRNG state ``[partitions, 4, 6]`` uint32 of a core: splitmix64 of (seed,
+    core, lane, generator, word), with x..v never all zero. Deterministic per (seed, core)."""
+    idx = np.arange(partitions * XORWOW_GENERATORS * XORWOW_WORDS, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = (np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(core) << np.uint64(48))
+        z = z + (idx + np.uint64(1)) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    st = (z & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    st = st.reshape(partitions, XORWOW_GENERATORS, XORWOW_WORDS)
+    st[..., 0] |= np.uint32(1)  # x != 0: the xorshift part never sticks at zero
+    return st
+
+
+def rand2(
+    state: np.ndarray, n: int, lo: float | np.ndarray, hi: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` uniform floats per lane in ``[lo, hi)`` (constants or ``[P, 1]``) from the XORWOW
+    ``state [P, 4, 6]``; returns (values ``[P, n]`` fp32, the advanced state)."""
+    st = state.copy()
+    p = st.shape[0]
+    draws = -(-n // XORWOW_GENERATORS)
+    bits = np.empty((p, draws, XORWOW_GENERATORS), dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        for i in range(draws):
+            bits[:, i, :] = xorwow_step(st)
+    u = bits.reshape(p, -1)[:, :n]
+    f = (u >> np.uint32(8)).astype(np.float64) * 2.0**-24
+    lo64 = np.asarray(lo, dtype=np.float64).reshape(-1, 1) if np.ndim(lo) else float(lo)
+    hi64 = np.asarray(hi, dtype=np.float64).reshape(-1, 1) if np.ndim(hi) else float(hi)
+    return (lo64 + f * (hi64 - lo64)).astype(F32), st
 
 
 def local_gather(src: np.ndarray, index: np.ndarray, group: int, elem_per_idx: int) -> np.ndarray:

@@ -10,10 +10,14 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+import numpy as np
+
 from trnsim.core.isa import Engine, Op
 from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.nki.context import current
+
+FP32_MIN = -3.4028234663852886e38  # float32 lowest, the only legal range_select fill
 
 
 class engine(enum.Enum):
@@ -385,7 +389,12 @@ def tensor_tensor_scan(
     name: str | None = None,
 ) -> None:
     src: dict[str, Any] = {"data0": data0, "data1": data1}
-    attrs: dict[str, Any] = {"op0": _op(op0), "op1": _op(op1)}
+    attrs: dict[str, Any] = {
+        "op0": _op(op0),
+        "op1": _op(op1),
+        "reverse0": bool(reverse0),
+        "reverse1": bool(reverse1),
+    }
     _scalar_or_vector("initial", initial, src, attrs)
     _run(Op.TENSOR_TENSOR_SCAN, {"dst": dst}, src, attrs)
 
@@ -467,6 +476,13 @@ def range_select(
     on_false_value: float = -3.4028235e38,
     name: str | None = None,
 ) -> None:
+    if np.float32(on_false_value) != np.float32(FP32_MIN):
+        raise fail(
+            "range-select-fill",
+            f"range_select on_false_value must be FP32_MIN ({FP32_MIN:g}), got {on_false_value}",
+        )
+    if reduce_op is not None and _op(reduce_op) != "maximum":
+        raise fail("reduce-op", f"range_select reduce_op must be nl.maximum, got {_op(reduce_op)}")
     dsts: dict[str, Any] = {"dst": dst}
     if reduce_res is not None:
         dsts["reduce_res"] = reduce_res
@@ -478,7 +494,7 @@ def range_select(
             "comp_op0": _op(comp_op0),
             "comp_op1": _op(comp_op1),
             "range_start": float(range_start),
-            "on_false_value": -3.4028235e38,
+            "on_false_value": FP32_MIN,
         },
     )
 
@@ -517,6 +533,62 @@ def local_gather(
         {"src_buffer": src_buffer, "index": index},
         {"num_elem_per_idx": int(num_elem_per_idx)},
     )
+
+
+def select_reduce(
+    dst: View,
+    predicate: View,
+    on_true: View,
+    on_false: Any,
+    reduce_res: View | None = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_op: Any = None,
+    reverse_pred: bool = False,
+    name: str | None = None,
+) -> None:
+    if reduce_op is not None and _op(reduce_op) not in ("maximum", "max", "amax"):
+        raise fail("reduce-op", f"select_reduce reduce_op must be nl.maximum, got {_op(reduce_op)}")
+    cmd = _enum_name(reduce_cmd)
+    if cmd not in ("idle", "reset_reduce", "reduce"):
+        raise fail("reduce-cmd", f"select_reduce reduce_cmd {cmd} not in idle/reset_reduce/reduce")
+    src: dict[str, Any] = {"predicate": predicate, "on_true": on_true}
+    attrs: dict[str, Any] = {"reverse_pred": bool(reverse_pred), "reduce_cmd": cmd}
+    _scalar_or_vector("on_false", on_false, src, attrs)
+    dsts: dict[str, Any] = {"dst": dst}
+    if reduce_res is not None:
+        dsts["reduce_res"] = reduce_res
+    _run(Op.SELECT_REDUCE, dsts, src, attrs)
+
+
+def rand2(dst: View, min: Any, max: Any, name: str | None = None) -> None:
+    """Uniform random values in [min, max] from the Vector engine's XORWOW generators."""
+    src: dict[str, Any] = {}
+    attrs: dict[str, Any] = {}
+    _scalar_or_vector("min", min, src, attrs)
+    _scalar_or_vector("max", max, src, attrs)
+    if "min" in attrs and "max" in attrs and not attrs["min"] < attrs["max"]:
+        raise fail("rand2-range", f"rand2 needs min < max, got min {min}, max {max}")
+    _run(Op.RAND2, {"dst": dst}, src, attrs)
+
+
+def _vector_only(fn: str, eng: Any) -> None:
+    if _eng(eng) not in (None, Engine.VECTOR):
+        raise fail(
+            "not-implemented",
+            f"nki.isa.{fn}(engine={eng}): trnsim models the Vector-engine PRNG only",
+        )
+
+
+def rand_set_state(src_seeds: View, engine: Any = engine.unknown, name: str | None = None) -> None:
+    """Load the XORWOW state of each lane (partition): 24 uint32 = 4 generators x 6 words."""
+    _vector_only("rand_set_state", engine)
+    _run(Op.RAND_SET_STATE, {}, {"src_seeds": src_seeds}, {})
+
+
+def rand_get_state(dst: View, engine: Any = engine.unknown, name: str | None = None) -> None:
+    """Store the XORWOW state of each lane (partition) into ``dst [P, 24]`` uint32."""
+    _vector_only("rand_get_state", engine)
+    _run(Op.RAND_GET_STATE, {"dst": dst}, {}, {})
 
 
 # ---- DMA ---------------------------------------------------------------------------------------
@@ -590,6 +662,50 @@ def core_barrier(
     prog.launch.barrier.wait()
 
 
+def sendrecv(
+    src: View,
+    dst: View,
+    send_to_rank: int,
+    recv_from_rank: int,
+    pipe_id: int,
+    dma_engine: Any = dma_engine.dma,
+    name: str | None = None,
+) -> None:
+    """Send ``src`` to ``dst`` of core ``send_to_rank`` while receiving ``dst`` from core
+    ``recv_from_rank`` (LNC=2). Both programs must call it (same ``pipe_id``)."""
+    prog = current()
+    launch = prog.launch
+    if launch.lnc < 2:
+        raise fail("lnc", "sendrecv needs an LNC=2 launch (kernel[2](...))")
+    for what, r in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
+        if int(r) not in range(launch.lnc):
+            raise fail("sendrecv", f"{what} {r} is not a core of this LNC={launch.lnc} launch")
+    me = prog.program_id
+    attrs = {
+        "send_to_rank": int(send_to_rank),
+        "recv_from_rank": int(recv_from_rank),
+        "pipe_id": int(pipe_id),
+        "dma_engine": _enum_name(dma_engine),
+    }
+    _run(Op.SENDRECV, {"dst": dst}, {"src": src}, attrs)
+    payload = np.array(src.array()) if prog.core.functional else None
+    with launch.lock:
+        launch.mailbox[("sendrecv", int(pipe_id), me, int(send_to_rank))] = payload
+    launch.barrier.wait()
+    with launch.lock:
+        key = ("sendrecv", int(pipe_id), int(recv_from_rank), me)
+        if key not in launch.mailbox:
+            raise fail(
+                "sendrecv",
+                f"core {me} expects data from core {recv_from_rank} on pipe {pipe_id}, but "
+                "that core sent to another core",
+            )
+        got = launch.mailbox.pop(key)
+    if got is not None:
+        prog.core.write_raw(dst, got.reshape(dst.shape))
+    launch.barrier.wait()  # a later sendrecv on the same pipe must not overwrite the mailbox
+
+
 def _not_here(name: str):
     def fn(*args: Any, **kwargs: Any) -> None:
         raise fail("not-implemented", f"nki.isa.{name} is not implemented by trnsim yet")
@@ -599,13 +715,8 @@ def _not_here(name: str):
 
 
 for _n in (
-    "sendrecv",
-    "rand2",
-    "rand_set_state",
-    "rand_get_state",
     "set_rng_seed",
     "rng",
-    "select_reduce",
     "tensor_scalar_reduce",
     "tensor_scalar_cumulative",
     "nc_match_replace8",
