@@ -33,4 +33,4 @@ def make_inputs(rng=None, rows=4096, cols=4096, empty=False):
     return (rng.standard_normal((rows, cols)).astype(ml_dtypes.bfloat16),)
 
 
-KERNEL = hbm_copy
+KERNEL = "hbm_copy"

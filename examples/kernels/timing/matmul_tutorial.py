@@ -198,7 +198,7 @@ VARIANTS = {"tiled": tiled, "hoisted": hoisted, "blocked": blocked, "optimized":
 FULL_SHAPE = (4096, 8192, 8192)  # M, K, N of the tutorial
 
 
-def make_inputs(rng=None, M=512, K=1024, N=2048, empty=False):
+def make_inputs(rng=None, M=2048, K=1024, N=2048, empty=False):
     """``(lhsT[K, M], rhs[K, N])`` in bf16; ``empty=True`` skips the data (timing-only runs)."""
     if empty:
         return np.empty((K, M), ml_dtypes.bfloat16), np.empty((K, N), ml_dtypes.bfloat16)
@@ -212,7 +212,7 @@ def golden(lhsT, rhs):
     return (lhsT.astype(np.float32).T @ rhs.astype(np.float32)).astype(ml_dtypes.bfloat16)
 
 
-KERNEL = optimized
+KERNEL = "optimized"
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
     ("NKI kernels on the emulated NeuronCore", "trnsim.cli.demo_kernels:section"),
     ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
+    ("Timing model and profiles", "trnsim.cli.demo_timing:section"),
 ]
 
 

@@ -26,6 +26,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
     "validate": ("validate", "perf model vs published Trn1 measurements (per-row, MAPE)"),
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
+    "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
 }
 
 

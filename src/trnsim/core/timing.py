@@ -273,15 +273,33 @@ def _schedule(
         src_ids = []
         ckey = [ins.opcode._value_, ins.engine._value_, ins.attrs]
         for o in ins.src:
-            k = (o.role, o.memory, o.dtype, o.itemsize, o.core, o.partition, o.offset,
-                 o.partition_pattern, o.pattern)  # fmt: skip
+            k = (
+                o.role,
+                o.memory,
+                o.dtype,
+                o.itemsize,
+                o.core,
+                o.partition,
+                o.offset,
+                o.partition_pattern,
+                o.pattern,
+            )
             inf = get_info(k) or info_of(o, k)
             src_ids.append(inf[0])
             ckey.append(inf[1])
         dst_ids = []
         for o in ins.dst:
-            k = (o.role, o.memory, o.dtype, o.itemsize, o.core, o.partition, o.offset,
-                 o.partition_pattern, o.pattern)  # fmt: skip
+            k = (
+                o.role,
+                o.memory,
+                o.dtype,
+                o.itemsize,
+                o.core,
+                o.partition,
+                o.offset,
+                o.partition_pattern,
+                o.pattern,
+            )
             inf = get_info(k) or info_of(o, k)
             dst_ids.append(inf[0])
             ckey.append(inf[1])

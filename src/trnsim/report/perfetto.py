@@ -49,9 +49,14 @@ def trace_events(profile: Profile, max_slices: int | None = None) -> dict[str, A
             }
         )
         events.append(
-            {"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": tid_of[t],
-             "args": {"sort_index": tid_of[t]}}
-        )  # fmt: skip
+            {
+                "name": "thread_sort_index",
+                "ph": "M",
+                "pid": 0,
+                "tid": tid_of[t],
+                "args": {"sort_index": tid_of[t]},
+            }
+        )
     n = len(sched.instructions) if max_slices is None else min(max_slices, len(sched.instructions))
     for i in range(n):
         ins = sched.instructions[i]
@@ -88,6 +93,7 @@ def write_trace(profile: Profile, path: str | Path, max_slices: int | None = Non
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, separators=(",", ":"))
+        os.chmod(tmp, 0o644)
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):

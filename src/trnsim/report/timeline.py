@@ -68,6 +68,7 @@ def write_timeline(profile: Profile, path: str | Path, width_px: int = 1600) -> 
     os.close(fd)
     try:
         fig.savefig(tmp, format="png")
+        os.chmod(tmp, 0o644)
         os.replace(tmp, p)
     finally:
         plt.close(fig)

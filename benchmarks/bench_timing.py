@@ -1,0 +1,107 @@
+"""Timing-model benchmarks (issue 5): calibration table, v3/v4 figures, HBM copy, speed.
+
+Run: ``.venv/bin/python benchmarks/bench_timing.py`` (about a minute). Prints the markdown of
+the 'Timing model (issue 5)' section of ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import gc
+import platform
+import time
+from pathlib import Path
+
+from trnsim.core import calibration
+from trnsim.core.benchmark import load_kernel_file, profile_kernel, record
+from trnsim.core.costs import DmaModel
+from trnsim.core.timing import schedule
+from trnsim.hw import core
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "kernels" / "timing"
+
+
+def main() -> None:
+    mt = load_kernel_file(EXAMPLES / "matmul_tutorial.py")
+    M, K, N = calibration.SHAPE
+    lhsT, rhs = mt.make_inputs(M=M, K=K, N=N, empty=True)
+    streams, rec_s = {}, {}
+    for m in calibration.MEASUREMENTS:
+        t = time.perf_counter()
+        streams[m.variant] = record(mt.VARIANTS[m.variant], lhsT, rhs, target="gen2")
+        rec_s[m.variant] = time.perf_counter() - t
+    print(f"### Calibration: NKI matmul tutorial, M={M} K={K} N={N} bf16, NeuronCore-v2\n")
+    print("| variant | instructions | published | modelled | error | MFU (model) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    profiles = {
+        g: {v: schedule(s, g) for v, s in streams.items()} for g in ("gen2", "gen3", "gen4")
+    }
+    table = calibration.error_table({v: p.total_s for v, p in profiles["gen2"].items()})
+    for r in table:
+        p = profiles["gen2"][r.variant]
+        print(
+            f"| {r.description} | {len(streams[r.variant]):,} | {r.published_s * 1e3:.2f} ms | "
+            f"{r.modelled_s * 1e3:.2f} ms | {r.error:+.1%} | {p.mfu:.1%} |"
+        )
+    mape = sum(abs(r.error) for r in table) / len(table)
+    print(
+        f"\nMean absolute error {mape:.1%}; one fitted constant (DMA efficiency "
+        f"{calibration.DMA_EFFICIENCY}).\n"
+    )
+    print("### Same kernels on NeuronCore-v3 and v4 (no published figures: predictions)\n")
+    print("| variant | v2 | v3 | v4 | v4 MFU |")
+    print("|---|---:|---:|---:|---:|")
+    for v in streams:
+        row = [profiles[g][v] for g in ("gen2", "gen3", "gen4")]
+        print(
+            f"| {v} | "
+            + " | ".join(f"{p.total_s * 1e3:.2f} ms" for p in row)
+            + f" | {row[2].mfu:.1%} |"
+        )
+    p4 = profiles["gen4"]["optimized"]
+    print(
+        f"\nWell-blocked bf16 matmul on v4: {p4.flops_per_s / 1e12:.1f} TFLOP/s = "
+        f"{p4.mfu:.1%} of the {p4.peak_flops / 1e12:.1f} TFLOP/s peak (target >= 85%).\n"
+    )
+    cp = load_kernel_file(EXAMPLES / "hbm_copy.py")
+    (src,) = cp.make_inputs(rows=8192, cols=4096, empty=True)
+    print("### Pure HBM copy (8192 x 4096 bf16 through SBUF, 64 MiB read + 64 MiB written)\n")
+    print("| core | latency | achieved | DMA bound | HBM share | MBU |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for g in ("gen2", "gen3", "gen4"):
+        p = profile_kernel(cp.hbm_copy, src, target=g)
+        moved = dict(p.bytes_by_memory)["hbm"]
+        bound = DmaModel.for_core(core(g)).core_bw
+        print(
+            f"| {p.target} | {p.total_s * 1e6:,.0f} us | {moved / p.total_s / 1e9:.0f} GB/s | "
+            f"{bound / 1e9:.0f} GB/s | {p.hbm_bw / 1e9:.0f} GB/s | {p.mbu:.1%} |"
+        )
+    # ---- speed --------------------------------------------------------------------------
+    big_n = 9216
+    lhsT, rhs = mt.make_inputs(M=M, K=K, N=big_n, empty=True)
+    t = time.perf_counter()
+    big = record(mt.tiled, lhsT, rhs, target="gen2")
+    rec = time.perf_counter() - t
+    best = float("inf")
+    for _ in range(3):
+        gc.collect()
+        t = time.perf_counter()
+        schedule(big, "gen2")
+        best = min(best, time.perf_counter() - t)
+    print(
+        f"\n### Speed ({platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()})\n"
+    )
+    print(
+        f"- Scheduler (timing model on a recorded stream): tiled matmul M={M} K={K} "
+        f"N={big_n}, {len(big):,} instructions in {best:.2f} s = "
+        f"**{len(big) / best:,.0f} instructions/s** (best of 3; target >= 200,000)."
+    )
+    print(
+        f"- Recording the same stream in timing-only mode (nki front end, rules checked, no "
+        f"data): {rec:.1f} s = {len(big) / rec:,.0f} instructions/s."
+    )
+    print("- Calibration recordings: " + ", ".join(f"{v} {rec_s[v]:.1f} s" for v in rec_s))
+
+
+if __name__ == "__main__":
+    main()
