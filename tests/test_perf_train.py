@@ -94,3 +94,31 @@ def test_json_has_documented_keys():
     d = _est().as_dict()
     for k in ("step_time_s", "tokens_per_s", "seq_per_s", "mfu", "memory_per_chip_bytes"):
         assert k in d
+
+
+def test_tile_padding_of_tp_split_ffn():
+    """Per-rank FFN widths that are not a multiple of the 128-wide Tensor engine pay for the
+    padded last tile: Llama-3.1-8B (d_ff 14,336) at TP 32 has 448 columns per rank -> 512."""
+    from trnsim.hw import system
+    from trnsim.perf.compute import rank_work, tile_padding
+    from trnsim.perf.precision import precision
+    from trnsim.workloads import forward_graph
+
+    assert tile_padding(448, 128) == pytest.approx(512 / 448)
+    assert tile_padding(896, 128) == 1.0
+    assert tile_padding(448, 0) == 1.0
+    m = model("llama-3.1-8b")
+    g = forward_graph(m, 1, 8192, phase="train")
+    up = next(op for grp in g.groups for op in grp.ops if op.name == "ffn_up")
+    assert up.tp_width == m.d_ff
+    tile = system("trn1.32xlarge").chip.core.tensor.rows
+    prec = precision("bf16")
+    for tp, pad in ((32, 512 / 448), (8, 1792 / 1792), (16, 1.0)):
+        plan = ParallelPlan(tp=tp)
+        padded = rank_work(up, g, plan, prec, tile).flops
+        assert padded == pytest.approx(up.flops / tp * pad)
+    # attention projections are not padded (heads are whole per rank)
+    qkv = next(op for grp in g.groups for op in grp.ops if op.name == "qkv_proj")
+    assert rank_work(qkv, g, ParallelPlan(tp=32), prec, tile).flops == pytest.approx(
+        rank_work(qkv, g, ParallelPlan(tp=32), prec, 0).flops
+    )

@@ -95,7 +95,8 @@ class Profiles:
 
 
 # Fitted by `trnsim validate --fit` (trnsim.perf.calibrate.fit) to calibration/trainium.md
-# sections B + B2 (training: train) and C (inference TTFT and TPOT p50: serve). See
+# sections B + B2 (training: train) and C (inference TTFT and TPOT p50: serve), with the
+# Tensor-engine tile padding of TP-split FFN widths (``tile_padding``) in the model. See
 # benchmarks/RESULTS.md for the per-row errors these values give.
 FITTED = Profiles(
     train=Efficiency(
@@ -109,13 +110,13 @@ FITTED = Profiles(
         dp_overlap=1.0,
     ),
     serve=Efficiency(
-        matmul=0.196,
-        attention=0.0545,
-        hbm=0.741,
-        kv_hbm=0.458,
-        half_rows=1.13,
-        op_overhead_s=2.60e-6,
-        comm_overlap=0.012,
+        matmul=0.195,
+        attention=0.0522,
+        hbm=0.791,
+        kv_hbm=0.457,
+        half_rows=1.83,
+        op_overhead_s=3.14e-6,
+        comm_overlap=0.010,
         dp_overlap=1.0,
         score_bytes=64.0,
     ),
@@ -174,7 +175,23 @@ def _peak(chip: ChipSpec, dtype: str) -> float:
     return chip.peak(compute_dtype(chip, dtype)[0])
 
 
-def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision) -> RankWork:
+def tile_padding(width: float, tile: int) -> float:
+    """FLOP inflation of a matmul whose per-rank weight dimension ``width`` is cut into
+    ``tile``-wide pieces: ``ceil(width / tile) * tile / width`` (1 when ``tile`` is 0).
+
+    The Tensor engine is a 128 x 128 systolic array: one ``nc_matmul`` takes a stationary
+    operand of at most 128 (contraction) x 128 (output) elements, so every weight tile
+    occupies the whole array and a dimension that is not a multiple of 128 pays for the
+    padding of its last tile (NKI ISA ``nc_matmul``: K, M <= 128; the NKI matmul tutorial
+    tiles both weight dimensions by 128). Tensor parallelism makes this visible: the 14,336
+    FFN columns of Llama-3.1-8B over TP 32 are 448 per rank, run as 4 tiles of 128 (+14 %).
+    """
+    if not tile or width <= 0:
+        return 1.0
+    return math.ceil(width / tile - 1e-9) * tile / width
+
+
+def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision, tile: int = 0) -> RankWork:
     """Split one op of graph ``g`` over the plan (see ``trnsim.workloads.graph.Shard``).
 
     ``tp`` ops: FLOPs, weights and activations / tp; the KV cache / min(tp, n_kv_heads) (KV
@@ -182,6 +199,9 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision) -> RankWork
     sequence parallelism, else replicated. ``ep`` (routed experts): every rank computes its
     share of the routed tokens (FLOPs / tp); it holds E / ep experts, of which those touched by
     the ep x T x top_k assignments of its EP group are read. ``none``: replicated.
+
+    ``tile`` (the Tensor-engine array size, 0 for none): matmul FLOPs of ops that record the
+    width TP splits (``Op.tp_width``: the FFN) are inflated by ``tile_padding(tp_width / tp)``.
     """
     m = g.model
     tp = plan.tp
@@ -204,6 +224,8 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision) -> RankWork
         w = w / expected_experts_touched(assignments, E, k) * local / tp
         flops, a = flops / tp, a / tp
         rows = assignments * plan.ep / E  # tokens per expert
+    if op.tp_width and op.shard in ("tp", "ep"):
+        flops *= tile_padding(op.tp_width / tp, tile)
     byts = w * prec.weight_bytes + a * prec.act_bytes
     return RankWork(op, flops, byts, kv * prec.kv_bytes, max(rows, 1.0), scores)
 
@@ -250,15 +272,17 @@ def pass_time(
     plan = ParallelPlan(
         tp=tp, dp=ep, ep=ep, sequence_parallel=sequence_parallel, ranks_per_chip=ranks_per_chip
     )
+    # Tensor-engine tile of Trainium chips (chips without a NeuronCore spec: no tile padding).
+    tile = chip.core.tensor.rows if chip.core is not None else 0
     by_kind: dict[str, float] = {}
     layers = 0.0
     n_ops = 0
     for grp in g.groups:
         for op in grp.ops:
-            t = cm.op_time(rank_work(op, g, plan, prec), chip, prec, eff) * grp.count
+            t = cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) * grp.count
             by_kind[op.kind] = by_kind.get(op.kind, 0.0) + t
             layers += t
             n_ops += grp.count
-    pre = sum(cm.op_time(rank_work(op, g, plan, prec), chip, prec, eff) for op in g.pre)
-    post = sum(cm.op_time(rank_work(op, g, plan, prec), chip, prec, eff) for op in g.post)
+    pre = sum(cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) for op in g.pre)
+    post = sum(cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) for op in g.post)
     return PassTime(layers, pre, post, tuple(sorted(by_kind.items())), n_ops / g.model.n_layers)

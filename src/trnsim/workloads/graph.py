@@ -62,6 +62,9 @@ class Op:
     ``flops``: matmul-engine FLOPs (2 per MAC); ``vector_elems``: elements the vector/scalar
     engines process (softmax, norms, activations); ``weight_elems``: parameters read;
     ``act_elems``: activation elements read plus written; ``kv_elems``: KV-cache elements read.
+    ``tp_width``: for matmuls whose weight tensor parallelism splits along one hidden dimension
+    (the FFN width), that dimension's full size (0: not recorded); a rank holds
+    ``tp_width / tp`` of it, which the compute model rounds up to the Tensor-engine tile.
     """
 
     name: str
@@ -72,6 +75,7 @@ class Op:
     act_elems: float = 0.0
     kv_elems: float = 0.0
     vector_elems: float = 0.0
+    tp_width: int = 0
 
     def bytes(self, weight_bytes: float, act_bytes: float, kv_bytes: float) -> float:
         """Bytes moved to and from HBM at the given element sizes."""
@@ -285,6 +289,7 @@ def _ffn_ops(m: ModelArgs, tokens: int, moe: bool) -> list[Op]:
                 flops=2 * toks * up,
                 weight_elems=up * wscale,
                 act_elems=toks * (d + up // d),
+                tp_width=f,
             ),
             Op(
                 f"{prefix}_act",
@@ -300,6 +305,7 @@ def _ffn_ops(m: ModelArgs, tokens: int, moe: bool) -> list[Op]:
                 flops=2 * toks * f * d,
                 weight_elems=f * d * wscale,
                 act_elems=toks * (f + d),
+                tp_width=f,
             ),
         ]
 
