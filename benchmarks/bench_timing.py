@@ -65,7 +65,7 @@ def main() -> None:
     cp = load_kernel_file(EXAMPLES / "hbm_copy.py")
     (src,) = cp.make_inputs(rows=8192, cols=4096, empty=True)
     print("### Pure HBM copy (8192 x 4096 bf16 through SBUF, 64 MiB read + 64 MiB written)\n")
-    print("| core | latency | achieved | DMA bound | HBM share | MBU |")
+    print("| core | latency | achieved | DMA bound (x efficiency) | MBU reference | MBU |")
     print("|---|---:|---:|---:|---:|---:|")
     for g in ("gen2", "gen3", "gen4"):
         p = profile_kernel(cp.hbm_copy, src, target=g)
