@@ -12,16 +12,17 @@ import time
 from pathlib import Path
 
 from trnsim.core import calibration
-from trnsim.core.benchmark import load_kernel_file, profile_kernel, record
 from trnsim.core.costs import DmaModel
 from trnsim.core.timing import schedule
 from trnsim.hw import core
+from trnsim.nki.benchmark import profile_kernel, record
+from trnsim.nki.kernelfile import load_module
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "kernels" / "timing"
 
 
 def main() -> None:
-    mt = load_kernel_file(EXAMPLES / "matmul_tutorial.py")
+    mt = load_module(str(EXAMPLES / "matmul_tutorial.py"))
     M, K, N = calibration.SHAPE
     lhsT, rhs = mt.make_inputs(M=M, K=K, N=N, empty=True)
     streams, rec_s = {}, {}
@@ -62,7 +63,7 @@ def main() -> None:
         f"\nWell-blocked bf16 matmul on v4: {p4.flops_per_s / 1e12:.1f} TFLOP/s = "
         f"{p4.mfu:.1%} of the {p4.peak_flops / 1e12:.1f} TFLOP/s peak (target >= 85%).\n"
     )
-    cp = load_kernel_file(EXAMPLES / "hbm_copy.py")
+    cp = load_module(str(EXAMPLES / "hbm_copy.py"))
     (src,) = cp.make_inputs(rows=8192, cols=4096, empty=True)
     print("### Pure HBM copy (8192 x 4096 bf16 through SBUF, 64 MiB read + 64 MiB written)\n")
     print("| core | latency | achieved | DMA bound (x efficiency) | MBU reference | MBU |")

@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 from trnsim.core import calibration
-from trnsim.core.benchmark import load_kernel_file, profile_kernel, record
 from trnsim.core.costs import DmaModel
 from trnsim.core.timing import schedule
 from trnsim.hw import core
+from trnsim.nki.benchmark import profile_kernel, record
+from trnsim.nki.kernelfile import load_module
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "kernels" / "timing"
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    return load_kernel_file(EXAMPLES / "matmul_tutorial.py")
+    return load_module(str(EXAMPLES / "matmul_tutorial.py"))
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_newer_generations_are_not_slower_on_dma_bound_variants(streams):
 
 @pytest.mark.parametrize("target", ["gen2", "gen4"])
 def test_hbm_copy_is_bounded_by_dma_and_hbm_bandwidth(target):
-    copy = load_kernel_file(EXAMPLES / "hbm_copy.py")
+    copy = load_module(str(EXAMPLES / "hbm_copy.py"))
     (src,) = copy.make_inputs(rows=8192, cols=4096, empty=True)
     p = profile_kernel(copy.hbm_copy, src, target=target)
     moved = dict(p.bytes_by_memory)["hbm"]

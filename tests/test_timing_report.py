@@ -9,8 +9,9 @@ import pytest
 
 from test_timing_costs import copy, load, matmul
 from trnsim.cli.main import main
-from trnsim.core.benchmark import benchmark, load_kernel_file
 from trnsim.core.timing import schedule
+from trnsim.nki.benchmark import benchmark
+from trnsim.nki.kernelfile import load_module
 from trnsim.report.perfetto import write_trace
 from trnsim.report.timeline import write_timeline
 
@@ -42,7 +43,7 @@ def test_timeline_png_is_written(profile, tmp_path):
 
 
 def test_benchmark_returns_the_modelled_latency():
-    mod = load_kernel_file(EXAMPLES / "matmul_tutorial.py")
+    mod = load_module(str(EXAMPLES / "matmul_tutorial.py"))
     lhsT, rhs = mod.make_inputs(M=2048, K=1024, N=1024, empty=True)
     t2 = benchmark(mod.optimized, lhsT, rhs, target="gen2")
     t4 = benchmark(mod.optimized, lhsT, rhs, target="trn3")

@@ -24,21 +24,12 @@ from trnsim.core.profile import Profile
 from trnsim.core.timing import schedule
 from trnsim.errors import ConfigError
 
-TARGETS = {
-    "gen2": "gen2",
-    "gen3": "gen3",
-    "gen4": "gen4",
-    "trn1": "gen2",
-    "trn2": "gen3",
-    "trn3": "gen4",
-}
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="kernel file (the 'trnsim run' convention)")
     parser.add_argument(
         "--target",
-        choices=sorted(TARGETS),
+        choices=["gen2", "gen3", "gen4", "trn1", "trn2", "trn3"],
         default="gen4",
         help="NeuronCore generation (default gen4)",
     )
@@ -116,14 +107,15 @@ def profile_file(
     active_cores: int | None = None,
 ) -> tuple[str, Profile]:
     """Load a kernel file, run its kernel (timing-only unless ``functional``), time it."""
-    from trnsim import nki
     from trnsim.nki.kernelfile import load_module, pick_kernel
+    from trnsim.nki.simulate import resolve_target
+    from trnsim.nki.simulate import run as run_kernel
 
     mod = load_module(path)
     name, k = pick_kernel(mod, kernel)
     args = inputs_for(mod, name, seed, kwargs or {})
-    tgt = TARGETS.get(target, target)
-    res = nki.run(k, *args, target=tgt, functional=functional)
+    tgt = resolve_target(target)
+    res = run_kernel(k, *args, target=tgt, functional=functional)
     return name, schedule(res.instructions, tgt, active_cores=active_cores)
 
 

@@ -22,7 +22,7 @@ The model (a list scheduler over the recorded stream, in program order):
   see ``costs.dma_cost``).
 - ``core_barrier`` / ``sendrecv`` wait for every earlier instruction.
 
-This module only reads ``Instruction`` records; ``benchmark`` (``trnsim.core.benchmark``) runs
+This module only reads ``Instruction`` records; ``benchmark`` (``trnsim.nki.benchmark``) runs
 a kernel in timing-only mode to get them. The per-instruction work is O(overlapping regions)
 with dictionary lookups, so streams of 10^5-10^6 instructions time in seconds.
 """
