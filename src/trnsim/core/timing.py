@@ -270,39 +270,25 @@ def _schedule(
     b_hbm = b_sbuf = b_psum = 0
     for idx, ins in enumerate(instrs):
         # ---- operands -> (region, shape signature); the cost of this shape ----------------
-        src_ids = []
+        src_ids: list[int] = []
+        dst_ids: list[int] = []
         ckey = [ins.opcode._value_, ins.engine._value_, ins.attrs]
-        for o in ins.src:
-            k = (
-                o.role,
-                o.memory,
-                o.dtype,
-                o.itemsize,
-                o.core,
-                o.partition,
-                o.offset,
-                o.partition_pattern,
-                o.pattern,
-            )
-            inf = get_info(k) or info_of(o, k)
-            src_ids.append(inf[0])
-            ckey.append(inf[1])
-        dst_ids = []
-        for o in ins.dst:
-            k = (
-                o.role,
-                o.memory,
-                o.dtype,
-                o.itemsize,
-                o.core,
-                o.partition,
-                o.offset,
-                o.partition_pattern,
-                o.pattern,
-            )
-            inf = get_info(k) or info_of(o, k)
-            dst_ids.append(inf[0])
-            ckey.append(inf[1])
+        for operands, ids in ((ins.src, src_ids), (ins.dst, dst_ids)):
+            for o in operands:
+                k = (
+                    o.role,
+                    o.memory,
+                    o.dtype,
+                    o.itemsize,
+                    o.core,
+                    o.partition,
+                    o.offset,
+                    o.partition_pattern,
+                    o.pattern,
+                )
+                inf = get_info(k) or info_of(o, k)
+                ids.append(inf[0])
+                ckey.append(inf[1])
         ckey = tuple(ckey)
         entry = get_cost(ckey)
         if entry is None:
