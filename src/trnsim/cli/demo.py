@@ -17,10 +17,11 @@ from rich.rule import Rule
 # (title, "module:function") in tour order.
 SECTIONS: list[tuple[str, str]] = [
     ("Hardware catalog", "trnsim.cli.demo_hw:section"),
-    ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
+    ("Number formats: MX, stochastic rounding, sparsity", "trnsim.cli.demo_numerics:section"),
     ("NKI kernels on the emulated NeuronCore", "trnsim.cli.demo_kernels:section"),
-    ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
     ("Timing model and profiles", "trnsim.cli.demo_timing:section"),
+    ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
+    ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
 ]
 
 
