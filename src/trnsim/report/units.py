@@ -1,15 +1,9 @@
-"""Human-readable units for tables (code and JSON stay SI), and parsing of sizes people type."""
+"""Human-readable units for tables (code and JSON stay SI)."""
 
 from __future__ import annotations
 
-import re
-
-from trnsim.errors import ConfigError
-
 _DECIMAL = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 _SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
-_BINARY_SIZES = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20}
-_BINARY_SIZES |= {"gi": 2**30, "ti": 2**40}
 
 
 def pretty(value: float | int | str | bool | None, unit: str = "", digits: int = 4) -> str:
@@ -31,16 +25,3 @@ def pretty(value: float | int | str | bool | None, unit: str = "", digits: int =
         if mag >= div:
             return f"{value / div:.{digits}g} {prefix}{unit}"
     return f"{value:.{digits}g} {unit}"
-
-
-def parse_size(text: str | int | float) -> int:
-    """``"1GiB" -> 1073741824``, ``"64KB" -> 64000``, ``"1e6" -> 1000000`` (bytes)."""
-    if isinstance(text, int | float):
-        return int(text)
-    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kmgt]i?)?b?\s*", text.lower())
-    if not m:
-        raise ConfigError(
-            f"cannot read size {text!r}: expected a number with an optional unit "
-            "(B, KB, MB, GB, KiB, MiB, GiB, TiB), e.g. 64KiB or 1e6"
-        )
-    return int(float(m.group(1)) * _BINARY_SIZES[m.group(2) or ""])
