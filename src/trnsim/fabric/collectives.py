@@ -418,23 +418,33 @@ def units(g: Group) -> list[LevelView]:
     return sorted(out, key=lambda v: -v.ring_bw)
 
 
-def _hierarchical(op: str, g: Group, m: float) -> list[Step]:
-    stages = units(g)
-    subs = [Group(g.system, lv.n, g.placement, (replace(lv, inner=1),)) for lv in stages]
+def hierarchical_plan(op: str, fanouts: list[int], m: float) -> list[tuple[str, int, float]]:
+    """The stages of a hierarchical collective as (sub-op, stage index, bytes per rank).
+
+    All-reduce = reduce-scatter inner to outer (each stage on 1/n of the previous size), then
+    all-gather back outer to inner; all-to-all and broadcast move the full size at every stage.
+    Shared by the closed form and the flow simulator so both time the same schedule.
+    """
     sizes, inner = [], 1
-    for lv in stages:
+    for n in fanouts:
         sizes.append(m / inner)
-        inner *= lv.n
-    forward = list(range(len(subs)))
-    plan = {
+        inner *= n
+    forward = list(range(len(fanouts)))
+    order = {
         "all-reduce": [("reduce-scatter", i) for i in forward]
         + [("all-gather", i) for i in reversed(forward)],
         "reduce-scatter": [(op, i) for i in forward],
         "all-gather": [(op, i) for i in reversed(forward)],
     }.get(op, [(op, i) for i in forward])
+    full = op in ("all-to-all", "broadcast")
+    return [(sub_op, i, m if full else sizes[i]) for sub_op, i in order]
+
+
+def _hierarchical(op: str, g: Group, m: float) -> list[Step]:
+    stages = units(g)
+    subs = [Group(g.system, lv.n, g.placement, (replace(lv, inner=1),)) for lv in stages]
     steps: list[Step] = []
-    for sub_op, i in plan:
-        size = m if op in ("all-to-all", "broadcast") else sizes[i]
+    for sub_op, i, size in hierarchical_plan(op, [lv.n for lv in stages], m):
         algo = rule(sub_op, size, 1)
         steps += FLAT[algo](sub_op, subs[i], size)
     return steps

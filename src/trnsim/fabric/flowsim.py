@@ -30,6 +30,7 @@ from trnsim.fabric.collectives import (
     Step,
     canonical_algo,
     canonical_op,
+    hierarchical_plan,
     resolve_system,
     rule,
     units,
@@ -209,21 +210,9 @@ def phases(
             f"(fan-outs {[lv.n for lv in g.levels]} multiply to {g.fanout_product})"
         )
     stages = units(g)
-    sizes, inner = [], 1
-    for lv in stages:
-        sizes.append(nbytes / inner)
-        inner *= lv.n
-    fwd = list(range(len(stages)))
-    plan = {
-        "all-reduce": [("reduce-scatter", i) for i in fwd]
-        + [("all-gather", i) for i in reversed(fwd)],
-        "reduce-scatter": [(op, i) for i in fwd],
-        "all-gather": [(op, i) for i in reversed(fwd)],
-    }.get(op, [(op, i) for i in fwd])
     out: list[Phase] = []
-    for sub_op, i in plan:
+    for sub_op, i, size in hierarchical_plan(op, [lv.n for lv in stages], nbytes):
         lv = stages[i]
-        size = nbytes if op in ("all-to-all", "broadcast") else sizes[i]
         sub_algo = rule(sub_op, size, 1)
         pattern = local_pattern(sub_op, sub_algo, lv.n, size)
         out += _lift(pattern, ranks, lv.n, lv.inner, f"{sub_op}@{lv.name}")
