@@ -56,6 +56,26 @@ def default_chips(system_name: str) -> int:
     return s.chips if s.chips <= 144 else DEFAULT_CHIPS
 
 
+def _none_fits(name: str, chip: str, chips: int, assumptions: list[str]) -> CompareRow:
+    """The row of a system on which no plan of the workload fits in HBM."""
+    return CompareRow(
+        name,
+        chip,
+        chips,
+        "none fits",
+        False,
+        0.0,
+        0.0,
+        None,
+        None,
+        None,
+        None,
+        None,
+        0.0,
+        assumptions,
+    )
+
+
 def compare(
     model: str,
     mode: Literal["train", "infer"] = "train",
@@ -98,24 +118,7 @@ def compare(
                 eff=eff,
             )
             if not res.top:
-                rows.append(
-                    CompareRow(
-                        name,
-                        sysm.chip.name,
-                        n,
-                        "none fits",
-                        False,
-                        0.0,
-                        0.0,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        0.0,
-                        res.notes + common,
-                    )
-                )
+                rows.append(_none_fits(name, sysm.chip.name, n, res.notes + common))
                 continue
             e = res.top[0]
             c = run_cost(sysm.chip, n, 1e6 / e.tokens_per_s, ci)
@@ -150,24 +153,7 @@ def compare(
                 cost_inputs=ci,
             )
             if not res.top:
-                rows.append(
-                    CompareRow(
-                        name,
-                        sysm.chip.name,
-                        n,
-                        "none fits",
-                        False,
-                        0.0,
-                        0.0,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        0.0,
-                        res.notes + common,
-                    )
-                )
+                rows.append(_none_fits(name, sysm.chip.name, n, res.notes + common))
                 continue
             e = res.top[0]
             rows.append(
