@@ -91,6 +91,18 @@ _TENSOR_SRC = {
 }
 
 
+def _core_sources(guide: str, sbuf: str, psum: str) -> dict[str, str]:
+    """Sources of a CoreSpec's own figures: the generation's guide, unless SBUF/PSUM say else."""
+    return {
+        "generation": guide,
+        "partitions": guide,
+        "sbuf_bytes": sbuf,
+        "psum_bytes": psum,
+        "psum_banks": guide,
+        "min_ii_cycles": S.NEURON_ISA_DOCS + " (MIN_II ~ 64 cycles)",
+    }
+
+
 def _tensor_sources(guide: str) -> dict[str, str]:
     return {k: v or guide for k, v in _TENSOR_SRC.items()}
 
@@ -121,14 +133,11 @@ NEURONCORE_V2 = CORES.register(
         scalar=_engine("scalar", 1.4 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
         gpsimd=_engine("gpsimd", 1.4 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
         dma=_dma(17 * GB, 27.2 * GB, "v2 arch guide: 27 GiB/s"),
-        sources={
-            "generation": S.NEURON_V2_GUIDE,
-            "partitions": S.NEURON_V2_GUIDE,
-            "sbuf_bytes": S.NEURON_V2_GUIDE + " (24 MiB = 192 KiB x 128)",
-            "psum_bytes": S.NEURON_V2_GUIDE + " (2 MiB = 8 banks x 2 KiB x 128)",
-            "psum_banks": S.NEURON_V2_GUIDE,
-            "min_ii_cycles": S.NEURON_ISA_DOCS + " (MIN_II ~ 64 cycles)",
-        },
+        sources=_core_sources(
+            S.NEURON_V2_GUIDE,
+            sbuf=S.NEURON_V2_GUIDE + " (24 MiB = 192 KiB x 128)",
+            psum=S.NEURON_V2_GUIDE + " (2 MiB = 8 banks x 2 KiB x 128)",
+        ),
         notes={
             "scalar": "neuron-core-v2.rst quotes ScalarE 2.9 / VectorE 2.3 TFLOPS FP32, which do "
             "not fit 128 lanes at these clocks; not used",
@@ -168,14 +177,11 @@ NEURONCORE_V3 = CORES.register(
         scalar=_engine("scalar", 1.2 * GHZ, 128, 128, 1.2 * TFLOPS, S.NEURON_V3_GUIDE),
         gpsimd=_engine("gpsimd", 1.2 * GHZ, 128, 128, None, S.NEURON_V3_GUIDE),
         dma=_dma(23 * GB, 27.2 * GB, "theoretical"),
-        sources={
-            "generation": S.NEURON_V3_GUIDE,
-            "partitions": S.NEURON_V3_GUIDE,
-            "sbuf_bytes": S.NEURON_V3_GUIDE + " (28 MiB = 224 KiB x 128)",
-            "psum_bytes": S.NEURON_V3_GUIDE,
-            "psum_banks": S.NEURON_V3_GUIDE,
-            "min_ii_cycles": S.NEURON_ISA_DOCS + " (MIN_II ~ 64 cycles)",
-        },
+        sources=_core_sources(
+            S.NEURON_V3_GUIDE,
+            sbuf=S.NEURON_V3_GUIDE + " (28 MiB = 224 KiB x 128)",
+            psum=S.NEURON_V3_GUIDE,
+        ),
     ),
     aliases=("v3", "gen3", "nc-v3"),
 )
@@ -233,14 +239,11 @@ NEURONCORE_V4 = CORES.register(
         dma=_dma(33 * GB, 38.4 * GB, "theoretical"),
         supports_mx=True,
         supports_bf16_psum=True,
-        sources={
-            "generation": S.NEURON_V4_GUIDE,
-            "partitions": S.NEURON_V4_GUIDE,
-            "sbuf_bytes": S.SEED_SPECS + " (32 MiB SRAM per NeuronCore-v4)",
-            "psum_bytes": S.SEED_SPECS + " (2 MiB PSUM per core)",
-            "psum_banks": S.NEURON_V4_GUIDE,
-            "min_ii_cycles": S.NEURON_ISA_DOCS + " (MIN_II ~ 64 cycles)",
-        },
+        sources=_core_sources(
+            S.NEURON_V4_GUIDE,
+            sbuf=S.SEED_SPECS + " (32 MiB SRAM per NeuronCore-v4)",
+            psum=S.SEED_SPECS + " (2 MiB PSUM per core)",
+        ),
     ),
     aliases=("v4", "gen4", "nc-v4"),
 )
