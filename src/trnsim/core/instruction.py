@@ -1,23 +1,27 @@
-"""The recorded instruction: one frozen, slotted node per executed ISA instruction.
+"""The recorded instruction: one immutable node per executed ISA instruction.
 
 The core appends one ``Instruction`` per executed instruction to ``NeuronCore.record``; the
 timing model reads that list without re-running the kernel. Operands are plain descriptors
 (``Operand``): memory kind, core, start address, the partition range and the free-dim access
 pattern ``[[stride, size], ...]`` in elements, and the format name. No NumPy arrays, no
 references to live storage: instructions are hashable and usable as cache keys.
+
+Both are ``NamedTuple``s rather than frozen dataclasses: immutable, structurally equal and
+hashable all the same, but built by ``tuple.__new__`` (about 4x cheaper than a frozen
+dataclass's ``__init__``), which matters at one or two per executed instruction (timing-only
+recording runs at tens of thousands of instructions per second; ``benchmarks/bench_timing.py``).
+The timing model also uses an ``Operand`` itself as a dictionary key.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import prod
-from typing import Any
+from typing import Any, NamedTuple
 
 from trnsim.core.isa import Engine, Op
 
 
-@dataclass(frozen=True, slots=True)
-class Operand:
+class Operand(NamedTuple):
     """Where one operand of an instruction lives and how it is walked.
 
     ``memory``: ``"hbm"``, ``"sbuf"`` or ``"psum"``. ``core``: the NeuronCore that owns the
@@ -61,8 +65,7 @@ class Operand:
         return self.pattern[-1][0] * self.itemsize if self.pattern else self.itemsize
 
 
-@dataclass(frozen=True, slots=True)
-class Instruction:
+class Instruction(NamedTuple):
     """One executed instruction. ``attrs`` holds the non-tensor arguments as sorted pairs."""
 
     opcode: Op

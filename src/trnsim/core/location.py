@@ -12,12 +12,29 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../sr
 _SKIP = (_PKG_DIR + os.sep, "<frozen ")
 
 
+_INSIDE: dict[str, bool] = {}
+"""Per file name: whether its frames are skipped (trnsim's own code, frozen or importlib)."""
+
+
+def _inside(filename: str) -> bool:
+    inside = filename.startswith(_SKIP) or "importlib" in filename
+    _INSIDE[filename] = inside
+    return inside
+
+
 def kernel_location() -> tuple[str, int]:
-    """(file, line) of the innermost frame outside the trnsim package (the kernel's own line)."""
+    """(file, line) of the innermost frame outside the trnsim package (the kernel's own line).
+
+    Captured eagerly for every instruction (a frame's line moves on), so the walk is kept
+    cheap: one dictionary lookup per frame."""
     frame = sys._getframe(1)
+    known = _INSIDE.get
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP) and "importlib" not in filename:
+        inside = known(filename)
+        if inside is None:
+            inside = _inside(filename)
+        if not inside:
             return filename, frame.f_lineno
         frame = frame.f_back  # type: ignore[assignment]
     return "<unknown>", 0

@@ -1,7 +1,8 @@
 """A NeuronCore executing instructions for a target generation, recording the stream.
 
-``NeuronCore.execute(op, dst, src, attrs)`` checks the rules (``trnsim.core.rules``), appends
-one ``Instruction`` to ``record``, and (unless ``functional=False``, a timing-only run that
+``NeuronCore.execute(op, dst, src, attrs)`` checks the rules (``trnsim.core.rules``; a
+signature that passed once is not re-checked, see ``rules.Checker``), appends one
+``Instruction`` to ``record``, and (unless ``functional=False``, a timing-only run that
 skips the data) runs the executor of the op: decode the operands to float32, call the
 semantics function (``trnsim.core.semantics``, the specification), cast on write through
 ``trnsim.numerics`` with the run's rounding mode ("rne", or "stochastic" like
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -21,8 +23,8 @@ from trnsim.core import semantics as S
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
-from trnsim.core.memory import PSUM, SBUF, Hbm, OnChipMemory, Storage, View
-from trnsim.core.rules import Call, check
+from trnsim.core.memory import PSUM, SBUF, Hbm, OnChipMemory, Storage, View, user_dtype
+from trnsim.core.rules import Call, Checker
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format
 
@@ -73,6 +75,8 @@ class NeuronCore:
         self.vector_acc: np.ndarray | None = None
         self.record: list[Instruction] = []
         self.lock = threading.Lock()
+        self.checker = Checker()
+        self.sbuf.fill_sentinel = self.psum.fill_sentinel = functional
 
     # ---- allocation -----------------------------------------------------------------------
 
@@ -92,17 +96,18 @@ class NeuronCore:
         if memory in (SBUF, PSUM):
             if not shape:
                 shape = (1,)
-            free = int(np.prod(shape[1:], dtype=np.int64))
+            free = prod(shape[1:])
             mem = self.sbuf if memory == SBUF else self.psum
             alloc = mem.allocate(shape[0], free * isz, align=isz, name=name, address=address)
             storage = Storage(alloc, fmt, shape)
             strides = (1, *_c_strides(shape[1:]))
         else:
-            n = int(np.prod(shape, dtype=np.int64))
+            n = prod(shape)
             alloc = self.hbm.allocate(n * isz, name=name)
             storage = Storage(alloc, fmt, shape)
             strides = _c_strides(shape)
-        return View(storage, shape, strides, 0, 0, fmt)
+        # a fresh allocation is in bounds by construction
+        return View.trusted(storage, shape, strides, 0, 0, fmt, user_dtype(fmt), True)
 
     # ---- execution ------------------------------------------------------------------------
 
@@ -120,19 +125,16 @@ class NeuronCore:
             allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
             raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
         call = Call(op, chosen, dst, src, attrs, self.spec)
-        check(call)
+        dst_ops = tuple([v.operand(r) for r, v in dst.items()])
+        src_ops = tuple([v.operand(r) for r, v in src.items()])
+        frozen = _freeze_attrs(attrs)
+        signature: tuple = (op, chosen, frozen)
+        for o in dst_ops + src_ops:  # the operands without their byte offsets (rules.Checker)
+            signature += o[:6] + o[7:]
+        self.checker.check(call, signature)
         file, line = kernel_location()
         self.record.append(
-            Instruction(
-                op,
-                chosen,
-                tuple(v.operand(r) for r, v in dst.items()),
-                tuple(v.operand(r) for r, v in src.items()),
-                tuple(sorted((k, _freeze(v)) for k, v in attrs.items())),
-                file,
-                line,
-                self.index,
-            )
+            Instruction(op, chosen, dst_ops, src_ops, frozen, file, line, self.index)
         )
         if self.functional:
             EXECUTORS[op](self, call)
@@ -188,6 +190,34 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= d
     return tuple(reversed(strides))
+
+
+_PLAIN = frozenset({bool, int, float, str, type(None)})
+
+
+_FROZEN: dict[tuple, tuple[tuple[str, Any], ...]] = {}
+"""Memo of ``_freeze_attrs`` keyed by the items and their types (so True, 1 and 1.0 stay
+apart); unhashable attributes (lists, arrays) skip it."""
+_FROZEN_MAX = 4096
+
+
+def _freeze_attrs(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The attributes as sorted ``(name, value)`` pairs with hashable values."""
+    items = tuple(attrs.items())
+    key = (items, tuple([type(v) for v in attrs.values()]))
+    try:
+        return _FROZEN[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable value
+        key = None
+    plain = _PLAIN
+    frozen = tuple(sorted([(k, v if type(v) in plain else _freeze(v)) for k, v in items]))
+    if key is not None:
+        if len(_FROZEN) >= _FROZEN_MAX:
+            _FROZEN.clear()
+        _FROZEN[key] = frozen
+    return frozen
 
 
 def _freeze(v: Any) -> Any:

@@ -19,8 +19,6 @@
 
 from __future__ import annotations
 
-import bisect
-import weakref
 from math import prod
 from typing import Any
 
@@ -100,6 +98,8 @@ class OnChipMemory:
         self.bytes_per_partition = bytes_per_partition
         self.bank_bytes = bank_bytes
         self.generation_name = generation_name
+        # False in a timing-only run: no data moves, so nothing can read the sentinel.
+        self.fill_sentinel = True
         # Not filled here: ``allocate`` fills each new rectangle with the sentinel (and views
         # never reach outside live allocations), so untouched pages are never faulted in.
         self.data = np.empty((partitions, bytes_per_partition), dtype=np.uint8)
@@ -180,30 +180,35 @@ class OnChipMemory:
                 )
         alloc = Allocation(self, pstart, partitions, offset, nbytes, name)
         self.live.append(alloc)
-        rows = slice(pstart, pstart + partitions)
-        cols = slice(offset, offset + nbytes)
-        self.data[rows, cols] = SENTINEL_BYTE
-        if self.acc is not None:
-            self.acc[rows, cols] = 0
+        if self.fill_sentinel:
+            rows = slice(pstart, pstart + partitions)
+            cols = slice(offset, offset + nbytes)
+            self.data[rows, cols] = SENTINEL_BYTE
+            if self.acc is not None:
+                self.acc[rows, cols] = 0
         return alloc
 
     def _first_fit(self, pstart: int, partitions: int, nbytes: int, align: int) -> int | None:
+        """The lowest ``align``-aligned byte offset where ``nbytes`` fit beside the live
+        allocations sharing a partition with ``[pstart, pstart + partitions)``: one sweep over
+        their byte spans sorted by start (spans of different partitions may overlap)."""
+        pend = pstart + partitions
         spans = sorted(
-            (a.byte_offset, a.byte_offset + a.nbytes)
-            for a in self.live
-            if a.partition_start < pstart + partitions and pstart < a.partition_start + a.partitions
+            [
+                (a.byte_offset, a.byte_offset + a.nbytes)
+                for a in self.live
+                if a.partition_start < pend and pstart < a.partition_start + a.partitions
+            ]
         )
         cursor = 0
-        starts = [s for s, _ in spans]
-        while True:
+        for start, end in spans:
             cursor = -(-cursor // align) * align
-            if cursor + nbytes > self.bytes_per_partition:
-                return None
-            i = bisect.bisect_left(starts, cursor + nbytes)
-            clash = [end for s, end in spans[:i] if end > cursor]
-            if not clash:
-                return cursor
-            cursor = max(clash)
+            if cursor + nbytes <= start:
+                break  # fits in the gap before this span (later spans start later)
+            if end > cursor:
+                cursor = end
+        cursor = -(-cursor // align) * align
+        return None if cursor + nbytes > self.bytes_per_partition else cursor
 
     def free(self, alloc: Allocation) -> None:
         if alloc.live:
@@ -263,7 +268,9 @@ def _kib(n: int) -> str:
 
 
 class Storage:
-    """Owner of one allocation; frees it when the last view referencing it goes away."""
+    """Owner of one allocation; frees it when the last view referencing it goes away
+    (``__del__``: deterministic under CPython reference counting, and cheaper per allocation
+    than a ``weakref.finalize``)."""
 
     __slots__ = ("__weakref__", "alloc", "fmt", "shape")
 
@@ -271,7 +278,10 @@ class Storage:
         self.alloc = alloc
         self.fmt = fmt
         self.shape = shape
-        weakref.finalize(self, alloc.memory.free, alloc)
+
+    def __del__(self) -> None:
+        alloc = self.alloc
+        alloc.memory.free(alloc)
 
 
 class View:
@@ -280,9 +290,24 @@ class View:
     On SBUF/PSUM, dim 0 is the partition dim: ``p0`` is its first partition (relative to the
     allocation) and ``strides[0]`` its step in partitions; ``offset`` is the element offset
     within a partition. In HBM ``p0`` is 0 and ``offset`` is the flat element offset.
+
+    ``inbounds`` is True once the view is known to lie inside its allocation (a fresh
+    allocation, a passed ``check_bounds``, or a slice of such a view): instructions re-check
+    only views without it. ``_operand`` caches the last ``operand()`` descriptor (views are
+    immutable).
     """
 
-    __slots__ = ("dtype", "fmt", "offset", "p0", "shape", "storage", "strides")
+    __slots__ = (
+        "_operand",
+        "dtype",
+        "fmt",
+        "inbounds",
+        "offset",
+        "p0",
+        "shape",
+        "storage",
+        "strides",
+    )
 
     def __init__(
         self,
@@ -300,7 +325,35 @@ class View:
         self.offset = int(offset)
         self.p0 = int(p0)
         self.fmt = fmt if fmt is not None else storage.fmt
-        self.dtype = dtype if dtype is not None else _user_dtype(self.fmt)
+        self.dtype = dtype if dtype is not None else user_dtype(self.fmt)
+        self.inbounds = False
+        self._operand: Operand | None = None
+
+    @classmethod
+    def trusted(
+        cls,
+        storage: Storage,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+        p0: int,
+        fmt: Format,
+        dtype: Any,
+        inbounds: bool,
+    ) -> Any:
+        """Build a view from already-normalised parts (int tuples, a Format and its user
+        dtype) without the constructor's conversions: the per-slice fast path."""
+        v = object.__new__(cls)
+        v.storage = storage
+        v.shape = shape
+        v.strides = strides
+        v.offset = offset
+        v.p0 = p0
+        v.fmt = fmt
+        v.dtype = dtype
+        v.inbounds = inbounds
+        v._operand = None
+        return v
 
     # ---- facts ----------------------------------------------------------------------------
 
@@ -334,18 +387,25 @@ class View:
 
     def check_bounds(self) -> None:
         """Raise an out-of-bounds KernelError if any element lies outside the allocation."""
-        if self.size == 0:
+        if self.inbounds:
+            return
+        if 0 in self.shape:
+            self.inbounds = True
             return
         alloc = self.storage.alloc
+        on_chip = alloc.kind != HBM
         lo = hi = self.offset
-        dims = self.shape[1:] if self.on_chip else self.shape
-        strides = self.strides[1:] if self.on_chip else self.strides
+        dims = self.shape[1:] if on_chip else self.shape
+        strides = self.strides[1:] if on_chip else self.strides
         for size, stride in zip(dims, strides, strict=True):
             span = (size - 1) * stride
-            lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
-        limit = self.row_elems() if self.on_chip else alloc.nbytes // self.itemsize
+            if span < 0:
+                lo += span
+            else:
+                hi += span
+        limit = alloc.nbytes // self.fmt.dtype.itemsize
         bad = lo < 0 or hi >= limit
-        if self.on_chip and not bad and self.shape:
+        if on_chip and not bad and self.shape:
             plo = self.p0
             phi = self.p0 + (self.shape[0] - 1) * self.strides[0]
             bad = min(plo, phi) < 0 or max(plo, phi) >= alloc.partitions
@@ -362,6 +422,7 @@ class View:
                 f"0..{limit - 1} (shape {list(self.shape)}, strides {list(self.strides)}, "
                 f"offset {self.offset})",
             )
+        self.inbounds = True
 
     # ---- data -----------------------------------------------------------------------------
 
@@ -397,8 +458,16 @@ class View:
     # ---- descriptor -----------------------------------------------------------------------
 
     def operand(self, role: str) -> Operand:
+        """The record's descriptor of this view as operand ``role`` (cached per view)."""
+        op = self._operand
+        if op is not None and op.role == role:
+            return op
+        op = self._operand = self._describe(role)
+        return op
+
+    def _describe(self, role: str) -> Operand:
         alloc = self.storage.alloc
-        isz = self.itemsize
+        isz = self.fmt.dtype.itemsize
         if alloc.kind == HBM:
             pat = tuple(zip(self.strides, self.shape, strict=True))
             return Operand(
@@ -449,7 +518,7 @@ def _strided(
         return as_strided(typed, shape, strides, writeable=True).view(dtype)
 
 
-def _user_dtype(fmt: Format) -> Any:
+def user_dtype(fmt: Format) -> Any:
     """The dtype a kernel sees: the NumPy dtype, or the Format for tf32 and packed x4 types."""
     if fmt.kind == "packed" or fmt.name == "tfloat32":
         return fmt

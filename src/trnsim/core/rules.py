@@ -5,6 +5,13 @@ applies to, and a check returning ``None`` or the message with the offending val
 limit comes from the target's ``CoreSpec`` (``trnsim.hw``). Sources: the per-instruction
 docstrings (``nki/api/nki/isa/__init__.py``) and the architecture guides (nki-notes.md 1.4,
 4.2, 5).
+
+The rule contract (what makes the per-signature cache of ``Checker`` sound): a rule reads
+only the op, the engine, the target, the attributes, and per operand its role, memory,
+format, shape, strides and start partition, which is exactly the ``signature`` of the call
+(the recorded ``Operand``s without their byte offsets). Two calls with the same signature get
+the same verdict, so a signature that passed once is not re-checked. Bounds (which depend on
+the offset) are checked per view, see ``View.inbounds``.
 """
 
 from __future__ import annotations
@@ -28,21 +35,42 @@ from trnsim.core.memory import HBM, PSUM, SBUF, View
 from trnsim.hw import CoreSpec
 
 
-@dataclass
 class Call:
     """What a rule sees: the op, its engine, named operand views, attributes and the target."""
 
-    op: Op
-    engine: Engine
-    dst: dict[str, View]
-    src: dict[str, View]
-    attrs: dict[str, Any]
-    spec: CoreSpec
+    __slots__ = ("_on_chip", "_views", "attrs", "dst", "engine", "op", "spec", "src")
+
+    def __init__(
+        self,
+        op: Op,
+        engine: Engine,
+        dst: dict[str, View],
+        src: dict[str, View],
+        attrs: dict[str, Any],
+        spec: CoreSpec,
+    ) -> None:
+        self.op = op
+        self.engine = engine
+        self.dst = dst
+        self.src = src
+        self.attrs = attrs
+        self.spec = spec
+        self._views: list[tuple[str, View, bool]] | None = None
+        self._on_chip: list[tuple[str, View, bool]] | None = None
 
     def views(self) -> list[tuple[str, View, bool]]:
-        return [(r, v, True) for r, v in self.dst.items()] + [
-            (r, v, False) for r, v in self.src.items()
-        ]
+        """(role, view, is_dst) of every operand, dst first (computed once)."""
+        if self._views is None:
+            self._views = [(r, v, True) for r, v in self.dst.items()] + [
+                (r, v, False) for r, v in self.src.items()
+            ]
+        return self._views
+
+    def on_chip(self) -> list[tuple[str, View, bool]]:
+        """The SBUF/PSUM operands among ``views()``."""
+        if self._on_chip is None:
+            self._on_chip = [(r, v, d) for r, v, d in self.views() if v.on_chip]
+        return self._on_chip
 
 
 Check = Callable[[Call], str | None]
@@ -93,7 +121,7 @@ DTYPES: dict[tuple[Op, str], frozenset[str]] = {
 
 
 def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
-    return [(r, v, d) for r, v, d in call.views() if v.on_chip]
+    return call.on_chip()
 
 
 # ---- generic rules ---------------------------------------------------------------------------
@@ -500,17 +528,57 @@ def _sendrecv(call: Call) -> str | None:
 _BY_OP: dict[Op, list[Rule]] = {op: [r for r in RULES if op in r.ops] for op in Op}
 
 
-def check(call: Call) -> None:
-    """Raise a KernelError (at the kernel's line) for the first rule ``call`` breaks."""
+def check_bounds(call: Call) -> None:
+    """Raise the out-of-bounds KernelError of the first operand outside its allocation."""
     for _, v, _ in call.views():
-        v.check_bounds()
+        if not v.inbounds:
+            v.check_bounds()
+
+
+def check_rules(call: Call) -> None:
+    """Raise a KernelError (at the kernel's line) for the first rule ``call`` breaks."""
     for r in _BY_OP[call.op]:
         msg = r.check(call)
         if msg is not None:
             raise fail(r.name, msg)
 
 
+def check(call: Call) -> None:
+    """Bounds, then every rule of the op: the plain, uncached check (the specification)."""
+    check_bounds(call)
+    check_rules(call)
+
+
+class Checker:
+    """``check`` with a memory of the signatures that passed (see the rule contract above).
+
+    ``signature(op, engine, attrs, operands)``: the cache key of a call, from its frozen
+    attributes and recorded ``Operand``s (offsets dropped). Only passes are remembered, so
+    every failing call runs the rules and raises exactly what ``check`` raises.
+    """
+
+    __slots__ = ("passed", "version")
+
+    def __init__(self) -> None:
+        self.passed: set[tuple] = set()
+        self.version = _VERSION[0]
+
+    def check(self, call: Call, signature: tuple) -> None:
+        check_bounds(call)
+        if self.version != _VERSION[0]:  # rules were registered since: forget the verdicts
+            self.passed.clear()
+            self.version = _VERSION[0]
+        if signature in self.passed:
+            return
+        check_rules(call)
+        self.passed.add(signature)
+
+
+_VERSION = [0]
+
+
 def refresh() -> None:
-    """Rebuild the per-op index (after registering extra rules)."""
+    """Rebuild the per-op index (after registering extra rules); forgets cached verdicts."""
     _BY_OP.clear()
     _BY_OP.update({op: [r for r in RULES if op in r.ops] for op in Op})
+    _VERSION[0] += 1

@@ -207,7 +207,11 @@ def _schedule(
     w_i: list[int] = []
     r_t: list[float] = []
     r_i: list[int] = []
-    operand_info: dict[tuple, tuple[int, int]] = {}
+    # Per operand: (region id, shape-signature id). Looked up by the operand's id() first:
+    # the recorder shares one Operand object between the instructions that use the same view,
+    # and ``instrs`` keeps every operand alive, so ids are unique for this call.
+    operand_info: dict[Operand, tuple[int, int]] = {}
+    info_by_id: dict[int, tuple[int, int]] = {}
     sig_ids: dict[tuple, int] = {}
     cost_cache: dict[tuple, tuple] = {}
 
@@ -237,7 +241,11 @@ def _schedule(
             track_last.append(-1)
         return tid
 
-    def info_of(o: Operand, key: tuple) -> tuple[int, int]:
+    def info_of(o: Operand) -> tuple[int, int]:
+        info = operand_info.get(o)
+        if info is not None:
+            info_by_id[id(o)] = info
+            return info
         rid = regions.intern(region_of(o))
         while len(w_t) < len(regions.keys):
             w_t.append(0.0)
@@ -247,7 +255,8 @@ def _schedule(
         sig = (o.role, o.memory, o.dtype, o.itemsize, o.partition_pattern, o.pattern)
         sid = sig_ids.setdefault(sig, len(sig_ids))
         info = (rid, sid)
-        operand_info[key] = info
+        operand_info[o] = info
+        info_by_id[id(o)] = info
         return info
 
     def cost_of(ins: Instruction) -> tuple:
@@ -264,31 +273,24 @@ def _schedule(
         return (_K_COMPUTE, sec, f, costs.matmul_rate_class(ins) if f else "", *b, None)
 
     overlaps = regions.overlaps
-    get_info = operand_info.get
+    get_info = info_by_id.get
     get_cost = cost_cache.get
     get_track = track_ids.get
     b_hbm = b_sbuf = b_psum = 0
     for idx, ins in enumerate(instrs):
         # ---- operands -> (region, shape signature); the cost of this shape ----------------
-        src_ids: list[int] = []
-        dst_ids: list[int] = []
-        ckey = [ins.opcode._value_, ins.engine._value_, ins.attrs]
-        for operands, ids in ((ins.src, src_ids), (ins.dst, dst_ids)):
-            for o in operands:
-                k = (
-                    o.role,
-                    o.memory,
-                    o.dtype,
-                    o.itemsize,
-                    o.core,
-                    o.partition,
-                    o.offset,
-                    o.partition_pattern,
-                    o.pattern,
-                )
-                inf = get_info(k) or info_of(o, k)
-                ids.append(inf[0])
-                ckey.append(inf[1])
+        opcode, engine, dst, src, attrs, _, _, c = ins
+        ckey = [opcode, engine, attrs]
+        src_ids = []
+        for o in src:
+            inf = get_info(id(o)) or info_of(o)
+            src_ids.append(inf[0])
+            ckey.append(inf[1])
+        dst_ids = []
+        for o in dst:
+            inf = get_info(id(o)) or info_of(o)
+            dst_ids.append(inf[0])
+            ckey.append(inf[1])
         ckey = tuple(ckey)
         entry = get_cost(ckey)
         if entry is None:
@@ -305,14 +307,13 @@ def _schedule(
                     ready, dep = w_t[q], w_i[q]
                 if r_t[q] > ready:
                     ready, dep = r_t[q], r_i[q]
-        c = ins.core
         kind = entry[0]
         # ---- issue ------------------------------------------------------------------------
         if kind == _K_COMPUTE:
-            eng = ckey[1]
-            tid = get_track((c, eng))
+            tid = get_track((c, engine))
             if tid is None:
-                tid = track((c, eng), f"core{c}.{eng}" if multi else eng)
+                eng = engine.value
+                tid = track((c, engine), f"core{c}.{eng}" if multi else eng)
             t0 = ready
             if track_free[tid] > t0:
                 t0, dep = track_free[tid], track_last[tid]

@@ -25,7 +25,9 @@ class NkiTensor(View):
 
     @classmethod
     def wrap(cls, v: View) -> NkiTensor:
-        return cls(v.storage, v.shape, v.strides, v.offset, v.p0, v.fmt, v.dtype)
+        return cls.trusted(
+            v.storage, v.shape, v.strides, v.offset, v.p0, v.fmt, v.dtype, v.inbounds
+        )
 
     def _derive(self, shape, strides, offset, p0=None, fmt=None, dtype=None) -> NkiTensor:
         t = NkiTensor(
@@ -89,7 +91,7 @@ class NkiTensor(View):
                     offset += start * s
                 shape.append(count)
                 strides.append(s * step)
-            elif isinstance(k, int | np.integer):
+            elif isinstance(k, (int, np.integer)):  # a tuple: faster than a union
                 i = int(k)
                 if not -n <= i < n:
                     raise fail("out-of-bounds", f"index {i} of dim {dim} (size {n})")
@@ -102,7 +104,20 @@ class NkiTensor(View):
                     offset += i * s
             else:
                 raise fail("index", f"unsupported index {k!r} (use ints and slices)")
-        return self._derive(shape, strides, offset, p0)
+        # Every index above lies inside its dim, so a slice of an in-bounds view is in bounds.
+        t = NkiTensor.trusted(
+            self.storage,
+            tuple(shape),
+            tuple(strides),
+            offset,
+            p0,
+            self.fmt,
+            self.dtype,
+            self.inbounds,
+        )
+        if not t.inbounds:
+            t.check_bounds()
+        return t
 
     def __setitem__(self, key: Any, value: Any) -> None:
         from trnsim.nki import isa
