@@ -88,10 +88,19 @@ class NeuronCore:
         *,
         name: str = "",
         address: tuple[int, int] | None = None,
+        view_type: type[View] = View,
+        fill: bool = True,
     ) -> View:
-        """A fresh tensor (sentinel-filled) in ``memory`` (``"sbuf"``, ``"psum"``, ``"hbm"``)."""
-        fmt = get_format(dtype)
-        shape = tuple(int(d) for d in shape)
+        """A fresh tensor (sentinel-filled) in ``memory`` (``"sbuf"``, ``"psum"``, ``"hbm"``),
+        as a ``view_type`` (a front end's View subclass). ``fill=False``: the caller writes
+        every byte of an HBM tensor itself (no sentinel fill)."""
+        try:
+            fmt = _FORMATS[dtype]
+        except KeyError:
+            fmt = _FORMATS[dtype] = get_format(dtype)
+        except TypeError:  # an unhashable dtype argument
+            fmt = get_format(dtype)
+        shape = tuple([int(d) for d in shape])
         isz = fmt.dtype.itemsize
         if memory in (SBUF, PSUM):
             if not shape:
@@ -103,11 +112,11 @@ class NeuronCore:
             strides = (1, *_c_strides(shape[1:]))
         else:
             n = prod(shape)
-            alloc = self.hbm.allocate(n * isz, name=name)
+            alloc = self.hbm.allocate(n * isz, name=name, fill=fill)
             storage = Storage(alloc, fmt, shape)
             strides = _c_strides(shape)
         # a fresh allocation is in bounds by construction
-        return View.trusted(storage, shape, strides, 0, 0, fmt, user_dtype(fmt), True)
+        return view_type.trusted(storage, shape, strides, 0, 0, fmt, user_dtype(fmt), True)
 
     # ---- execution ------------------------------------------------------------------------
 
@@ -119,25 +128,40 @@ class NeuronCore:
         attrs: dict[str, Any] | None = None,
         engine: Engine | None = None,
     ) -> None:
-        attrs = attrs or {}
+        if attrs is None:
+            attrs = {}
         chosen = engine or DEFAULT_ENGINE[op]
         if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
             allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
             raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
-        call = Call(op, chosen, dst, src, attrs, self.spec)
-        dst_ops = tuple([v.operand(r) for r, v in dst.items()])
-        src_ops = tuple([v.operand(r) for r, v in src.items()])
+        # rules.check, with the verdict cached per signature (rules.Checker): bounds of each
+        # operand first (dst then src), then the rules unless an equal call passed before.
         frozen = _freeze_attrs(attrs)
-        signature: tuple = (op, chosen, frozen)
-        for o in dst_ops + src_ops:  # the operands without their byte offsets (rules.Checker)
-            signature += o[:6] + o[7:]
-        self.checker.check(call, signature)
+        signature: list[Any] = [op, chosen, frozen]
+        dst_ops = []
+        for r, v in dst.items():
+            if not v.inbounds:
+                v.check_bounds()
+            o, sig = v.described(r)
+            dst_ops.append(o)
+            signature.append(sig)
+        src_ops = []
+        for r, v in src.items():
+            if not v.inbounds:
+                v.check_bounds()
+            o, sig = v.described(r)
+            src_ops.append(o)
+            signature.append(sig)
+        key = tuple(signature)
+        call = None
+        if not self.checker.known(key):
+            call = Call(op, chosen, dst, src, attrs, self.spec)
+            self.checker.check_rules(call, key)
         file, line = kernel_location()
-        self.record.append(
-            Instruction(op, chosen, dst_ops, src_ops, frozen, file, line, self.index)
-        )
+        fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
+        self.record.append(tuple.__new__(Instruction, fields))  # = Instruction(*fields)
         if self.functional:
-            EXECUTORS[op](self, call)
+            EXECUTORS[op](self, call or Call(op, chosen, dst, src, attrs, self.spec))
 
     # ---- data helpers ---------------------------------------------------------------------
 
@@ -182,6 +206,10 @@ class NeuronCore:
         if isinstance(x, View):
             return self.read(x).reshape(x.partitions, -1)
         return x
+
+
+_FORMATS: dict[Any, Format] = {}
+"""Memo of ``get_format`` for the dtype arguments ``allocate`` sees (NumPy dtypes, names)."""
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

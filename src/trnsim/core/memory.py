@@ -231,8 +231,14 @@ class Hbm:
         self.live: list[Allocation] = []
         self.next_address = 0
         self.used = 0
+        # False when no one can observe the data (a timing-only run kept for its record)
+        self.fill_sentinel = True
 
-    def allocate(self, nbytes: int, *, align: int = 64, name: str = "") -> Allocation:
+    def allocate(
+        self, nbytes: int, *, align: int = 64, name: str = "", fill: bool = True
+    ) -> Allocation:
+        """A new buffer of ``nbytes``, sentinel-filled unless ``fill`` is False (the caller
+        writes every byte) or the memory's ``fill_sentinel`` is off."""
         if self.used + nbytes > self.capacity:
             raise fail(
                 "hbm-capacity",
@@ -242,7 +248,9 @@ class Hbm:
         base = -(-self.next_address // align) * align
         self.next_address = base + max(nbytes, 1)
         self.used += nbytes
-        buf = np.full(max(nbytes, 1), SENTINEL_BYTE, dtype=np.uint8)
+        buf = np.empty(max(nbytes, 1), dtype=np.uint8)
+        if fill and self.fill_sentinel:
+            buf.fill(SENTINEL_BYTE)
         alloc = Allocation(self, 0, 1, base, nbytes, name, buffer=buf)
         self.live.append(alloc)
         return alloc
@@ -293,7 +301,7 @@ class View:
 
     ``inbounds`` is True once the view is known to lie inside its allocation (a fresh
     allocation, a passed ``check_bounds``, or a slice of such a view): instructions re-check
-    only views without it. ``_operand`` caches the last ``operand()`` descriptor (views are
+    only views without it. ``_operand`` caches the last ``described()`` result (views are
     immutable).
     """
 
@@ -327,7 +335,7 @@ class View:
         self.fmt = fmt if fmt is not None else storage.fmt
         self.dtype = dtype if dtype is not None else user_dtype(self.fmt)
         self.inbounds = False
-        self._operand: Operand | None = None
+        self._operand: tuple[Operand, tuple] | None = None
 
     @classmethod
     def trusted(
@@ -459,21 +467,23 @@ class View:
 
     def operand(self, role: str) -> Operand:
         """The record's descriptor of this view as operand ``role`` (cached per view)."""
-        op = self._operand
-        if op is not None and op.role == role:
-            return op
-        op = self._operand = self._describe(role)
-        return op
+        return self.described(role)[0]
 
-    def _describe(self, role: str) -> Operand:
+    def described(self, role: str) -> tuple[Operand, tuple]:
+        """``(operand(role), signature)``: the signature is the operand without its byte
+        offset (what the rules may look at, see ``rules.Checker``). Cached per view."""
+        d = self._operand
+        if d is not None and d[0][0] == role:
+            return d
         alloc = self.storage.alloc
-        isz = self.fmt.dtype.itemsize
+        fmt = self.fmt
+        isz = fmt.dtype.itemsize
         if alloc.kind == HBM:
             pat = tuple(zip(self.strides, self.shape, strict=True))
-            return Operand(
+            fields = (
                 role,
                 HBM,
-                self.fmt.name,
+                fmt.name,
                 isz,
                 -1,
                 0,
@@ -481,17 +491,21 @@ class View:
                 pat[0] if pat else (1, 1),
                 pat[1:],
             )
-        return Operand(
-            role,
-            alloc.kind,
-            self.fmt.name,
-            isz,
-            alloc.core,
-            alloc.partition_start + self.p0,
-            alloc.byte_offset + self.offset * isz,
-            (self.strides[0], self.shape[0]),
-            tuple(zip(self.strides[1:], self.shape[1:], strict=True)),
-        )
+        else:
+            fields = (
+                role,
+                alloc.kind,
+                fmt.name,
+                isz,
+                alloc.core,
+                alloc.partition_start + self.p0,
+                alloc.byte_offset + self.offset * isz,
+                (self.strides[0], self.shape[0]),
+                tuple(zip(self.strides[1:], self.shape[1:], strict=True)),
+            )
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (same object)
+        d = self._operand = (tuple.__new__(Operand, fields), fields[:6] + fields[7:])
+        return d
 
     @property
     def partition_start(self) -> int:

@@ -530,7 +530,10 @@ _BY_OP: dict[Op, list[Rule]] = {op: [r for r in RULES if op in r.ops] for op in 
 
 def check_bounds(call: Call) -> None:
     """Raise the out-of-bounds KernelError of the first operand outside its allocation."""
-    for _, v, _ in call.views():
+    for v in call.dst.values():
+        if not v.inbounds:
+            v.check_bounds()
+    for v in call.src.values():
         if not v.inbounds:
             v.check_bounds()
 
@@ -552,9 +555,11 @@ def check(call: Call) -> None:
 class Checker:
     """``check`` with a memory of the signatures that passed (see the rule contract above).
 
-    ``signature(op, engine, attrs, operands)``: the cache key of a call, from its frozen
-    attributes and recorded ``Operand``s (offsets dropped). Only passes are remembered, so
-    every failing call runs the rules and raises exactly what ``check`` raises.
+    The signature of a call is ``(op, engine, frozen attributes, *operand signatures)``, an
+    operand's signature being its recorded ``Operand`` without the byte offset
+    (``View.described``). Only passes are remembered, so every failing call runs the rules
+    and raises exactly what ``check`` raises. Bounds are not part of it: the caller checks
+    them first (``check_bounds``), as ``check`` does.
     """
 
     __slots__ = ("passed", "version")
@@ -563,13 +568,21 @@ class Checker:
         self.passed: set[tuple] = set()
         self.version = _VERSION[0]
 
-    def check(self, call: Call, signature: tuple) -> None:
-        check_bounds(call)
+    def known(self, signature: tuple) -> bool:
+        """Whether a call with this signature already passed every rule."""
         if self.version != _VERSION[0]:  # rules were registered since: forget the verdicts
             self.passed.clear()
             self.version = _VERSION[0]
-        if signature in self.passed:
-            return
+        return signature in self.passed
+
+    def check(self, call: Call, signature: tuple) -> None:
+        """``check`` (bounds, then the rules) unless ``signature`` passed before."""
+        check_bounds(call)
+        if not self.known(signature):
+            self.check_rules(call, signature)
+
+    def check_rules(self, call: Call, signature: tuple) -> None:
+        """Run the rules of ``call`` (raising on the first broken one); remember a pass."""
         check_rules(call)
         self.passed.add(signature)
 

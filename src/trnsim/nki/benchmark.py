@@ -14,7 +14,7 @@ from trnsim.core.instruction import Instruction
 from trnsim.core.profile import Profile
 from trnsim.core.timing import schedule
 from trnsim.hw import CoreSpec
-from trnsim.nki.simulate import resolve_target, run
+from trnsim.nki.simulate import record_run, resolve_target, run
 
 
 def _target_name(target: str | CoreSpec) -> str | CoreSpec:
@@ -32,7 +32,9 @@ def record(
     stream (every core's, for LNC=2). ``timing_only`` skips the data."""
     tgt = _target_name(target)
     name = tgt.name if isinstance(tgt, CoreSpec) else tgt
-    res = run(kernel, *arrays, target=name, functional=not timing_only, **kwargs)
+    if timing_only:
+        return record_run(kernel, *arrays, target=name, **kwargs).instructions
+    res = run(kernel, *arrays, target=name, **kwargs)
     return res.instructions
 
 

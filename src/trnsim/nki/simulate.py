@@ -134,6 +134,39 @@ def run(
     ``functional=False`` is a timing-only run: rules are checked and the stream is recorded,
     but no data moves (outputs hold the uninitialised sentinel).
     """
+    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, functional, True)
+
+
+def record_run(
+    kernel: Any,
+    *args: Any,
+    target: str | None = None,
+    lnc: int | None = None,
+    rounding: str | None = None,
+    seed: int = 0,
+    **kwargs: Any,
+) -> RunResult:
+    """A timing-only run kept for its instruction record alone (``outputs`` is None).
+
+    Same rules, same record as ``run(..., functional=False)``, minus the data handling no one
+    can observe: the arguments are not copied into HBM, HBM is not sentinel-filled and the
+    outputs are not copied out (for the tutorial's large matmuls that handling of a few
+    hundred MB costs more than recording 10^5 instructions).
+    """
+    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, False, False)
+
+
+def _launch(
+    kernel: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    target: str | None,
+    lnc: int | None,
+    rounding: str | None,
+    seed: int,
+    functional: bool,
+    keep_data: bool,
+) -> RunResult:
     if isinstance(kernel, Kernel):
         fn, n = kernel.fn, lnc or kernel.lnc
         target = target or kernel.options.get("platform_target")
@@ -145,6 +178,7 @@ def run(
             "stochastic" if os.environ.get("NEURON_RT_STOCHASTIC_ROUNDING_EN") == "1" else "rne"
         )
     hbm = Hbm(_hbm_bytes(tgt), f"{tgt} HBM")
+    hbm.fill_sentinel = keep_data
     cores = [
         NeuronCore(tgt, index=i, hbm=hbm, rounding=rounding, seed=seed + i, functional=functional)
         for i in range(n)
@@ -153,9 +187,11 @@ def run(
     boot = Program(launch, 0, cores[0])
     enter(boot)
     try:
-        inputs = [(_to_tensor(cores[0], a) if isinstance(a, np.ndarray) else a) for a in args]
+        inputs = [
+            (_to_tensor(cores[0], a, keep_data) if isinstance(a, np.ndarray) else a) for a in args
+        ]
         kw = {
-            k: (_to_tensor(cores[0], v) if isinstance(v, np.ndarray) else v)
+            k: (_to_tensor(cores[0], v, keep_data) if isinstance(v, np.ndarray) else v)
             for k, v in kwargs.items()
         }
     finally:
@@ -188,6 +224,8 @@ def run(
     for exc in errors:
         if exc is not None:
             raise exc
+    if not functional:  # nothing wrote data: the inputs are unchanged, the outputs sentinel
+        return RunResult(_to_numpy(results[0]) if keep_data else None, cores, launch.printed)
     for a, t in zip(args, inputs, strict=True):
         if isinstance(a, np.ndarray) and a.flags.writeable:
             a[...] = t.array().reshape(a.shape)
@@ -202,14 +240,15 @@ def _hbm_bytes(target: str) -> int:
         return 2**40
 
 
-def _to_tensor(nc: NeuronCore, a: np.ndarray) -> NkiTensor:
+def _to_tensor(nc: NeuronCore, a: np.ndarray, copy: bool = True) -> NkiTensor:
     try:
         fmt = get_format(a.dtype)
     except Exception:
         raise fail("dtype", f"kernel argument of dtype {a.dtype} is not an NKI dtype") from None
-    v = nc.allocate(a.shape, fmt, HBM, name="arg")
-    v.array()[...] = a
-    return NkiTensor.wrap(v)
+    v = nc.allocate(a.shape, fmt, HBM, name="arg", fill=False, view_type=NkiTensor)
+    if copy:
+        v.array()[...] = a
+    return v  # type: ignore[return-value]
 
 
 def _to_numpy(x: Any) -> Any:

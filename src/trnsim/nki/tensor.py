@@ -73,18 +73,29 @@ class NkiTensor(View):
         key = key + (slice(None),) * (self.ndim - len(key))
         shape, strides = [], []
         offset, p0 = self.offset, self.p0
+        on_chip = self.on_chip
         for dim, (k, n, s) in enumerate(zip(key, self.shape, self.strides, strict=True)):
-            partition_dim = dim == 0 and self.on_chip
-            if isinstance(k, slice):
-                start, stop, step = k.indices(n)
-                if step <= 0:
-                    raise fail("index", f"slice step {step} must be positive")
-                count = max(0, -(-(stop - start) // step))
-                if k.stop is not None and (k.stop > n or (k.start or 0) < -n):
-                    raise fail(
-                        "out-of-bounds",
-                        f"slice {k.start}:{k.stop} of dim {dim} (size {n}) of {list(self.shape)}",
-                    )
+            partition_dim = dim == 0 and on_chip
+            if type(k) is slice:
+                start, stop, step = k.start, k.stop, k.step
+                if (
+                    step is None
+                    and type(start) is int
+                    and type(stop) is int
+                    and 0 <= start <= stop <= n
+                ):  # the common a:b (same result as the general path below)
+                    step, count = 1, stop - start
+                else:
+                    start, stop, step = k.indices(n)
+                    if step <= 0:
+                        raise fail("index", f"slice step {step} must be positive")
+                    count = max(0, -(-(stop - start) // step))
+                    if k.stop is not None and (k.stop > n or (k.start or 0) < -n):
+                        raise fail(
+                            "out-of-bounds",
+                            f"slice {k.start}:{k.stop} of dim {dim} (size {n}) of "
+                            f"{list(self.shape)}",
+                        )
                 if partition_dim:
                     p0 += start * s
                 else:
