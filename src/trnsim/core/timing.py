@@ -203,17 +203,22 @@ def _schedule(
     track_of = [0] * n
 
     regions = _Regions()
+    # Per region: the end of its last writer (w_t, w_i), and of its last access, reader or
+    # writer (a_t, a_i; a writer ties over a reader). A reader waits for w_t of the regions
+    # it overlaps, a writer for a_t (read-after-write; write-after-read and -write).
     w_t: list[float] = []
     w_i: list[int] = []
-    r_t: list[float] = []
-    r_i: list[int] = []
-    # Per operand: (region id, shape-signature id). Looked up by the operand's id() first:
-    # the recorder shares one Operand object between the instructions that use the same view,
-    # and ``instrs`` keeps every operand alive, so ids are unique for this call.
-    operand_info: dict[Operand, tuple[int, int]] = {}
-    info_by_id: dict[int, tuple[int, int]] = {}
+    a_t: list[float] = []
+    a_i: list[int] = []
+    # Per distinct operand: (region id, shape-signature id, the regions overlapping it).
+    operand_info: dict[Operand, tuple[int, int, list[int]]] = {}
     sig_ids: dict[tuple, int] = {}
+    # Per instruction shape (opcode, engine, attributes, core, operand signatures): the entry
+    # (kind, seconds, entry id) of a compute instruction, (kind, DmaCost parts, queue, entry
+    # id) of a transfer; per entry id its statistics and how many instructions used it.
     cost_cache: dict[tuple, tuple] = {}
+    entry_stats: list[tuple] = []
+    entry_uses: list[int] = []
 
     track_ids: dict[tuple, int] = {}
     track_names: list[str] = []
@@ -222,11 +227,8 @@ def _schedule(
     dma_rr: dict[int, int] = defaultdict(int)
     pipe_free: dict[int, tuple[float, int]] = defaultdict(lambda: (0.0, -1))
     hbm_free: dict[int, tuple[float, int]] = defaultdict(lambda: (0.0, -1))
-    flops = 0.0
-    flops_by_class: Counter[str] = Counter()
     mem_index = {"hbm": 0, "sbuf": 1, "psum": 2}
     last_end, last_idx = 0.0, -1
-    hbm_dma_bytes = 0
     dma_spans: list[tuple[float, float]] = []
     used_cores = {i.core for i in instrs}
     multi = len(used_cores) > 1
@@ -241,75 +243,74 @@ def _schedule(
             track_last.append(-1)
         return tid
 
-    def info_of(o: Operand) -> tuple[int, int]:
-        info = operand_info.get(o)
-        if info is not None:
-            info_by_id[id(o)] = info
-            return info
+    def info_of(o: Operand) -> tuple[int, int, list[int]]:
         rid = regions.intern(region_of(o))
         while len(w_t) < len(regions.keys):
             w_t.append(0.0)
             w_i.append(-1)
-            r_t.append(0.0)
-            r_i.append(-1)
+            a_t.append(0.0)
+            a_i.append(-1)
         sig = (o.role, o.memory, o.dtype, o.itemsize, o.partition_pattern, o.pattern)
         sid = sig_ids.setdefault(sig, len(sig_ids))
-        info = (rid, sid)
-        operand_info[o] = info
-        info_by_id[id(o)] = info
+        info = operand_info[o] = (rid, sid, regions.overlaps[rid])
         return info
 
     def cost_of(ins: Instruction) -> tuple:
-        """(kind, seconds or DmaCost, flops, rate class, hbm/sbuf/psum bytes, DMA queue)."""
+        eid = len(entry_stats)
         b = [0, 0, 0]
         for o in ins.src + ins.dst:
             b[mem_index[o.memory]] += o.nbytes
+        f, rate = 0.0, ""
         if ins.opcode in _SYNC_OPS:
-            return (_K_SYNC, 0.0, 0.0, "", *b, None)
-        if ins.engine is Engine.DMA:
-            return (_K_DMA, costs.dma_cost(ins, dma), 0.0, "", *b, ins.attr("queue"))
-        sec = costs.instruction_cycles(ins, spec) / clocks[ins.engine]
-        f = costs.matmul_flops(ins) if ins.engine is Engine.TENSOR else 0.0
-        return (_K_COMPUTE, sec, f, costs.matmul_rate_class(ins) if f else "", *b, None)
+            entry: tuple = (_K_SYNC, 0.0, eid)
+            dma_bytes = 0
+        elif ins.engine is Engine.DMA:
+            d = costs.dma_cost(ins, dma)
+            q = ins.attr("queue")
+            entry = (_K_DMA, d.latency_s, d.hbm_s, d.occupancy_s, d.data_s, q, eid)
+            dma_bytes = d.hbm_bytes
+        else:
+            sec = costs.instruction_cycles(ins, spec) / clocks[ins.engine]
+            f = costs.matmul_flops(ins) if ins.engine is Engine.TENSOR else 0.0
+            rate = costs.matmul_rate_class(ins) if f else ""
+            entry = (_K_COMPUTE, sec, eid)
+            dma_bytes = 0
+        entry_stats.append((f, rate, *b, dma_bytes))
+        entry_uses.append(0)
+        return entry
 
-    overlaps = regions.overlaps
-    get_info = info_by_id.get
+    get_info = operand_info.get
     get_cost = cost_cache.get
     get_track = track_ids.get
-    b_hbm = b_sbuf = b_psum = 0
     for idx, ins in enumerate(instrs):
-        # ---- operands -> (region, shape signature); the cost of this shape ----------------
         opcode, engine, dst, src, attrs, _, _, c = ins
-        ckey = [opcode, engine, attrs]
+        # ---- operands -> regions and read-after-write waits; the cost of this shape -------
+        ckey = [opcode, engine, attrs, c]
+        ready, dep = 0.0, -1
         src_ids = []
         for o in src:
-            inf = get_info(id(o)) or info_of(o)
+            inf = get_info(o) or info_of(o)
             src_ids.append(inf[0])
             ckey.append(inf[1])
+            for q in inf[2]:
+                if w_t[q] > ready:
+                    ready, dep = w_t[q], w_i[q]
         dst_ids = []
         for o in dst:
-            inf = get_info(id(o)) or info_of(o)
+            inf = get_info(o) or info_of(o)
             dst_ids.append(inf[0])
             ckey.append(inf[1])
+            for q in inf[2]:
+                if a_t[q] > ready:
+                    ready, dep = a_t[q], a_i[q]
         ckey = tuple(ckey)
         entry = get_cost(ckey)
         if entry is None:
             entry = cost_cache[ckey] = cost_of(ins)
-        # ---- dependencies -----------------------------------------------------------------
-        ready, dep = 0.0, -1
-        for rid in src_ids:
-            for q in overlaps[rid]:
-                if w_t[q] > ready:
-                    ready, dep = w_t[q], w_i[q]
-        for rid in dst_ids:
-            for q in overlaps[rid]:
-                if w_t[q] > ready:
-                    ready, dep = w_t[q], w_i[q]
-                if r_t[q] > ready:
-                    ready, dep = r_t[q], r_i[q]
         kind = entry[0]
         # ---- issue ------------------------------------------------------------------------
         if kind == _K_COMPUTE:
+            entry_uses[entry[2]] += 1
             tid = get_track((c, engine))
             if tid is None:
                 eng = engine.value
@@ -318,36 +319,32 @@ def _schedule(
             if track_free[tid] > t0:
                 t0, dep = track_free[tid], track_last[tid]
             t1 = t0 + entry[1]
-            if entry[2]:
-                flops += entry[2]
-                flops_by_class[entry[3]] += entry[2]
         elif kind == _K_DMA:
-            q = entry[7]
+            _, latency_s, hbm_s, occupancy_s, data_s, q, eid = entry
+            entry_uses[eid] += 1
             if q is None:
                 q = dma_rr[c] % dma.queues
                 dma_rr[c] += 1
             tid = get_track((c, "dma", q))
             if tid is None:
                 tid = track((c, "dma", q), f"core{c}.dma.q{q}" if multi else f"dma.q{q}")
-            cost = entry[1]
-            issue = ready
-            if track_free[tid] > issue:
-                issue, dep = track_free[tid], track_last[tid]
-            t_data = issue + cost.latency_s
+            t0 = ready
+            if track_free[tid] > t0:
+                t0, dep = track_free[tid], track_last[tid]
+            t_data = t0 + latency_s
             pf, pi = pipe_free[c]
             if pf > t_data:
                 t_data, dep = pf, pi
-            if cost.hbm_s > 0.0:
+            if hbm_s > 0.0:
                 hf, hi = hbm_free[c]
                 if hf > t_data:
                     t_data, dep = hf, hi
-                hbm_free[c] = (t_data + cost.hbm_s, idx)
-            pipe_free[c] = (t_data + cost.occupancy_s, idx)
-            t0 = issue
-            t1 = t_data + cost.data_s
-            hbm_dma_bytes += cost.hbm_bytes
+                hbm_free[c] = (t_data + hbm_s, idx)
+            pipe_free[c] = (t_data + occupancy_s, idx)
+            t1 = t_data + data_s
             dma_spans.append((t0, t1))
         else:
+            entry_uses[entry[2]] += 1
             tid = track((c, "sync"), f"core{c}.sync" if multi else "sync")
             if last_end > ready:
                 ready, dep = last_end, last_idx
@@ -355,9 +352,6 @@ def _schedule(
             for t in range(len(track_free)):
                 if track_free[t] < t1:
                     track_free[t] = t1
-        b_hbm += entry[4]
-        b_sbuf += entry[5]
-        b_psum += entry[6]
         start[idx] = t0
         end[idx] = t1
         pred[idx] = dep
@@ -368,14 +362,29 @@ def _schedule(
             last_end, last_idx = t1, idx
         # ---- publish ----------------------------------------------------------------------
         for rid in src_ids:
-            if t1 > r_t[rid]:
-                r_t[rid] = t1
-                r_i[rid] = idx
+            if t1 > a_t[rid]:
+                a_t[rid] = t1
+                a_i[rid] = idx
         for rid in dst_ids:
             w_t[rid] = t1
             w_i[rid] = idx
+            if t1 >= a_t[rid]:
+                a_t[rid] = t1
+                a_i[rid] = idx
 
-    bytes_mem = [b_hbm, b_sbuf, b_psum]
+    # ---- totals, in entry order (deterministic) ----------------------------------------------
+    flops = 0.0
+    flops_by_class: Counter[str] = Counter()
+    bytes_mem = [0, 0, 0]
+    hbm_dma_bytes = 0
+    for (f, rate, b0, b1, b2, dma_bytes), uses in zip(entry_stats, entry_uses, strict=True):
+        if f and uses:
+            flops += f * uses
+            flops_by_class[rate] += f * uses
+        bytes_mem[0] += b0 * uses
+        bytes_mem[1] += b1 * uses
+        bytes_mem[2] += b2 * uses
+        hbm_dma_bytes += dma_bytes * uses
     mem_bytes: Counter[str] = Counter(
         {m: bytes_mem[i] for m, i in mem_index.items() if bytes_mem[i]}
     )
