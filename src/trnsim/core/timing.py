@@ -32,6 +32,7 @@ from __future__ import annotations
 import gc
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from operator import attrgetter
 
 from trnsim.core import costs
 from trnsim.core.costs import DmaModel
@@ -51,6 +52,7 @@ CRITICAL_PATH_TOP = 6
 _COMPUTE = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 _SYNC_OPS = frozenset({Op.CORE_BARRIER, Op.SENDRECV})
 _K_COMPUTE, _K_DMA, _K_SYNC = 0, 1, 2
+_CORE_OF = attrgetter("core")
 
 
 def _span(o: Operand) -> tuple[int, int]:
@@ -156,10 +158,6 @@ class _Regions:
         return rid
 
 
-def _default_active_cores(instrs: Sequence[Instruction]) -> int:
-    return max(1, len({i.core for i in instrs}))
-
-
 def schedule(
     instrs: Sequence[Instruction],
     target: str | CoreSpec = "gen4",
@@ -193,7 +191,8 @@ def _schedule(
 ) -> Profile:
     spec = target if isinstance(target, CoreSpec) else core(target)
     instrs = list(instrs)
-    active = active_cores or _default_active_cores(instrs)
+    used_cores = set(map(_CORE_OF, instrs))
+    active = active_cores or max(1, len(used_cores))
     dma = DmaModel.for_core(spec, chip, active, dma_efficiency)
     clocks = {e: costs.engine_clock(spec, e) for e in _COMPUTE}
     n = len(instrs)
@@ -217,6 +216,10 @@ def _schedule(
     # (kind, seconds, entry id) of a compute instruction, (kind, DmaCost parts, queue, entry
     # id) of a transfer; per entry id its statistics and how many instructions used it.
     cost_cache: dict[tuple, tuple] = {}
+    # Attributes -> a small id, looked up by the tuple's id() first: the recorder shares one
+    # tuple between equal attribute sets, and ``instrs`` keeps them all alive for this call.
+    attr_ids: dict[int, int] = {}
+    attr_vals: dict[tuple, int] = {}
     entry_stats: list[tuple] = []
     entry_uses: list[int] = []
 
@@ -224,13 +227,15 @@ def _schedule(
     track_names: list[str] = []
     track_free: list[float] = []
     track_last: list[int] = []
-    dma_rr: dict[int, int] = defaultdict(int)
-    pipe_free: dict[int, tuple[float, int]] = defaultdict(lambda: (0.0, -1))
-    hbm_free: dict[int, tuple[float, int]] = defaultdict(lambda: (0.0, -1))
+    track_busy: list[float] = []
+    track_count: list[int] = []
+    # Per core: [round-robin counter, DMA pipe free at, by, HBM share free at, by, queue ->
+    # track id].
+    dma_state: dict[int, list] = {}
+    n_queues = dma.queues
     mem_index = {"hbm": 0, "sbuf": 1, "psum": 2}
     last_end, last_idx = 0.0, -1
     dma_spans: list[tuple[float, float]] = []
-    used_cores = {i.core for i in instrs}
     multi = len(used_cores) > 1
 
     def track(key: tuple, name: str) -> int:
@@ -241,6 +246,8 @@ def _schedule(
             track_names.append(name)
             track_free.append(0.0)
             track_last.append(-1)
+            track_busy.append(0.0)
+            track_count.append(0)
         return tid
 
     def info_of(o: Operand) -> tuple[int, int, list[int]]:
@@ -273,19 +280,32 @@ def _schedule(
             sec = costs.instruction_cycles(ins, spec) / clocks[ins.engine]
             f = costs.matmul_flops(ins) if ins.engine is Engine.TENSOR else 0.0
             rate = costs.matmul_rate_class(ins) if f else ""
-            entry = (_K_COMPUTE, sec, eid)
+            c, eng = ins.core, ins.engine.value
+            entry = (
+                _K_COMPUTE,
+                sec,
+                eid,
+                track((c, ins.engine), f"core{c}.{eng}" if multi else eng),
+            )
             dma_bytes = 0
-        entry_stats.append((f, rate, *b, dma_bytes))
+        entry_stats.append((ins.opcode, f, rate, *b, dma_bytes))
         entry_uses.append(0)
         return entry
 
+    def attrs_id(attrs: tuple) -> int:
+        aid = attr_ids[id(attrs)] = attr_vals.setdefault(attrs, len(attr_vals))
+        return aid
+
     get_info = operand_info.get
     get_cost = cost_cache.get
-    get_track = track_ids.get
+    get_attrs = attr_ids.get
     for idx, ins in enumerate(instrs):
         opcode, engine, dst, src, attrs, _, _, c = ins
         # ---- operands -> regions and read-after-write waits; the cost of this shape -------
-        ckey = [opcode, engine, attrs, c]
+        aid = get_attrs(id(attrs))
+        if aid is None:
+            aid = attrs_id(attrs)
+        ckey = [opcode, engine, aid, c]
         ready, dep = 0.0, -1
         src_ids = []
         for o in src:
@@ -311,10 +331,7 @@ def _schedule(
         # ---- issue ------------------------------------------------------------------------
         if kind == _K_COMPUTE:
             entry_uses[entry[2]] += 1
-            tid = get_track((c, engine))
-            if tid is None:
-                eng = engine.value
-                tid = track((c, engine), f"core{c}.{eng}" if multi else eng)
+            tid = entry[3]
             t0 = ready
             if track_free[tid] > t0:
                 t0, dep = track_free[tid], track_last[tid]
@@ -322,25 +339,28 @@ def _schedule(
         elif kind == _K_DMA:
             _, latency_s, hbm_s, occupancy_s, data_s, q, eid = entry
             entry_uses[eid] += 1
+            cs = dma_state.get(c)
+            if cs is None:
+                cs = dma_state[c] = [0, 0.0, -1, 0.0, -1, {}]
             if q is None:
-                q = dma_rr[c] % dma.queues
-                dma_rr[c] += 1
-            tid = get_track((c, "dma", q))
+                q = cs[0] % n_queues
+                cs[0] += 1
+            tid = cs[5].get(q)
             if tid is None:
-                tid = track((c, "dma", q), f"core{c}.dma.q{q}" if multi else f"dma.q{q}")
+                tid = cs[5][q] = track((c, "dma", q), f"core{c}.dma.q{q}" if multi else f"dma.q{q}")
             t0 = ready
             if track_free[tid] > t0:
                 t0, dep = track_free[tid], track_last[tid]
             t_data = t0 + latency_s
-            pf, pi = pipe_free[c]
-            if pf > t_data:
-                t_data, dep = pf, pi
-            if hbm_s > 0.0:
-                hf, hi = hbm_free[c]
-                if hf > t_data:
-                    t_data, dep = hf, hi
-                hbm_free[c] = (t_data + hbm_s, idx)
-            pipe_free[c] = (t_data + occupancy_s, idx)
+            if cs[1] > t_data:  # the core's DMA bandwidth (a fluid FIFO pipe)
+                t_data, dep = cs[1], cs[2]
+            if hbm_s > 0.0:  # the core's share of the chip's HBM bandwidth
+                if cs[3] > t_data:
+                    t_data, dep = cs[3], cs[4]
+                cs[3] = t_data + hbm_s
+                cs[4] = idx
+            cs[1] = t_data + occupancy_s
+            cs[2] = idx
             t1 = t_data + data_s
             dma_spans.append((t0, t1))
         else:
@@ -358,6 +378,8 @@ def _schedule(
         track_of[idx] = tid
         track_free[tid] = t1
         track_last[tid] = idx
+        track_busy[tid] += t1 - t0
+        track_count[tid] += 1
         if t1 >= last_end:
             last_end, last_idx = t1, idx
         # ---- publish ----------------------------------------------------------------------
@@ -377,7 +399,9 @@ def _schedule(
     flops_by_class: Counter[str] = Counter()
     bytes_mem = [0, 0, 0]
     hbm_dma_bytes = 0
-    for (f, rate, b0, b1, b2, dma_bytes), uses in zip(entry_stats, entry_uses, strict=True):
+    op_counts: Counter[Op] = Counter()
+    for (op, f, rate, b0, b1, b2, dma_bytes), uses in zip(entry_stats, entry_uses, strict=True):
+        op_counts[op] += uses
         if f and uses:
             flops += f * uses
             flops_by_class[rate] += f * uses
@@ -402,6 +426,9 @@ def _schedule(
         hbm_dma_bytes,
         dma_spans,
         used_cores,
+        track_busy,
+        track_count,
+        op_counts,
     )
 
 
@@ -418,14 +445,12 @@ def _profile(
     hbm_bytes: int,
     dma_spans: list[tuple[float, float]],
     used_cores: set[int],
+    busy: list[float],
+    count: list[int],
+    op_counts: Counter[Op],
 ) -> Profile:
     total = max(sched.end, default=0.0)
     names = sched.track_names
-    busy = [0.0] * len(names)
-    count = [0] * len(names)
-    for t, s, e in zip(sched.track, sched.start, sched.end, strict=True):
-        busy[t] += e - s
-        count[t] += 1
     tracks = tuple(
         TrackStats(nm, busy[i], busy[i] / total if total else 0.0, count[i])
         for i, nm in enumerate(names)
@@ -456,7 +481,7 @@ def _profile(
     peak = spec.tensor.peak_flops(peak_dtype) * cores
     achieved = flops / total if total else 0.0
     hbm_bw = min(dma.hbm_share, dma.core_bw / dma.efficiency) * cores
-    counts = {op.value: k for op, k in Counter(ins.opcode for ins in sched.instructions).items()}
+    counts = {op.value: k for op, k in op_counts.items() if k}
     from trnsim.core.calibration import DMA_EFFICIENCY
 
     assumptions = (
