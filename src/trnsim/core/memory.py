@@ -478,33 +478,17 @@ class View:
         alloc = self.storage.alloc
         fmt = self.fmt
         isz = fmt.dtype.itemsize
+        offset = alloc.byte_offset + self.offset * isz
+        pat = tuple(zip(self.strides, self.shape, strict=False))  # equal lengths by construction
         if alloc.kind == HBM:
-            pat = tuple(zip(self.strides, self.shape, strict=True))
-            fields = (
-                role,
-                HBM,
-                fmt.name,
-                isz,
-                -1,
-                0,
-                alloc.byte_offset + self.offset * isz,
-                pat[0] if pat else (1, 1),
-                pat[1:],
-            )
+            kind, core, start = HBM, -1, 0
         else:
-            fields = (
-                role,
-                alloc.kind,
-                fmt.name,
-                isz,
-                alloc.core,
-                alloc.partition_start + self.p0,
-                alloc.byte_offset + self.offset * isz,
-                (self.strides[0], self.shape[0]),
-                tuple(zip(self.strides[1:], self.shape[1:], strict=True)),
-            )
+            kind, core, start = alloc.kind, alloc.core, alloc.partition_start + self.p0
+        outer = pat[0] if pat else (1, 1)
+        sig = (role, kind, fmt.name, isz, core, start, outer, pat[1:])
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (same object)
-        d = self._operand = (tuple.__new__(Operand, fields), fields[:6] + fields[7:])
+        op = tuple.__new__(Operand, (*sig[:6], offset, outer, sig[7]))
+        d = self._operand = (op, sig)
         return d
 
     @property

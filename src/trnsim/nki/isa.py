@@ -106,10 +106,11 @@ def _op(o: Any) -> str | None:
 def _run(
     op: Op, dst: dict[str, Any], src: dict[str, Any], attrs: dict[str, Any], eng: Any = None
 ) -> None:
-    for role, v in (*dst.items(), *src.items()):
-        if not isinstance(v, View):
-            raise fail("operand", f"{op.value} {role} must be a tensor, got {type(v).__name__}")
-    current().core.execute(op, dst, src, attrs, _eng(eng))
+    for operands in (dst, src):
+        for role, v in operands.items():
+            if not isinstance(v, View):
+                raise fail("operand", f"{op.value} {role} must be a tensor, got {type(v).__name__}")
+    current().core.execute(op, dst, src, attrs, None if eng is None else _eng(eng))
 
 
 def _scalar_or_vector(name: str, x: Any, src: dict[str, Any], attrs: dict[str, Any]) -> None:
@@ -140,7 +141,7 @@ def nc_matmul(
     perf_mode: Any = matmul_perf_mode.none,
     name: str | None = None,
 ) -> None:
-    pm = perf_mode.name if isinstance(perf_mode, matmul_perf_mode) else str(perf_mode)
+    pm = perf_mode._name_ if isinstance(perf_mode, matmul_perf_mode) else str(perf_mode)
     pm = "double_row" if pm in ("double_row", "double_row_gen3") else pm
     _run(
         Op.NC_MATMUL,
@@ -595,7 +596,7 @@ def rand_get_state(dst: View, engine: Any = engine.unknown, name: str | None = N
 
 
 def _enum_name(x: Any) -> Any:
-    return x.name if isinstance(x, enum.Enum) else x
+    return x._name_ if isinstance(x, enum.Enum) else x  # _name_: the plain attribute of .name
 
 
 def dma_copy(

@@ -12,9 +12,11 @@ gen4. Rounding: ``rounding=`` > ``NEURON_RT_STOCHASTIC_ROUNDING_EN=1`` > RNE.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,7 +211,7 @@ def _launch(
         finally:
             enter(None)
 
-    with single_threaded_blas():  # tile-sized matmuls: see trnsim.core.blas
+    with single_threaded_blas(), _fewer_gc_passes():  # see trnsim.core.blas, _fewer_gc_passes
         if n == 1:
             program(0)
         else:
@@ -230,6 +232,37 @@ def _launch(
         if isinstance(a, np.ndarray) and a.flags.writeable:
             a[...] = t.array().reshape(a.shape)
     return RunResult(_to_numpy(results[0]), cores, launch.printed)
+
+
+GC_GEN0_THRESHOLD = 100_000
+"""Allocations between two young-generation passes of the cyclic GC during a kernel run
+(CPython's default is 700). A run allocates a few small objects per instruction and keeps most
+of them (the record), so at the default the collector re-walks the growing record over and
+over: about 12% of a timing-only recording of 10^5 instructions (benchmarks/bench_timing.py).
+Cycles are still collected, only less often; tensors are freed by reference counting, so SBUF
+and PSUM liveness does not depend on it."""
+
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_saved: tuple[int, ...] = ()
+
+
+@contextlib.contextmanager
+def _fewer_gc_passes() -> Iterator[None]:
+    """Raise the GC's young-generation threshold for the duration of a run (re-entrant)."""
+    global _gc_depth, _gc_saved
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_saved = gc.get_threshold()
+            gc.set_threshold(max(GC_GEN0_THRESHOLD, _gc_saved[0]), *_gc_saved[1:])
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0:
+                gc.set_threshold(*_gc_saved)
 
 
 def _hbm_bytes(target: str) -> int:
