@@ -171,3 +171,68 @@ def test_schedule_drops_no_dependency():
                 checked += 1
                 assert start[j] >= end[i], (i, j, instrs[i], instrs[j])
     assert checked > len(instrs)  # the kernel has real dependencies
+
+
+def _rewrite_kernel(lhsT, rhs):
+    """One stationary and one moving tile rewritten between matmuls (by DMA and by an engine
+    copy), accumulation groups opened, extended and overwritten: stale decoded tiles or a
+    stale 'group open' memo would show in the result."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, 2 * N), dtype=nl.float32, buffer=nl.shared_hbm)
+    st = nl.ndarray((128, M), dtype=lhsT.dtype, buffer=nl.sbuf)
+    mv = nl.ndarray((128, N), dtype=rhs.dtype, buffer=nl.sbuf)
+    ps = nl.ndarray((M, 2 * N), dtype=nl.float32, buffer=nl.psum)
+    res = nl.ndarray((M, 2 * N), dtype=nl.float32, buffer=nl.sbuf)
+    for k in range(K // 128):
+        nisa.dma_copy(dst=st, src=lhsT[k * 128 : (k + 1) * 128, :])
+        nisa.dma_copy(dst=mv, src=rhs[k * 128 : (k + 1) * 128, :])
+        if k == 3:  # an engine write closes the group: the next auto matmul overwrites
+            nisa.memset(dst=ps[:, 0:N], value=1.0)
+        nisa.nc_matmul(dst=ps[:, 0:N], stationary=st, moving=mv)  # accumulate=None
+        if k == 1:
+            nisa.tensor_copy(dst=mv, src=st[:, 0:N])  # an engine write of the moving tile
+        nisa.nc_matmul(dst=ps[:, N : 2 * N], stationary=st, moving=mv, accumulate=k > 0)
+        if k == 2:
+            nisa.nc_matmul(dst=ps[:, 0:N], stationary=st, moving=mv, accumulate=False)
+    nisa.tensor_copy(dst=res, src=ps)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+@pytest.mark.parametrize("which", ["rewrite", "blocked", "tiled"])
+def test_matmul_fast_path_is_bit_equal_to_the_spec_path(monkeypatch, which):
+    import importlib.util
+    import pathlib
+
+    from trnsim.core import machine
+
+    rng = np.random.default_rng(3)
+    if which == "rewrite":
+        kernel = _rewrite_kernel
+        args = (
+            rng.standard_normal((512, 128)).astype(BF16),
+            rng.standard_normal((512, 128)).astype(BF16),
+        )
+    else:
+        path = pathlib.Path(__file__).resolve().parents[1] / "examples/kernels/matmul.py"
+        spec = importlib.util.spec_from_file_location("mm_fast", path)
+        mod = importlib.util.module_from_spec(spec)
+        nki.install()
+        spec.loader.exec_module(mod)
+        kernel = mod.matmul_blocked if which == "blocked" else mod.matmul_tiled
+        args = mod.make_inputs(rng, K=512, M=512, N=1024)
+    fast = nki.run(kernel, *args)
+    monkeypatch.setattr(machine, "FAST_PATHS", False)
+    plain = nki.run(kernel, *args)
+    assert not plain.cores[0].fast_paths and fast.cores[0].fast_paths
+    assert fast.outputs.dtype == plain.outputs.dtype
+    assert np.array_equal(fast.outputs.view(np.uint8), plain.outputs.view(np.uint8))
+    assert fast.instructions == plain.instructions
+    if which == "rewrite":  # and right: an independent fp32 golden of the kernel above
+        st = [t.astype(np.float32) for t in np.split(args[0], 4)]
+        mv = [t.astype(np.float32) for t in np.split(args[1], 4)]
+        left = st[3].T @ mv[3]
+        right = st[0].T @ mv[0] + st[1].T @ st[1] + st[2].T @ mv[2] + st[3].T @ mv[3]
+        golden = np.concatenate([left, right], axis=1)
+        np.testing.assert_allclose(fast.outputs, golden, rtol=1e-5, atol=1e-4)

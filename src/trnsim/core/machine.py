@@ -12,6 +12,7 @@ semantics function (``trnsim.core.semantics``, the specification), cast on write
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from math import prod
 from typing import Any
@@ -30,6 +31,15 @@ from trnsim.numerics import Format, get_format
 
 F32 = np.float32
 _FULL_MARK = {1: 0x01, 2: 0x0101, 4: 0x01010101, 8: 0x0101010101010101}
+
+FAST_PATHS = True
+"""Default of ``NeuronCore.fast_paths``: the nc_matmul operand cache and the PSUM
+accumulation-state memo (same bits as the plain path; tests/test_core_fast_paths.py)."""
+DECODE_CACHE_BYTES = 32 << 20
+"""Budget of decoded float32 SBUF tiles kept per core (least recently used dropped first): a
+blocked matmul re-reads each tile once per output tile of its block."""
+ACC_MEMO_ENTRIES = 4096
+"""PSUM views remembered as 'accumulation group open everywhere' (then forgotten at once)."""
 
 
 def resolve_target(target: str | CoreSpec) -> CoreSpec:
@@ -76,6 +86,11 @@ class NeuronCore:
         self.record: list[Instruction] = []
         self.lock = threading.Lock()
         self.checker = Checker()
+        self.fast_paths = FAST_PATHS
+        self._decoded: OrderedDict[tuple, tuple[int, np.ndarray]] = OrderedDict()
+        self._decoded_bytes = 0
+        self._spare: dict[tuple[int, ...], np.ndarray] = {}
+        self._acc_open: dict[tuple, int] = {}
         self.sbuf.fill_sentinel = self.psum.fill_sentinel = functional
 
     # ---- allocation -----------------------------------------------------------------------
@@ -179,6 +194,69 @@ class NeuronCore:
     def read_raw(self, v: View) -> np.ndarray:
         return v.array()
 
+    def read_cached(self, v: View, transposed: bool = False) -> np.ndarray:
+        """``read(v)`` of a narrow-float SBUF tile, decoded once per write of its allocation
+        (values equal to ``read``; callers must not modify the array). ``transposed``: laid
+        out in Fortran order, so that ``.T`` is C-contiguous (the layout ``nc_matmul`` copies
+        a stationary tile into). Other views: plain ``read``."""
+        fmt = v.fmt
+        alloc = v.storage.alloc
+        if alloc.kind != SBUF or fmt.kind == "packed" or fmt.dtype == F32:
+            return self.read(v)
+        key = (alloc, v.p0, v.offset, v.shape, v.strides, transposed)
+        hit = self._decoded.get(key)
+        if hit is not None:
+            if hit[0] == alloc.version:
+                self._decoded.move_to_end(key)
+                return hit[1]
+            del self._decoded[key]
+            self._recycle(hit[1])
+        raw = v.array()
+        flip = transposed and raw.ndim == 2
+        # a buffer of a dropped entry if one fits: a fresh array would fault in new pages,
+        # which costs more than the decode itself
+        buf = self._spare.pop((raw.shape[::-1] if flip else raw.shape), None)
+        if buf is None:
+            buf = np.empty(raw.shape[::-1] if flip else raw.shape, F32)
+        if flip:  # rows are contiguous: decode row by row, then transpose
+            np.copyto(buf, raw.astype(F32).T)
+            vals = buf.T
+        else:
+            np.copyto(buf, raw, casting="unsafe")
+            vals = buf
+        self._decoded[key] = (alloc.version, vals)
+        self._decoded_bytes += vals.nbytes
+        while self._decoded_bytes > DECODE_CACHE_BYTES:
+            _, (_, old) = self._decoded.popitem(last=False)
+            self._recycle(old)
+        return vals
+
+    def _recycle(self, vals: np.ndarray) -> None:
+        """Keep the buffer of a dropped decoded tile for the next tile of its shape."""
+        self._decoded_bytes -= vals.nbytes
+        buf = vals if vals.flags.c_contiguous else vals.T
+        self._spare[buf.shape] = buf
+
+    def acc_open(self, v: View) -> bool:
+        """Whether every element of the PSUM view ``v`` is in an open accumulation group
+        (all marks full); remembered per view until the allocation's marks change."""
+        alloc = v.storage.alloc
+        key = (alloc, v.p0, v.offset, v.shape, v.strides)
+        if self.fast_paths and self._acc_open.get(key) == alloc.marks_version:
+            return True
+        if not (v.acc_array() == _FULL_MARK[v.itemsize]).all():
+            return False
+        self._remember_open(v)
+        return True
+
+    def _remember_open(self, v: View) -> None:
+        if not self.fast_paths:
+            return
+        if len(self._acc_open) >= ACC_MEMO_ENTRIES:
+            self._acc_open.clear()
+        alloc = v.storage.alloc
+        self._acc_open[(alloc, v.p0, v.offset, v.shape, v.strides)] = alloc.marks_version
+
     def write(self, v: View, values: np.ndarray, *, mark_acc: bool = False) -> None:
         """Cast float32 ``values`` to ``v``'s format (run's rounding) and store them."""
         out = v.array()
@@ -186,14 +264,22 @@ class NeuronCore:
         if vals.dtype != v.fmt.dtype or v.fmt.name == "tfloat32":
             vals = self.cast(vals, v.fmt)
         out[...] = vals.reshape(out.shape) if vals.size == out.size else vals
-        if v.memory == PSUM:
+        alloc = v.storage.alloc
+        alloc.version += 1
+        if alloc.kind == PSUM:
             v.acc_array()[...] = _FULL_MARK[v.itemsize] if mark_acc else 0
+            alloc.marks_version += 1
+            if mark_acc:
+                self._remember_open(v)
 
     def write_raw(self, v: View, values: np.ndarray) -> None:
         out = v.array()
         out[...] = np.asarray(values).reshape(out.shape)
-        if v.memory == PSUM:
+        alloc = v.storage.alloc
+        alloc.version += 1
+        if alloc.kind == PSUM:
             v.acc_array()[...] = 0
+            alloc.marks_version += 1
 
     def cast(self, values: np.ndarray, fmt: Format) -> np.ndarray:
         if self.rounding == "stochastic" and fmt.kind != "int":
@@ -284,13 +370,10 @@ def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: 
     result = result.reshape(dst.shape)
     # fast path (same bits as the general path below): an fp32 accumulation group that is
     # already open everywhere adds in place, no decode / cast / re-mark round trip
-    if (
-        accumulate is not False
-        and dst.fmt.name == "float32"
-        and (dst.acc_array() == _FULL_MARK[4]).all()
-    ):
+    if accumulate is not False and dst.fmt.name == "float32" and nc.acc_open(dst):
         out = dst.array()
         out += result
+        dst.storage.alloc.version += 1
         return
     if accumulate is False:
         nc.write(dst, result, mark_acc=True)
@@ -320,7 +403,13 @@ def _nc_matmul(nc: NeuronCore, c: Call) -> None:
     if c.attrs.get("is_transpose"):
         nc.write_raw(dst, S.nc_transpose(nc.read_raw(st)).reshape(dst.shape))
         return
-    res = S.nc_matmul(nc.read(st), nc.read(mv), c.attrs.get("perf_mode") == "double_row")
+    double = c.attrs.get("perf_mode") == "double_row"
+    if nc.fast_paths and not double:
+        # the same values, decoded once per write of the tile, the stationary one already in
+        # the layout the specification copies it into (so its copies are no-ops)
+        res = S.nc_matmul(nc.read_cached(st, transposed=True), nc.read_cached(mv), False)
+    else:
+        res = S.nc_matmul(nc.read(st), nc.read(mv), double)
     _psum_accumulate(nc, dst, res, c.attrs.get("accumulate"))
 
 

@@ -43,11 +43,13 @@ class Allocation:
         "core",
         "kind",
         "live",
+        "marks_version",
         "memory",
         "name",
         "nbytes",
         "partition_start",
         "partitions",
+        "version",
     )
 
     def __init__(
@@ -70,6 +72,10 @@ class Allocation:
         self.name = name
         self.buffer = buffer
         self.live = True
+        # Bumped by every write of the data (version) and of the PSUM accumulation marks
+        # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
+        self.version = 0
+        self.marks_version = 0
 
     def __repr__(self) -> str:
         return (
