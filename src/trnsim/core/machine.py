@@ -115,7 +115,7 @@ class NeuronCore:
             fmt = _FORMATS[dtype] = get_format(dtype)
         except TypeError:  # an unhashable dtype argument
             fmt = get_format(dtype)
-        shape = tuple([int(d) for d in shape])
+        shape = tuple([d if type(d) is int else int(d) for d in shape])
         isz = fmt.dtype.itemsize
         if memory in (SBUF, PSUM):
             if not shape:
@@ -157,16 +157,16 @@ class NeuronCore:
         for r, v in dst.items():
             if not v.inbounds:
                 v.check_bounds()
-            o, sig = v.described(r)
-            dst_ops.append(o)
-            signature.append(sig)
+            d = v.described(r)
+            dst_ops.append(d[0])
+            signature.append(d[1])
         src_ops = []
         for r, v in src.items():
             if not v.inbounds:
                 v.check_bounds()
-            o, sig = v.described(r)
-            src_ops.append(o)
-            signature.append(sig)
+            d = v.described(r)
+            src_ops.append(d[0])
+            signature.append(d[1])
         key = tuple(signature)
         call = None
         if not self.checker.known(key):
@@ -299,11 +299,20 @@ _FORMATS: dict[Any, Format] = {}
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
+    strides = _STRIDES.get(shape)
+    if strides is None:
+        out, acc = [], 1
+        for d in reversed(shape):
+            out.append(acc)
+            acc *= d
+        strides = tuple(reversed(out))
+        if len(_STRIDES) < 4096:
+            _STRIDES[shape] = strides
+    return strides
+
+
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+"""Memo of ``_c_strides`` (kernels allocate the same few tile shapes over and over)."""
 
 
 _PLAIN = frozenset({bool, int, float, str, type(None)})

@@ -341,7 +341,7 @@ class View:
         self.fmt = fmt if fmt is not None else storage.fmt
         self.dtype = dtype if dtype is not None else user_dtype(self.fmt)
         self.inbounds = False
-        self._operand: tuple[Operand, tuple] | None = None
+        self._operand: tuple[Operand, tuple, tuple] | None = None
 
     @classmethod
     def trusted(
@@ -475,26 +475,29 @@ class View:
         """The record's descriptor of this view as operand ``role`` (cached per view)."""
         return self.described(role)[0]
 
-    def described(self, role: str) -> tuple[Operand, tuple]:
-        """``(operand(role), signature)``: the signature is the operand without its byte
-        offset (what the rules may look at, see ``rules.Checker``). Cached per view."""
+    def described(self, role: str) -> tuple[Operand, tuple, tuple]:
+        """``(operand(role), signature, parts)``: the signature is the operand without its
+        byte offset (what the rules may look at, see ``rules.Checker``), the parts are the
+        operand without its role. Cached per view."""
         d = self._operand
-        if d is not None and d[0][0] == role:
-            return d
-        alloc = self.storage.alloc
-        fmt = self.fmt
-        isz = fmt.dtype.itemsize
-        offset = alloc.byte_offset + self.offset * isz
-        pat = tuple(zip(self.strides, self.shape, strict=False))  # equal lengths by construction
-        if alloc.kind == HBM:
-            kind, core, start = HBM, -1, 0
+        if d is not None:
+            if d[0][0] == role:
+                return d
+            parts = d[2]  # the same view in another role
         else:
-            kind, core, start = alloc.kind, alloc.core, alloc.partition_start + self.p0
-        outer = pat[0] if pat else (1, 1)
-        sig = (role, kind, fmt.name, isz, core, start, outer, pat[1:])
+            alloc = self.storage.alloc
+            fmt = self.fmt
+            isz = fmt.dtype.itemsize
+            pat = tuple(zip(self.strides, self.shape, strict=False))  # equal lengths
+            if alloc.kind == HBM:
+                kind, core, start = HBM, -1, 0
+            else:
+                kind, core, start = alloc.kind, alloc.core, alloc.partition_start + self.p0
+            offset = alloc.byte_offset + self.offset * isz
+            parts = (kind, fmt.name, isz, core, start, offset, pat[0] if pat else (1, 1), pat[1:])
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (same object)
-        op = tuple.__new__(Operand, (*sig[:6], offset, outer, sig[7]))
-        d = self._operand = (op, sig)
+        op = tuple.__new__(Operand, (role, *parts))
+        d = self._operand = (op, (role, *parts[:5], *parts[6:]), parts)
         return d
 
     @property

@@ -69,7 +69,7 @@ def ndarray(
     """A new, uninitialised tensor (sentinel-filled: NaN for floats)."""
     prog = current()
     buf = _buffer(buffer)
-    shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
+    shape = tuple([int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,))])
     if buf is shared_hbm and prog.launch.lnc > 1:
         # The programs of an LNC launch share their shared_hbm tensors: the i-th shared_hbm
         # allocation of every program is the same tensor.
