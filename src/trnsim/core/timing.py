@@ -135,7 +135,6 @@ class _Regions:
         self.ids[r] = rid
         self.keys.append(r)
         keys = self._bucket_keys(r)
-        seen: set[int] = set()
         if keys is None:
             cands: list[int] = list(range(rid))
             self.wide.append(rid)
@@ -144,14 +143,32 @@ class _Regions:
             for k in keys:
                 cands.extend(self.buckets[k])
         mine = [rid]
-        for q in cands:
-            if q in seen:
-                continue
-            seen.add(q)
-            if regions_overlap(r, self.keys[q]):
+        regions, overlaps = self.keys, self.overlaps
+        kind, a1, a2, a3, a4, a5 = r[:6]
+        if kind == "hbm":  # regions_overlap(r, b), inlined (this loop is hot)
+            a6, a7 = r[6], r[7]
+            for q in dict.fromkeys(cands):  # each candidate once, in order
+                b = regions[q]
+                if b[0] != "hbm" or a6 >= b[7] or b[6] >= a7:
+                    continue
+                if a1 and a1 == b[1] and not (a2 < b[3] and b[2] < a3 and a4 < b[5] and b[4] < a5):
+                    continue
                 mine.append(q)
-                self.overlaps[q].append(rid)
-        self.overlaps.append(mine)
+                overlaps[q].append(rid)
+        else:
+            for q in dict.fromkeys(cands):
+                b = regions[q]
+                if (
+                    b[0] == kind
+                    and a1 == b[1]
+                    and a2 < b[3]
+                    and b[2] < a3
+                    and a4 < b[5]
+                    and b[4] < a5
+                ):
+                    mine.append(q)
+                    overlaps[q].append(rid)
+        overlaps.append(mine)
         if keys is not None:
             for k in keys:
                 self.buckets[k].append(rid)
@@ -537,8 +554,8 @@ def _critical_path(
     while i >= 0:
         p = pred[i]
         added = end[i] - (end[p] if p >= 0 else 0.0)
-        ins = instrs[i]
-        key = (ins.opcode, ins.engine, ins.file, ins.line)
+        opcode, engine, _, _, _, file, line, _ = instrs[i]
+        key = (opcode, engine, file, line)
         g = groups.get(key)
         if g is None:
             g = groups[key] = [0.0, 0]
