@@ -78,12 +78,16 @@ class NkiTensor(View):
             partition_dim = dim == 0 and on_chip
             if type(k) is slice:
                 start, stop, step = k.start, k.stop, k.step
+                if start is None:
+                    start = 0
+                if stop is None:
+                    stop = n
                 if (
                     step is None
                     and type(start) is int
                     and type(stop) is int
                     and 0 <= start <= stop <= n
-                ):  # the common a:b (same result as the general path below)
+                ):  # the common a:b, : and a: (same result as the general path below)
                     step, count = 1, stop - start
                 else:
                     start, stop, step = k.indices(n)
