@@ -1,7 +1,7 @@
 """A 1024^3 bf16 GEMM timed by trnsim and by SCALE-Sim on a 128x128 array, side by side (issue 5).
 
 Run: ``.venv/bin/python benchmarks/bench_scalesim.py [--json] [--jobs 2]`` (needs the network
-once, to build SCALE-Sim's venv; then about 5 minutes on 2 cores: 9 SCALE-Sim runs of ~1 minute
+once, to build SCALE-Sim's venv; then 5 to 11 minutes on 2 cores: 9 SCALE-Sim runs of 1-3 minutes
 each). Not part of the test suite.
 
 SCALE-Sim (https://github.com/scalesim-project/SCALE-Sim, PyPI ``scalesim``) needs ``numpy<2``
@@ -294,8 +294,15 @@ def ensure_venv(venv: Path) -> Path:
     return python
 
 
-def run_scalesim(python: Path, cfg: ScaleSimConfig, shape: tuple[int, int, int], work: Path):
-    """Run SCALE-Sim once in its venv and parse its reports."""
+def run_scalesim(
+    python: Path,
+    cfg: ScaleSimConfig,
+    shape: tuple[int, int, int],
+    work: Path,
+    reuse: bool = False,
+) -> ScaleSimResult:
+    """Run SCALE-Sim once in its venv and parse its reports. ``reuse``: if ``work`` already holds
+    this run's reports from identical input files, parse those instead of running again."""
     run_dir = work / cfg.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     files = {
@@ -303,12 +310,20 @@ def run_scalesim(python: Path, cfg: ScaleSimConfig, shape: tuple[int, int, int],
         "gemm.csv": topology_text(*shape),
         "layout.csv": LAYOUT_TEXT,
     }
+    out = run_dir / "out"
+    report_dir = out / cfg.run_name
+    same_inputs = all(
+        (run_dir / name).exists() and (run_dir / name).read_text() == text
+        for name, text in files.items()
+    )
+    if reuse and same_inputs and (report_dir / DETAIL_REPORT).exists():
+        return parse_reports(
+            (report_dir / COMPUTE_REPORT).read_text(), (report_dir / DETAIL_REPORT).read_text()
+        )
     for name, text in files.items():
         (run_dir / name).write_text(text)
-    out = run_dir / "out"
     cmd = [str(python), "-c", DRIVER, *(str(run_dir / f) for f in files), str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=run_dir)
-    report_dir = out / cfg.run_name
     if r.returncode != 0 or not (report_dir / COMPUTE_REPORT).exists():
         tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
         raise ScaleSimError(
@@ -381,55 +396,57 @@ def markdown(
     cfgs: dict[tuple[str, str], ScaleSimConfig],
     dataflows: tuple[str, ...],
 ) -> str:
+    """The two tables of RESULTS.md: compute only (cycles of the array), then end to end."""
     m, n, k = shape
-    out = []
-    first = next(iter(trn.values()))
-    out.append(f"Compute only (cycles of the 128x128 array; M=N=K={m}):\n")
-    out.append("| model | cycles | vs ideal |")
-    out.append("|---|---:|---:|")
-    out.append(f"| ideal 2MNK / (2 x 128 x 128) | {first.ideal_cycles:,} | +0% |")
-    out.append(
-        f"| trnsim Tensor engine busy ({first.matmuls} matmuls) | "
-        f"{first.tensor_busy_cycles:,.0f} | {_pct(first.tensor_busy_cycles, first.ideal_cycles)} |"
-    )
-    gen0 = next(iter(trn))
+    gens = list(trn)
+    t0 = trn[gens[0]]
+    out = [
+        f"Compute only (cycles of the {cfgs[(gens[0], dataflows[0])].rows}x"
+        f"{cfgs[(gens[0], dataflows[0])].cols} array, M={m} N={n} K={k}; the same on every "
+        "core):\n",
+        "| model | cycles | vs ideal |",
+        "|---|---:|---:|",
+        f"| ideal 2MNK / (2 x rows x cols) | {t0.ideal_cycles:,} | +0% |",
+        f"| trnsim: Tensor engine busy ({t0.matmuls} matmuls) | {t0.tensor_busy_cycles:,.0f} | "
+        f"{_pct(t0.tensor_busy_cycles, t0.ideal_cycles)} |",
+    ]
     for df in dataflows:
-        r = ss[(gen0, df)]
+        counts = sorted({ss[(g, df)].compute_cycles for g in gens})
+        shown = " / ".join(f"{c:,}" for c in counts)  # one figure unless SRAM size mattered
         out.append(
-            f"| SCALE-Sim {df} (total - stall; mapping eff {r.mapping_efficiency:.0%}) | "
-            f"{r.compute_cycles:,} | {_pct(r.compute_cycles, first.ideal_cycles)} |"
+            f"| SCALE-Sim {df}: total - stall cycles | {shown} | "
+            f"{_pct(counts[0], t0.ideal_cycles)} |"
         )
-    out.append("\nWith memory (SCALE-Sim: USER bandwidth from trnsim's DMA model; us at the Tensor")
-    out.append("engine clock):\n")
-    out.append(
-        "| core | clock | trnsim total | "
-        + " | ".join(f"SCALE-Sim {df} total (stall) / incl. prefetch" for df in dataflows)
-        + " | read / write bw (elem/cycle) |"
-    )
-    out.append("|---|---:|---:|" + "---:|" * len(dataflows) + "---|")
-    for gen, t in trn.items():
-        cells = []
+    out += [
+        "\nEnd to end (trnsim: first DMA to last store; SCALE-Sim: first DRAM read of the initial",
+        "SRAM fill to last DRAM write, its 'Total Cycles (incl. prefetch)'; seconds at the Tensor",
+        "engine clock; SCALE-Sim DRAM bandwidth in elements/cycle, rounded from the exact",
+        "figure):\n",
+        "| core | model | compute | stalls | total cycles | time | DRAM read / write bw |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for g in gens:
+        t = trn[g]
+        c = cfgs[(g, dataflows[0])]
+        out.append(
+            f"| {t.target} | trnsim | {t.tensor_busy_cycles:,.0f} | - | {t.total_cycles:,.0f} | "
+            f"{t.total_s * 1e6:.1f} us | DMA {c.write_bw_exact:.1f} shared |"
+        )
         for df in dataflows:
-            r = ss[(gen, df)]
-            cells.append(
-                f"{r.total_cycles:,} ({r.stall_cycles:,}) / {r.total_incl_prefetch:,} = "
-                f"{r.total_incl_prefetch / t.clock_hz * 1e6:.1f} us"
+            r = ss[(g, df)]
+            out.append(
+                f"| {t.target} | SCALE-Sim {df} | {r.compute_cycles:,} | {r.stall_cycles:,} | "
+                f"{r.total_incl_prefetch:,} | {r.total_incl_prefetch / t.clock_hz * 1e6:.1f} us | "
+                f"{c.read_bw} + {c.read_bw} / {c.write_bw} |"
             )
-        c = cfgs[(gen, dataflows[0])]
-        out.append(
-            f"| {t.target} | {t.clock_hz / 1e9:.1f} GHz | {t.total_cycles:,.0f} = "
-            f"{t.total_s * 1e6:.1f} us | "
-            + " | ".join(cells)
-            + f" | {c.read_bw} ({c.read_bw_exact:.1f}) x2 / {c.write_bw} ({c.write_bw_exact:.1f}) |"
-        )
-    r = ss[(gen0, dataflows[0])]
     out.append(
-        "\nSCALE-Sim DRAM traffic (elements): "
+        "\nSCALE-Sim DRAM traffic (elements, "
+        f"{t0.target}): "
         + "; ".join(
-            f"{df} {ss[(gen0, df)].dram_reads:,} read, {ss[(gen0, df)].dram_writes:,} written"
+            f"{df} {ss[(gens[0], df)].dram_reads:,} read, {ss[(gens[0], df)].dram_writes:,} written"
             for df in dataflows
         )
-        + f" (the operands are {m * k + k * n:,} elements, the result {m * n:,})."
+        + f" (operands {m * k + k * n:,}, result {m * n:,})."
     )
     return "\n".join(out)
 
@@ -441,9 +458,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--targets", nargs="+", default=list(GENERATIONS))
     ap.add_argument("--dataflows", nargs="+", default=list(DATAFLOWS), choices=DATAFLOWS)
+    ap.add_argument(
+        "--shape",
+        nargs=3,
+        type=int,
+        default=list(SHAPE),
+        metavar=("M", "N", "K"),
+        help="GEMM shape (M, K multiples of 128, N of 512; default 1024^3)",
+    )
     ap.add_argument("--workdir", type=Path, help="keep SCALE-Sim's inputs and reports here")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --workdir: parse reports already there from identical inputs, not rerun",
+    )
     args = ap.parse_args(argv)
-    shape = SHAPE
+    if args.reuse and args.workdir is None:
+        ap.error("--reuse needs --workdir")
+    shape = tuple(args.shape)
     dataflows = tuple(args.dataflows)
     try:
         python = ensure_venv(args.venv)
@@ -457,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
                 futures = {
-                    key: pool.submit(run_scalesim, python, c, shape, work)
+                    key: pool.submit(run_scalesim, python, c, shape, work, args.reuse)
                     for key, c in cfgs.items()
                 }
                 ss = {key: f.result() for key, f in futures.items()}
