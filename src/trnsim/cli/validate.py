@@ -1,5 +1,7 @@
 """``trnsim validate``: the performance model against the Trn1 calibration rows (B, B2, C):
-every row's error and the MAPE per table. ``--fit`` refits the global efficiency profiles."""
+every row's error and the MAPE per table. ``--fit`` refits the global efficiency profiles;
+``--compute`` picks the compute model (the kernel tables by default, or the roofline);
+``--build-tables`` regenerates the kernel tables (``trnsim.perf.tables``) first."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.cli.train import dump
-from trnsim.perf import calibrate
+from trnsim.perf import calibrate, tables
+from trnsim.perf.table_model import COMPUTE_MODELS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,6 +20,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fit",
         action="store_true",
         help="refit the train/serve efficiency profiles (about a minute)",
+    )
+    parser.add_argument(
+        "--compute",
+        choices=COMPUTE_MODELS,
+        default="auto",
+        help="compute model: auto (kernel tables on Trn1), table or roofline",
+    )
+    parser.add_argument(
+        "--build-tables",
+        action="store_true",
+        help="regenerate the matmul kernel tables with the core timing model first (minutes)",
     )
     parser.add_argument("--markdown", action="store_true", help="print a Markdown report")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -44,8 +58,11 @@ def markdown(rep: calibrate.Report) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    profiles = calibrate.fit() if args.fit else calibrate.FITTED
-    rep = calibrate.report(profiles)
+    if args.build_tables:
+        tables.main(["build"])
+    profiles = calibrate.fit(model=args.compute) if args.fit else None
+    rep = calibrate.report(profiles, model=args.compute)
+    profiles = rep.profiles
     summary = {
         "mape_B": rep.mape("B"),
         "mape_B2": rep.mape("B2"),
@@ -60,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         dump(
             {
+                "compute_model": rep.model,
                 "profiles": {
                     "train": profiles.train.as_dict(),
                     "serve": profiles.serve.as_dict(),
@@ -103,5 +121,5 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     for k, v in summary.items():
         console.print(f"{k}: [bold]{v:.1%}[/bold]")
-    console.print(f"[dim]profiles: {profiles.source}[/dim]")
+    console.print(f"[dim]compute model: {rep.model}; profiles: {profiles.source}[/dim]")
     return 0
