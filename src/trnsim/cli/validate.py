@@ -36,24 +36,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def markdown(rep: calibrate.Report) -> str:
-    lines = []
+def markdown(rep: calibrate.Report, base: calibrate.Report | None = None) -> str:
+    """Per-row errors and MAPE per table; with ``base`` (another compute model's report) its
+    predictions and errors side by side."""
+    extra = f" {base.model} | error |" if base else ""
+    lines = [f"Compute model: {rep.model}" + (f" (beside: {base.model})" if base else "")]
     for table, metrics in (("B", ["seq/s"]), ("B2", ["seq/s"]), ("C", ["TTFT ms", "TPOT ms"])):
         lines += [
             "",
             f"Table {table}:",
             "",
-            "| row | metric | measured | trnsim | error |",
-            "|---|---|---|---|---|",
+            f"| row | metric | measured | trnsim ({rep.model}) | error |{extra}",
+            "|---|---|---|---|---|" + ("---|---|" if base else ""),
         ]
-        for r in rep.rows:
-            if r.table == table:
-                lines.append(
-                    f"| {r.label} | {r.metric} | {r.measured:,.2f} | "
-                    f"{r.predicted:,.2f} | {r.error:+.1%} |"
-                )
+        others = [r for r in base.rows if r.table == table] if base else []
+        mine = [r for r in rep.rows if r.table == table]
+        for i, r in enumerate(mine):
+            cells = f"| {r.label} | {r.metric} | {r.measured:,.2f} | {r.predicted:,.2f} | "
+            cells += f"{r.error:+.1%} |"
+            if others:
+                cells += f" {others[i].predicted:,.2f} | {others[i].error:+.1%} |"
+            lines.append(cells)
         for mt in metrics:
-            lines.append(f"\nMAPE {table} {mt}: **{rep.mape(table, mt):.1%}**")
+            line = f"\nMAPE {table} {mt}: **{rep.mape(table, mt):.1%}**"
+            if base:
+                line += f" ({base.model}: {base.mape(table, mt):.1%})"
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -100,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     if args.markdown:
-        print(markdown(rep))
+        other = "roofline" if rep.model == "table" else None
+        print(markdown(rep, calibrate.report(model=other) if other else None))
         return 0
     console = Console()
     table = Table(title="trnsim vs published Trn1 measurements", title_justify="left")

@@ -88,17 +88,19 @@ def default_model(chip: ChipSpec, ranks_per_chip: int) -> ComputeModel:
 # Fitted by `trnsim validate --fit` with the table model to calibration/trainium.md sections
 # B + B2 (train) and C (serve); benchmarks/RESULTS.md lists the per-row errors.
 FITTED_TABLE = Profiles(
-    train=Efficiency(kernel_matmul=0.45, attention=0.183, hbm=0.999),
+    train=Efficiency(kernel_matmul=0.449, attention=0.282, hbm=1.0, comm_overlap=0.0),
     serve=Efficiency(
-        kernel_matmul=0.2,
-        attention=0.0522,
-        hbm=0.791,
-        kv_hbm=0.457,
-        op_overhead_s=3.14e-6,
-        comm_overlap=0.010,
+        kernel_matmul=0.2197,
+        attention=0.0504,
+        hbm=0.7455,
+        kv_hbm=0.4462,
+        op_overhead_s=1.78e-6,
+        comm_overlap=0.0226,
         score_bytes=64.0,
     ),
-    source="defaults (not fitted)",
+    source="fitted to shared/calibration/trainium.md B + B2 (train: 20 rows, seq/s) and C "
+    "(serve: 36 rows, TTFT and TPOT p50) by trnsim.perf.calibrate.fit with the table model "
+    "(mean |log error|)",
 )
 
 
