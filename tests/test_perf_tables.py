@@ -94,3 +94,15 @@ def test_estimates_name_their_compute_model():
         "llama-3.1-8b", "gb300-nvl72", plan_for_chips(72, tp=8), global_batch=72, seq_len=4096
     )
     assert gpu.assumptions[0].startswith("compute: roofline model")
+
+
+def test_cli_compute_flag_selects_the_model(capsys):
+    from trnsim.cli.main import main
+
+    argv = ["infer", "--model", "llama-2-7b", "--system", "trn1.32xlarge", "--tp", "32"]
+    argv += ["--ranks-per-chip", "2", "--json"]
+    models = []
+    for flag in ([], ["--compute", "roofline"]):
+        assert main(argv + flag) == 0
+        models.append(json.loads(capsys.readouterr().out)["assumptions"][0].split()[1])
+    assert models == ["table", "roofline"]
