@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trnsim.core.indirect import INDEX_DTYPES, indirect_roles
+from trnsim.core.indirect import INDEX_DTYPES, IndirectView, indirect_roles
 from trnsim.core.isa import (
     ALL_OPS,
     COMPUTE_OPS,
@@ -114,9 +114,12 @@ def _generation(call: Call) -> str | None:
 # (registered before "memory" so an indirect view on a compute op gets this message)
 @rule("indirect-operand", ALL_OPS - {Op.DMA_COPY})
 def _indirect_elsewhere(call: Call) -> str | None:
-    roles = indirect_roles(call)
-    if not roles:
+    for v in (*call.dst.values(), *call.src.values()):  # the common case: one cheap pass
+        if type(v) is IndirectView:
+            break
+    else:
         return None
+    roles = indirect_roles(call)
     extra = " (indirect dma_transpose/dma_compute are not modelled)" if call.op in DMA_OPS else ""
     return (
         f"{call.op.value} {roles[0]} is an indirect view (.ap with vector_offset / "
