@@ -309,3 +309,32 @@ def test_rng_state_ops_have_a_cost_rule():
         if ins.opcode in (Op.RAND_SET_STATE, Op.RAND_GET_STATE):
             assert costs.instruction_cycles(ins, spec) == spec.min_ii_cycles
     assert schedule(res.instructions, spec).total_s > 0
+
+
+def test_conservative_region_orders_a_later_write_of_any_table_row():
+    def k(table):
+        idx = nl.ndarray((128, 1), nl.uint32, buffer=nl.sbuf)
+        nisa.iota(idx, [[0, 1]], offset=0, channel_multiplier=1)
+        d = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(d, rows_ap(table, idx))
+        z = nl.ndarray((1, 64), nl.float32, buffer=nl.sbuf)
+        nisa.memset(z, 0.0)
+        nisa.dma_copy(table[299:300, :], z)  # a row the indices may (at run time) have named
+
+    rec = nki.run(k, RNG.standard_normal((300, 64)).astype(np.float32)).instructions
+    s = schedule(rec, "gen4").schedule
+    gather = next(i for i, ins in enumerate(rec) if ins.attr("indirect"))
+    assert s.start[len(rec) - 1] >= s.end[gather]
+
+
+def test_scalar_offset_works_with_hwdge_on_gen3():
+    x = RNG.standard_normal((8, 4)).astype(np.float32)
+
+    def k(x, s):
+        d = nl.ndarray((2, 4), nl.float32, buffer=nl.sbuf)
+        src = x.ap([[4, 2], [1, 4]], scalar_offset=sb(s), indirect_dim=0)
+        nisa.dma_copy(d, src, dge_mode=nisa.dge_mode.hwdge)
+        return out_of(d)
+
+    out = nki.run(k, x, np.array([[5]], np.uint32), target="gen3").outputs
+    np.testing.assert_array_equal(out, x[5:7])
