@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import numerics
+from trnsim.core import indirect
 from trnsim.core import semantics as S
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
@@ -628,6 +629,9 @@ def _local_gather(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.DMA_COPY)
 def _dma_copy(nc: NeuronCore, c: Call) -> None:
+    if "indirect" in c.attrs:  # gather / scatter through an index tile (trnsim.core.indirect)
+        indirect.execute(nc, c)
+        return
     _copy(nc, c.src["src"], c.dst["dst"])
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.core import indirect
+from trnsim.core.indirect import IndirectView
 from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.numerics import get_format
@@ -175,21 +177,42 @@ class NkiTensor(View):
         self,
         pattern: list[list[int]] | tuple,
         offset: int = 0,
+        scalar_offset: Any = None,
+        vector_offset: Any = None,
+        indirect_dim: int = 0,
         dtype: Any = None,
-        **unsupported: Any,
-    ) -> NkiTensor:
+    ) -> NkiTensor | IndirectView:
         """An explicit access pattern ``[[stride, count], ...]`` from this tensor's storage
         start plus ``offset`` (elements). On SBUF/PSUM the first pair is the partition dim
-        (stride in partitions)."""
-        bad = {k: v for k, v in unsupported.items() if v is not None}
-        if bad:
-            raise fail("not-implemented", f"ap({', '.join(bad)}=...) (dynamic/indirect access)")
+        (stride in partitions). Source: SDK ``nki/deep-dives/nki-aps.rst``.
+
+        ``vector_offset`` (an SBUF ``(P, 1)`` uint32/int32 tile: one row index per partition,
+        ``indirect_dim=0``) or ``scalar_offset`` (a 1x1 SBUF tile, or a Python int folded into
+        ``offset``) make an indirect view for ``nisa.dma_copy``: a gather when it is the
+        ``src``, a scatter when it is the ``dst`` (``dma_copy`` docstring, "Indirect
+        addressing"). The exact address rules and trnsim's choices where the docs are silent
+        are in ``trnsim.core.indirect``.
+        """
         fmt = get_format(dtype) if dtype is not None else self.fmt
         strides = [int(s) for s, _ in pattern]
         shape = [int(n) for _, n in pattern]
-        if self.on_chip:
+        if isinstance(scalar_offset, int | np.integer) and vector_offset is None:
+            # a compile-time constant offset: no runtime indirection (migration guide rule)
+            dim = int(indirect_dim)
+            if not 0 <= dim < self.ndim:
+                raise fail("indirect", f"indirect_dim {dim} is not a dim of {list(self.shape)}")
+            offset = int(offset) + int(scalar_offset) * prod(self.shape[dim + 1 :])
+            scalar_offset = None
+        if scalar_offset is None and vector_offset is None:
             return self._derive(shape, strides, int(offset), 0, fmt)
-        return self._derive(shape, strides, int(offset), 0, fmt)
+        static = NkiTensor(self.storage, tuple(shape), tuple(strides), int(offset), 0, fmt)
+        return indirect.make(
+            self,
+            static,
+            scalar_offset=scalar_offset,
+            vector_offset=vector_offset,
+            indirect_dim=int(indirect_dim),
+        )
 
     def view(self, dtype: Any) -> NkiTensor:
         """Reinterpret the bytes as another dtype of the same or a divisible size."""
@@ -225,8 +248,19 @@ class NkiTensor(View):
             expect *= n
         return True
 
+    def is_indirect(self) -> bool:
+        """False: a plain view (``.ap(vector_offset=...)`` returns an ``IndirectView``)."""
+        return False
+
     def indirect(self, *args: Any, **kwargs: Any) -> NkiTensor:
-        raise fail("not-implemented", "NkiTensor.indirect (tensor indirection) in trnsim")
+        """Compute-engine Tensor Indirection (NeuronCore-v4, NKI 0.5.0) is not modelled: its
+        index layout and partition constraints are only partly public (nki-notes 1.3)."""
+        raise fail(
+            "not-implemented",
+            "NkiTensor.indirect (compute-engine Tensor Indirection, NeuronCore-v4) is not "
+            "modelled by trnsim; for DMA gather/scatter use .ap(vector_offset=idx_tile) in "
+            "nisa.dma_copy",
+        )
 
     def __repr__(self) -> str:
         return f"NkiTensor({self.fmt.name}{list(self.shape)} @ {self.memory})"
