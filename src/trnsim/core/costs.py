@@ -486,11 +486,17 @@ def instruction_seconds(instr: Instruction, spec: CoreSpec, model: DmaModel | No
 
 
 def matmul_flops(instr: Instruction) -> float:
-    """Useful FLOPs: 2 x K x M x N (x4 K-values per word for MX); transposes count none."""
+    """Useful FLOPs: 2 x K x M x N (x4 K-values per word for MX); transposes count none.
+
+    FP8 ``double_row`` operands are ``[K / r, r, M]`` and ``[K / r, r, N]``: each partition holds
+    r K-rows, so K = partitions x r while the free sizes count M x r and N x r elements.
+    """
     if instr.opcode is Op.NC_MATMUL and not instr.attr("is_transpose"):
         st, mv = instr.operand("stationary"), instr.operand("moving")
         if st is not None and mv is not None:
-            return 2.0 * st.partitions * st.free_size * mv.free_size
+            double_row = instr.attr("perf_mode") == "double_row" and len(st.shape) == 3
+            rows = st.shape[1] if double_row else 1
+            return 2.0 * st.partitions * st.free_size * mv.free_size / rows
     if instr.opcode is Op.NC_MATMUL_MX:
         st, mv = instr.operand("stationary"), instr.operand("moving")
         if st is not None and mv is not None:
