@@ -76,7 +76,8 @@ T1. Element ``(p, i)`` of the view is ``t[p, off(p, i)]`` with
 T2. An offset counts elements of the flattened free dims of ``t`` (row-major over
     ``t.shape[1:]``, through ``t``'s strides), like ``nc_n_gather``; valid offsets are
     ``0 <= off < prod(t.shape[1:])``. Any other value is a ``ti-oob`` error naming the value,
-    its partition and position ``i``, the index cell it came from and the bound.
+    its partition and position ``i``, the index cell it came from and the bound (checked when
+    the data moves: a timing-only run never reads the offsets).
 T3. ``index``: an SBUF tensor (BIR702/703) of dtype uint16 (the tutorial), uint32 or int32
     (trnsim also takes these so iota / integer ALU results can index directly; a negative
     int32 is out of bounds), shape ``(P, ...)`` (free dims flattened to ``K``) with
