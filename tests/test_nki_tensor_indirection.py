@@ -360,7 +360,7 @@ def test_view_rules(make, text):
 
 
 def copy_from_iota(data):
-    """GpSimd writes the index; Vector gathers 256 of the 1024 columns; Vector reads the base."""
+    """GpSimd writes the index; Vector gathers 256 of the 1024 columns, then reads one cell."""
     d = sb(data)
     idx = iota_index(128, 16, 8, 0)
     o = nl.ndarray((128, 256), nl.float32, buffer=nl.sbuf)
@@ -406,7 +406,7 @@ def test_two_indirect_operands_record_one_index_each_and_cost_num_elem():
     assert costs.instruction_cycles(ins, core("gen4")) == 200
 
 
-def test_timing_orders_index_writer_then_gather_then_base_writer():
+def test_timing_orders_the_gather_after_the_index_writer_in_a_timing_only_run():
     data = RNG.standard_normal((128, 1024)).astype(np.float32)
     rec = nki.run(copy_from_iota, data, functional=False).instructions
     s = schedule(rec, "gen4").schedule
