@@ -26,6 +26,8 @@ FILES = [
     ("mxfp4_matmul.py", None),
     ("embedding_gather.py", None),
     ("embedding_gather.py", "embedding_update"),
+    ("column_gather.py", None),
+    ("column_gather.py", "scatter_columns"),
 ]
 
 

@@ -250,11 +250,14 @@ def test_dma_dtype_rules_per_dge_mode():
     expect("dtype", packed, x, values=("packed x4",))
 
 
-def test_tensor_indirect_is_explained_as_not_modelled():
+def test_tensor_indirection_view_on_a_dma_points_at_vector_offset():
     def k(x):
-        sb(x).indirect(None)
+        t = sb(x)
+        idx = nl.ndarray((10, 1), nl.uint32, buffer=nl.sbuf)
+        nisa.iota(idx, [[0, 1]], offset=0, channel_multiplier=0)
+        nisa.dma_copy(out_of(t), t.indirect(idx))  # compute-engine TI (NkiTensor.indirect)
 
-    expect("not-implemented", k, TABLE, values=("Tensor Indirection", "vector_offset"))
+    expect("ti-operand", k, TABLE, values=("dma_copy", ".ap(vector_offset="))
 
 
 # ---- record, cost, timing ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ Derivations beside formulas:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import ceil
 
 from trnsim.core.instruction import Instruction, Operand
@@ -471,7 +471,26 @@ def engine_clock(spec: CoreSpec, engine: Engine) -> float:
 
 def instruction_cycles(instr: Instruction, spec: CoreSpec) -> float:
     """Engine cycles ``instr`` occupies its engine for (not for DMA: see ``dma_cost``)."""
-    return rule_for(instr).formula(instr, spec)
+    return rule_for(instr).formula(tensor_indirect_access(instr), spec)
+
+
+def tensor_indirect_access(instr: Instruction) -> Instruction:
+    """``instr`` with each tensor-indirection operand (``.indirect``, attribute
+    ``tensor_indirect``) as the ``(P, num_elem)`` access the engine streams: the record names
+    the whole indexed view (a conservative dependency region, ``trnsim.core.indirect``), but
+    the op is costed by its normal formula on the elements it moves. Assumption: TI adds no
+    cycles (no public figure) and its data-dependent addresses count as a **non-contiguous**
+    access, so the VectorE perf modes that need contiguous operands do not apply; the index
+    read is free."""
+    ti = instr.attr("tensor_indirect")
+    if not ti:
+        return instr
+    n = {role: num_elem for role, _, num_elem in ti}
+
+    def access(o: Operand) -> Operand:
+        return replace(o, pattern=((0, n[o.role]),)) if o.role in n else o
+
+    return replace(instr, dst=tuple(map(access, instr.dst)), src=tuple(map(access, instr.src)))
 
 
 def instruction_seconds(instr: Instruction, spec: CoreSpec, model: DmaModel | None = None) -> float:
@@ -491,6 +510,7 @@ def matmul_flops(instr: Instruction) -> float:
     FP8 ``double_row`` operands are ``[K / r, r, M]`` and ``[K / r, r, N]``: each partition holds
     r K-rows, so K = partitions x r while the free sizes count M x r and N x r elements.
     """
+    instr = tensor_indirect_access(instr)
     if instr.opcode is Op.NC_MATMUL and not instr.attr("is_transpose"):
         st, mv = instr.operand("stationary"), instr.operand("moving")
         if st is not None and mv is not None:

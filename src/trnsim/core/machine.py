@@ -120,6 +120,8 @@ class NeuronCore:
         if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
             allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
             raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
+        # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect)
+        ti = indirect.prepare(op, chosen, dst, src, attrs, self.spec) if indirect.TI_USED else None
         call = Call(op, chosen, dst, src, attrs, self.spec)
         check(call)
         file, line = kernel_location()
@@ -136,7 +138,10 @@ class NeuronCore:
             )
         )
         if self.functional:
-            EXECUTORS[op](self, call)
+            if ti:
+                indirect.run(self, call, ti, EXECUTORS[op])
+            else:
+                EXECUTORS[op](self, call)
 
     # ---- data helpers ---------------------------------------------------------------------
 

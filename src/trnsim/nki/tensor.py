@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trnsim.core import indirect
-from trnsim.core.indirect import IndirectView
+from trnsim.core.indirect import IndirectView, TensorIndirectView
 from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.numerics import get_format
@@ -249,18 +249,21 @@ class NkiTensor(View):
         return True
 
     def is_indirect(self) -> bool:
-        """False: a plain view (``.ap(vector_offset=...)`` returns an ``IndirectView``)."""
+        """False: a plain view (``.ap(vector_offset=...)`` and ``.indirect(...)`` return
+        indirect views, whose ``is_indirect()`` is True)."""
         return False
 
-    def indirect(self, *args: Any, **kwargs: Any) -> NkiTensor:
-        """Compute-engine Tensor Indirection (NeuronCore-v4, NKI 0.5.0) is not modelled: its
-        index layout and partition constraints are only partly public (nki-notes 1.3)."""
-        raise fail(
-            "not-implemented",
-            "NkiTensor.indirect (compute-engine Tensor Indirection, NeuronCore-v4) is not "
-            "modelled by trnsim; for DMA gather/scatter use .ap(vector_offset=idx_tile) in "
-            "nisa.dma_copy",
-        )
+    def indirect(self, index: View, num_elem: int | None = None) -> TensorIndirectView:
+        """A Tensor Indirection (TI) view for compute instructions (NeuronCore-v4): shape
+        ``(P, num_elem)``, element ``(p, i)`` is ``self[p, off]`` with the free-dim offset
+        ``off = index[g*G + i % G, i // G]`` read when the consuming instruction runs (G = 16
+        on Vector/Scalar/GpSimd, 32 on Tensor; ``g`` the G-partition group of ``p``). As an
+        input it gathers, as a ``dst`` it scatters. ``index``: SBUF ``(P, K)`` uint16/uint32/
+        int32 at the same partitions as ``self``; ``num_elem`` defaults to ``index.size``.
+        Source: SDK ``NkiTensor.indirect`` docstring; the exact rules and trnsim's choices
+        where the docs are silent are in ``trnsim.core.indirect``.
+        """
+        return indirect.tensor_view(self, index, num_elem)
 
     def __repr__(self) -> str:
         return f"NkiTensor({self.fmt.name}{list(self.shape)} @ {self.memory})"
