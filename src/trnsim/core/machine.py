@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import numerics
+from trnsim.core import indirect
 from trnsim.core import semantics as S
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
@@ -119,6 +120,8 @@ class NeuronCore:
         if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
             allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
             raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
+        # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect)
+        ti = indirect.prepare(op, chosen, dst, src, attrs, self.spec) if indirect.TI_USED else None
         call = Call(op, chosen, dst, src, attrs, self.spec)
         check(call)
         file, line = kernel_location()
@@ -135,7 +138,10 @@ class NeuronCore:
             )
         )
         if self.functional:
-            EXECUTORS[op](self, call)
+            if ti:
+                indirect.run(self, call, ti, EXECUTORS[op])
+            else:
+                EXECUTORS[op](self, call)
 
     # ---- data helpers ---------------------------------------------------------------------
 
@@ -628,6 +634,9 @@ def _local_gather(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.DMA_COPY)
 def _dma_copy(nc: NeuronCore, c: Call) -> None:
+    if "indirect" in c.attrs:  # gather / scatter through an index tile (trnsim.core.indirect)
+        indirect.execute(nc, c)
+        return
     _copy(nc, c.src["src"], c.dst["dst"])
 
 

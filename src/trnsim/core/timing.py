@@ -258,7 +258,9 @@ def _schedule(
         if ins.opcode in _SYNC_OPS:
             return (_K_SYNC, 0.0, 0.0, "", *b, None)
         if ins.engine is Engine.DMA:
-            return (_K_DMA, costs.dma_cost(ins, dma), 0.0, "", *b, ins.attr("queue"))
+            dc = costs.dma_cost(ins, dma)
+            b[0] = dc.hbm_bytes  # = the HBM operands' bytes, except for indirect DMAs
+            return (_K_DMA, dc, 0.0, "", *b, ins.attr("queue"))
         sec = costs.instruction_cycles(ins, spec) / clocks[ins.engine]
         f = costs.matmul_flops(ins) if ins.engine is Engine.TENSOR else 0.0
         return (_K_COMPUTE, sec, f, costs.matmul_rate_class(ins) if f else "", *b, None)
