@@ -24,6 +24,10 @@ FILES = [
     ("mx_matmul.py", None),
     ("fp8_matmul.py", None),
     ("mxfp4_matmul.py", None),
+    ("embedding_gather.py", None),
+    ("embedding_gather.py", "embedding_update"),
+    ("column_gather.py", None),
+    ("column_gather.py", "scatter_columns"),
 ]
 
 

@@ -304,11 +304,3 @@ def test_sendrecv_rules():
 
     with pytest.raises(KernelError, match=r"sendrecv: sendrecv src dtype float32 != dst dtype"):
         nki.run(mismatch[2], f32(4, 4))
-
-
-def test_indirect_is_still_not_implemented_and_says_so():
-    def k(x):
-        load(x).indirect(None)
-
-    with pytest.raises(KernelError, match=r"not-implemented: NkiTensor.indirect"):
-        nki.run(k, f32(4, 4))

@@ -31,8 +31,13 @@ def test_mfu_6n_identity():
 
 
 def test_higher_matmul_efficiency_is_faster():
-    slow = _est(eff=dataclasses.replace(FITTED.train, matmul=0.3))
-    fast = _est(eff=dataclasses.replace(FITTED.train, matmul=0.6))
+    roof = RooflineComputeModel()
+    slow = _est(eff=dataclasses.replace(FITTED.train, matmul=0.3), compute_model=roof)
+    fast = _est(eff=dataclasses.replace(FITTED.train, matmul=0.6), compute_model=roof)
+    assert fast.step_time_s < slow.step_time_s
+    # the default (kernel-table) model on Trn3 scales with kernel_matmul instead
+    slow = _est(eff=dataclasses.replace(FITTED.train, kernel_matmul=0.3))
+    fast = _est(eff=dataclasses.replace(FITTED.train, kernel_matmul=0.6))
     assert fast.step_time_s < slow.step_time_s
 
 

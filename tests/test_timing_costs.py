@@ -179,3 +179,21 @@ def test_dma_short_rows_cost_more_per_byte():
 def test_every_rule_names_a_source():
     for rule in costs.RULES:
         assert rule.source and rule.text, rule.name
+
+
+def test_fp8_double_row_flops_count_each_mac_once_and_reach_the_fp8_peak():
+    # double_row operands are [K/2, 2, M] and [K/2, 2, N]: K = 256 here, not 128 x 2 x 2.
+    def dr(role, free):
+        return Operand(role, "sbuf", "float8_e4m3", 1, 0, 0, 0, (1, 128), ((free, 2), (1, free)))
+
+    m = instr(
+        Op.NC_MATMUL,
+        Engine.TENSOR,
+        [opnd("dst", "psum", 128, 512, "float32")],
+        [dr("stationary", 128), dr("moving", 512)],
+        perf_mode="double_row",
+    )
+    assert costs.matmul_flops(m) == 2 * 256 * 128 * 512
+    spec = core("gen3")
+    rate = costs.matmul_flops(m) / costs.instruction_seconds(m, spec)
+    assert rate == pytest.approx(spec.tensor.peak_flops("fp8"))

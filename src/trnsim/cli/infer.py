@@ -10,6 +10,7 @@ from rich.console import Console
 from trnsim.cli.train import add_common, cost_inputs, dump, print_kv, resolve_system
 from trnsim.errors import ConfigError
 from trnsim.perf import ParallelPlan, estimate_inference
+from trnsim.perf.table_model import compute_model
 from trnsim.report.units import pretty
 
 
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         precision_name=args.precision,
         max_seq_len=args.max_seq_len,
         cost_inputs=cost_inputs(args, sysm.chip),
+        compute_model=compute_model(args.compute, sysm.chip, plan.ranks_per_chip),
     )
     if args.json:
         dump(est.as_dict())

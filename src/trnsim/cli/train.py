@@ -13,6 +13,7 @@ from trnsim.errors import ConfigError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
 from trnsim.perf import CostInputs, estimate_training, plan_for_chips
+from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
 from trnsim.report.units import pretty
 
 
@@ -54,6 +55,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help="ranks per chip (2 for Trn1 NeuronCore counts)",
     )
     parser.add_argument("--price", type=float, help="USD per chip-hour (default: perf.cost)")
+    parser.add_argument(
+        "--compute",
+        choices=COMPUTE_MODELS,
+        default="auto",
+        help="compute model: auto (kernel tables for Trainium, roofline otherwise), table, "
+        "roofline",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
 
 
@@ -120,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         precision_name=args.precision,
         cost_inputs=cost_inputs(args, sysm.chip),
         tokens_to_train=args.tokens,
+        compute_model=compute_model(args.compute, sysm.chip, plan.ranks_per_chip),
     )
     if args.json:
         dump(est.as_dict())

@@ -412,6 +412,15 @@ RULES: tuple[CostRule, ...] = (
         "SDK trainium3_arch.rst XORWOW (nki-notes 5)",
     ),
     CostRule(
+        "rng_state",
+        frozenset({Op.RAND_SET_STATE, Op.RAND_GET_STATE}),
+        _V,
+        _stream(),
+        "max(MIN_II, N) with N = 24 state words per lane (= MIN_II)",
+        "assumed: the generic VectorE streaming cost of ISA_DOC (nki-notes 4.4); the "
+        "rand_set_state / rand_get_state docstrings give no cost",
+    ),
+    CostRule(
         "gpsimd",
         frozenset(Op),
         _G,
@@ -462,7 +471,26 @@ def engine_clock(spec: CoreSpec, engine: Engine) -> float:
 
 def instruction_cycles(instr: Instruction, spec: CoreSpec) -> float:
     """Engine cycles ``instr`` occupies its engine for (not for DMA: see ``dma_cost``)."""
-    return rule_for(instr).formula(instr, spec)
+    return rule_for(instr).formula(tensor_indirect_access(instr), spec)
+
+
+def tensor_indirect_access(instr: Instruction) -> Instruction:
+    """``instr`` with each tensor-indirection operand (``.indirect``, attribute
+    ``tensor_indirect``) as the ``(P, num_elem)`` access the engine streams: the record names
+    the whole indexed view (a conservative dependency region, ``trnsim.core.indirect``), but
+    the op is costed by its normal formula on the elements it moves. Assumption: TI adds no
+    cycles (no public figure) and its data-dependent addresses count as a **non-contiguous**
+    access, so the VectorE perf modes that need contiguous operands do not apply; the index
+    read is free."""
+    ti = instr.attr("tensor_indirect")
+    if not ti:
+        return instr
+    n = {role: num_elem for role, _, num_elem in ti}
+
+    def access(o: Operand) -> Operand:
+        return o._replace(pattern=((0, n[o.role]),)) if o.role in n else o
+
+    return instr._replace(dst=tuple(map(access, instr.dst)), src=tuple(map(access, instr.src)))
 
 
 def instruction_seconds(instr: Instruction, spec: CoreSpec, model: DmaModel | None = None) -> float:
@@ -477,11 +505,18 @@ def instruction_seconds(instr: Instruction, spec: CoreSpec, model: DmaModel | No
 
 
 def matmul_flops(instr: Instruction) -> float:
-    """Useful FLOPs: 2 x K x M x N (x4 K-values per word for MX); transposes count none."""
+    """Useful FLOPs: 2 x K x M x N (x4 K-values per word for MX); transposes count none.
+
+    FP8 ``double_row`` operands are ``[K / r, r, M]`` and ``[K / r, r, N]``: each partition holds
+    r K-rows, so K = partitions x r while the free sizes count M x r and N x r elements.
+    """
+    instr = tensor_indirect_access(instr)
     if instr.opcode is Op.NC_MATMUL and not instr.attr("is_transpose"):
         st, mv = instr.operand("stationary"), instr.operand("moving")
         if st is not None and mv is not None:
-            return 2.0 * st.partitions * st.free_size * mv.free_size
+            double_row = instr.attr("perf_mode") == "double_row" and len(st.shape) == 3
+            rows = st.shape[1] if double_row else 1
+            return 2.0 * st.partitions * st.free_size * mv.free_size / rows
     if instr.opcode is Op.NC_MATMUL_MX:
         st, mv = instr.operand("stationary"), instr.operand("moving")
         if st is not None and mv is not None:
@@ -595,17 +630,51 @@ def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     ``duration = bytes_eff / (engines_used x engine_bw x efficiency)`` where ``engines_used =
     ceil(P / 8)`` for a transfer touching P SBUF partitions (partial-partition penalty);
     ``hbm = hbm_bytes / hbm_share`` (reads plus writes of HBM).
+    Indirect (gather/scatter) transfers: see ``indirect_dma_cost``.
     """
+    if instr.attr("indirect") is not None:
+        return indirect_dma_cost(instr, model)
     nbytes = max((o.nbytes for o in instr.dst + instr.src), default=0)
     ops = instr.dst + instr.src
     row = min((contiguous_bytes(o) for o in ops), default=nbytes) or 1
+    return _transfer(ops, nbytes, row, sum(o.nbytes for o in ops if o.memory == "hbm"), model)
+
+
+def indirect_dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
+    """Cost of an indirect ``dma_copy`` (``.ap(vector_offset=...)`` gather/scatter or
+    ``scalar_offset``): the static formula of ``dma_cost`` applied to the bytes actually moved.
+
+    The recorded indexed operand names the whole indexed tensor (a conservative dependency
+    region, ``trnsim.core.indirect``), so the moved bytes are those of the other side (the
+    data operand). Assumption: **one DMA descriptor per gathered/scattered row** (per
+    contiguous run of the static pattern inside one indexed row, attribute
+    ``indirect_run_bytes``), each paying ``DMA_ROW_OVERHEAD_BYTES`` like the rows of a static
+    transfer -- the DGE builds one descriptor per dynamic address (SDK ``nki-dge.rst``: a
+    descriptor holds one source/destination address and stride pattern). The SWDGE descriptor
+    generation time on GpSimd and the read of the index tile (4 bytes per index) are not
+    modelled (no public figure). HBM traffic: the moved bytes on the indexed side, plus the
+    data side's if it is in HBM too.
+    """
+    data = instr.operand("dst" if instr.attr("indirect") == "src" else "src")
+    assert data is not None
+    nbytes = data.nbytes
+    run = instr.attr("indirect_run_bytes") or nbytes
+    row = min(contiguous_bytes(data), run) or 1
+    hbm_bytes = nbytes + (nbytes if data.memory == "hbm" else 0)
+    return _transfer((data,), nbytes, row, hbm_bytes, model)
+
+
+def _transfer(
+    ops: tuple[Operand, ...], nbytes: int, row: int, hbm_bytes: int, model: DmaModel
+) -> DmaCost:
+    """The formula of ``dma_cost`` for ``nbytes`` moved in contiguous rows of ``row`` bytes;
+    ``ops`` give the SBUF partition count (partial-partition penalty)."""
     rows = ceil(nbytes / row)
     eff_bytes = nbytes + rows * DMA_ROW_OVERHEAD_BYTES
     per_engine = model.partitions // model.engines
     onchip = [o.partitions for o in ops if o.memory != "hbm"]
     used = min(model.engines, ceil(max(onchip) / per_engine)) if onchip else model.engines
     rate = model.engine_bw * model.efficiency
-    hbm_bytes = sum(o.nbytes for o in ops if o.memory == "hbm")
     return DmaCost(
         latency_s=model.fixed_latency_s,
         occupancy_s=eff_bytes / (model.engines * rate),

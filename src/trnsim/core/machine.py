@@ -20,12 +20,13 @@ from typing import Any
 import numpy as np
 
 from trnsim import numerics
+from trnsim.core import indirect
 from trnsim.core import semantics as S
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
 from trnsim.core.memory import PSUM, SBUF, Hbm, OnChipMemory, Storage, View, user_dtype
-from trnsim.core.rules import Call, Checker
+from trnsim.core.rules import Call, Checker, check
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format
 
@@ -91,6 +92,7 @@ class NeuronCore:
         self._decoded_bytes = 0
         self._spare: dict[tuple[int, ...], np.ndarray] = {}
         self._acc_open: dict[tuple, int] = {}
+        self._frozen: dict[tuple, tuple[tuple[str, Any], ...]] = {}
         self.sbuf.fill_sentinel = self.psum.fill_sentinel = functional
 
     # ---- allocation -----------------------------------------------------------------------
@@ -149,34 +151,55 @@ class NeuronCore:
         if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
             allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
             raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
+        # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect)
+        ti = indirect.prepare(op, chosen, dst, src, attrs, self.spec) if indirect.TI_USED else None
         # rules.check, with the verdict cached per signature (rules.Checker): bounds of each
         # operand first (dst then src), then the rules unless an equal call passed before.
-        frozen = _freeze_attrs(attrs)
+        # Views of other kinds (indirect views describe themselves) take the plain path.
+        frozen = _freeze_attrs(attrs, self._frozen)
         signature: list[Any] = [op, chosen, frozen]
         dst_ops = []
+        src_ops = []
+        plain = True
         for r, v in dst.items():
+            if not (_PLAIN_VIEW.get(type(v)) or _plain_view(type(v))):
+                plain = False
+                break
             if not v.inbounds:
                 v.check_bounds()
             d = v.described(r)
             dst_ops.append(d[0])
             signature.append(d[1])
-        src_ops = []
-        for r, v in src.items():
-            if not v.inbounds:
-                v.check_bounds()
-            d = v.described(r)
-            src_ops.append(d[0])
-            signature.append(d[1])
-        key = tuple(signature)
+        if plain:
+            for r, v in src.items():
+                if not (_PLAIN_VIEW.get(type(v)) or _plain_view(type(v))):
+                    plain = False
+                    break
+                if not v.inbounds:
+                    v.check_bounds()
+                d = v.described(r)
+                src_ops.append(d[0])
+                signature.append(d[1])
         call = None
-        if not self.checker.known(key):
+        if plain:
+            key = tuple(signature)
+            if not self.checker.known(key):
+                call = Call(op, chosen, dst, src, attrs, self.spec)
+                self.checker.check_rules(call, key)
+        else:
             call = Call(op, chosen, dst, src, attrs, self.spec)
-            self.checker.check_rules(call, key)
+            check(call)
+            dst_ops = [v.operand(r) for r, v in dst.items()]
+            src_ops = [v.operand(r) for r, v in src.items()]
         file, line = kernel_location()
         fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
         self.record.append(tuple.__new__(Instruction, fields))  # = Instruction(*fields)
         if self.functional:
-            EXECUTORS[op](self, call or Call(op, chosen, dst, src, attrs, self.spec))
+            call = call or Call(op, chosen, dst, src, attrs, self.spec)
+            if ti:
+                indirect.run(self, call, ti, EXECUTORS[op])
+            else:
+                EXECUTORS[op](self, call)
 
     # ---- data helpers ---------------------------------------------------------------------
 
@@ -294,6 +317,21 @@ class NeuronCore:
         return x
 
 
+_PLAIN_VIEW: dict[type, bool] = {}
+"""Per view class: whether it is a plain strided view (describes, bounds-checks and addresses
+itself as ``View`` does). Others (the indirect views of ``trnsim.core.indirect``) take the
+plain, uncached path of ``execute``."""
+
+
+def _plain_view(cls: type) -> bool:
+    plain = all(
+        getattr(cls, name) is getattr(View, name)
+        for name in ("operand", "described", "check_bounds", "array", "acc_array")
+    )
+    _PLAIN_VIEW[cls] = plain
+    return plain
+
+
 _FORMATS: dict[Any, Format] = {}
 """Memo of ``get_format`` for the dtype arguments ``allocate`` sees (NumPy dtypes, names)."""
 
@@ -318,18 +356,20 @@ _STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 _PLAIN = frozenset({bool, int, float, str, type(None)})
 
 
-_FROZEN: dict[tuple, tuple[tuple[str, Any], ...]] = {}
-"""Memo of ``_freeze_attrs`` keyed by the items and their types (so True, 1 and 1.0 stay
-apart); unhashable attributes (lists, arrays) skip it."""
-_FROZEN_MAX = 4096
+FROZEN_MEMO_ENTRIES = 4096
+"""Distinct attribute sets a core remembers frozen (then it forgets them all at once)."""
 
 
-def _freeze_attrs(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """The attributes as sorted ``(name, value)`` pairs with hashable values."""
+def _freeze_attrs(
+    attrs: dict[str, Any], memo: dict[tuple, tuple[tuple[str, Any], ...]]
+) -> tuple[tuple[str, Any], ...]:
+    """The attributes as sorted ``(name, value)`` pairs with hashable values. ``memo`` (one
+    per core, so it lives no longer than the core's record) is keyed by the items and their
+    types, so True, 1 and 1.0 stay apart; unhashable attributes skip it."""
     items = tuple(attrs.items())
     key = (items, tuple([type(v) for v in attrs.values()]))
     try:
-        return _FROZEN[key]
+        return memo[key]
     except KeyError:
         pass
     except TypeError:  # an unhashable value
@@ -337,9 +377,9 @@ def _freeze_attrs(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     plain = _PLAIN
     frozen = tuple(sorted([(k, v if type(v) in plain else _freeze(v)) for k, v in items]))
     if key is not None:
-        if len(_FROZEN) >= _FROZEN_MAX:
-            _FROZEN.clear()
-        _FROZEN[key] = frozen
+        if len(memo) >= FROZEN_MEMO_ENTRIES:
+            memo.clear()
+        memo[key] = frozen
     return frozen
 
 
@@ -784,6 +824,9 @@ def _local_gather(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.DMA_COPY)
 def _dma_copy(nc: NeuronCore, c: Call) -> None:
+    if "indirect" in c.attrs:  # gather / scatter through an index tile (trnsim.core.indirect)
+        indirect.execute(nc, c)
+        return
     _copy(nc, c.src["src"], c.dst["dst"])
 
 

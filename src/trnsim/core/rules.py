@@ -11,7 +11,9 @@ only the op, the engine, the target, the attributes, and per operand its role, m
 format, shape, strides and start partition, which is exactly the ``signature`` of the call
 (the recorded ``Operand``s without their byte offsets). Two calls with the same signature get
 the same verdict, so a signature that passed once is not re-checked. Bounds (which depend on
-the offset) are checked per view, see ``View.inbounds``.
+the offset) are checked per view, see ``View.inbounds``. Calls with an operand of a view class
+that describes itself differently (the indirect views of ``trnsim.core.indirect``) are never
+cached: ``NeuronCore.execute`` runs ``check`` on them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trnsim.core.indirect import INDEX_DTYPES, IndirectView, indirect_roles
 from trnsim.core.isa import (
     ALL_OPS,
     COMPUTE_OPS,
@@ -35,28 +38,25 @@ from trnsim.core.memory import HBM, PSUM, SBUF, View
 from trnsim.hw import CoreSpec
 
 
+@dataclass(slots=True)
 class Call:
-    """What a rule sees: the op, its engine, named operand views, attributes and the target."""
+    """What a rule sees: the op, its engine, named operand views, attributes and the target.
 
-    __slots__ = ("_on_chip", "_views", "attrs", "dst", "engine", "op", "spec", "src")
+    A slotted dataclass (``dataclasses.replace`` works on it); ``views()`` and ``on_chip()``
+    are computed once per call."""
 
-    def __init__(
-        self,
-        op: Op,
-        engine: Engine,
-        dst: dict[str, View],
-        src: dict[str, View],
-        attrs: dict[str, Any],
-        spec: CoreSpec,
-    ) -> None:
-        self.op = op
-        self.engine = engine
-        self.dst = dst
-        self.src = src
-        self.attrs = attrs
-        self.spec = spec
-        self._views: list[tuple[str, View, bool]] | None = None
-        self._on_chip: list[tuple[str, View, bool]] | None = None
+    op: Op
+    engine: Engine
+    dst: dict[str, View]
+    src: dict[str, View]
+    attrs: dict[str, Any]
+    spec: CoreSpec
+    _views: list[tuple[str, View, bool]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    _on_chip: list[tuple[str, View, bool]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def views(self) -> list[tuple[str, View, bool]]:
         """(role, view, is_dst) of every operand, dst first (computed once)."""
@@ -136,6 +136,22 @@ def _generation(call: Call) -> str | None:
             f"(v{call.spec.generation})"
         )
     return None
+
+
+# (registered before "memory" so an indirect view on a compute op gets this message)
+@rule("indirect-operand", ALL_OPS - {Op.DMA_COPY})
+def _indirect_elsewhere(call: Call) -> str | None:
+    for v in (*call.dst.values(), *call.src.values()):  # the common case: one cheap pass
+        if type(v) is IndirectView:
+            break
+    else:
+        return None
+    roles = indirect_roles(call)
+    extra = " (indirect dma_transpose/dma_compute are not modelled)" if call.op in DMA_OPS else ""
+    return (
+        f"{call.op.value} {roles[0]} is an indirect view (.ap with vector_offset / "
+        f"scalar_offset); only dma_copy accepts one{extra}"
+    )
 
 
 @rule("memory")
@@ -476,11 +492,27 @@ def _bn_stats_shape(call: Call) -> str | None:
     return None
 
 
+# ---- DMA ---------------------------------------------------------------------------------------
+# Sources: SDK ``nki/api/nki/isa/__init__.py`` ``dma_copy`` docstring (dge_mode, priority,
+# engine, indirect addressing, dtype conversion via fp32), ``nki/deep-dives/nki-dge.rst`` (mode
+# table: hwdge NeuronCore-v3+, no gather/scatter; swdge the only gather/scatter mode, indirect
+# on v3+; none has no runtime addresses), ``nki/migration/index.rst`` 0.3.0 (HWDGE needs equal
+# dtypes). Indirect views: ``trnsim.core.indirect``.
+
+DGE_MODES = frozenset({"unknown", "swdge", "hwdge", "none"})
+HWDGE_MIN_GENERATION = 3
+INDIRECT_MIN_GENERATION = 3  # nki-dge.rst mode table: swdge "Any (indirect: v3+)"
+HWDGE_ENGINES = frozenset({"sync", "scalar"})  # dma_copy ``engine=``: the HWDGE trigger
+PRIORITY_MIN_GENERATION = 4  # dma_copy ``priority``: "NeuronCore-v4+ only"
+PRIORITY_LEVELS = range(4)  # "level 0-3 where lower is higher priority"
+DTYPES[(Op.DMA_COPY, "index")] = INDEX_DTYPES
+
+
 @rule("shape", {Op.DMA_COPY, Op.DMA_COMPUTE})
 def _dma_shape(call: Call) -> str | None:
     dst = call.dst["dst"]
     for role, v in call.src.items():
-        if v.size != dst.size:
+        if role != "index" and v.size != dst.size:
             return (
                 f"{call.op.value} {role} has {v.size} elements {list(v.shape)}, dst has "
                 f"{dst.size} {list(dst.shape)}"
@@ -488,14 +520,68 @@ def _dma_shape(call: Call) -> str | None:
     return None
 
 
+@rule("indirect", {Op.DMA_COPY})
+def _indirect_annotated(call: Call) -> str | None:
+    if indirect_roles(call) and "index" not in call.src:
+        return "dma_copy got an indirect view but no index operand (front end did not annotate)"
+    return None
+
+
+@rule("dge-mode", {Op.DMA_COPY})
+def _dge_mode(call: Call) -> str | None:
+    a, gen, name = call.attrs, call.spec.generation, call.spec.name
+    mode = a.get("dge_mode") or "unknown"
+    kind = a.get("indirect_kind")
+    if mode not in DGE_MODES:
+        return f"dma_copy dge_mode {mode!r} not in {sorted(DGE_MODES)}"
+    if mode == "hwdge" and gen < HWDGE_MIN_GENERATION:
+        return f"dma_copy dge_mode=hwdge needs NeuronCore-v{HWDGE_MIN_GENERATION}+, target {name}"
+    if mode == "none" and kind:
+        # nki-dge.rst: 'none' "cannot handle dynamic (runtime-computed) addresses or indices";
+        # dma_copy docstring: dynamic start addresses need sw_dge or hw_dge. (The same page's
+        # summary table lists scalar_offset under "any mode"; the two specific texts win.)
+        return f"dma_copy dge_mode=none cannot take a runtime {kind}_offset; use swdge or unknown"
+    if kind == "vector":
+        if mode == "hwdge":
+            return "dma_copy dge_mode=hwdge does not support gather/scatter (vector_offset)"
+        if gen < INDIRECT_MIN_GENERATION:
+            return (
+                f"dma_copy gather/scatter (vector_offset, swdge) needs NeuronCore-"
+                f"v{INDIRECT_MIN_GENERATION}+, target {name}"
+            )
+    eng = a.get("dge_engine")
+    if eng is not None:
+        if mode != "hwdge":
+            return f"dma_copy engine={eng} selects the HWDGE trigger and needs dge_mode=hwdge"
+        if eng not in HWDGE_ENGINES:
+            return f"dma_copy engine={eng}: HWDGE is triggered by {sorted(HWDGE_ENGINES)} only"
+    pr = a.get("priority")
+    if pr is not None:
+        if gen < PRIORITY_MIN_GENERATION:
+            return f"dma_copy priority needs NeuronCore-v{PRIORITY_MIN_GENERATION}+, target {name}"
+        if pr not in PRIORITY_LEVELS:
+            return f"dma_copy priority {pr!r} not in 0..{PRIORITY_LEVELS[-1]}"
+        if mode == "none":
+            return "dma_copy priority is not supported with dge_mode=none"
+    return None
+
+
 @rule("dtype", {Op.DMA_COPY})
 def _dma_dtype(call: Call) -> str | None:
+    src, dst = call.src["src"].fmt, call.dst["dst"].fmt
+    if src.name == dst.name:
+        return None
     if call.attrs.get("dge_mode") == "hwdge":
-        if call.spec.generation < 3:
-            return f"dma_copy dge_mode=hwdge needs NeuronCore-v3+, target {call.spec.name}"
-        s, d = call.src["src"].fmt.name, call.dst["dst"].fmt.name
-        if s != d:
-            return f"dma_copy with dge_mode=hwdge needs equal dtypes, got src {s} and dst {d}"
+        return (
+            f"dma_copy with dge_mode=hwdge needs equal dtypes, got src {src.name} and dst "
+            f"{dst.name}"
+        )
+    if "packed" in (src.kind, dst.kind):
+        # the fp32 round trip of the docstring has no meaning for 4-values-per-word formats
+        return (
+            f"dma_copy cannot convert {src.name} to {dst.name}: packed x4 formats are copied "
+            "bit-exactly only (same dtype; .view() to reinterpret)"
+        )
     return None
 
 

@@ -290,6 +290,7 @@ def _schedule(
             dma_bytes = 0
         elif ins.engine is Engine.DMA:
             d = costs.dma_cost(ins, dma)
+            b[0] = d.hbm_bytes  # = the HBM operands' bytes, except for indirect DMAs
             q = ins.attr("queue")
             entry = (_K_DMA, d.latency_s, d.hbm_s, d.occupancy_s, d.data_s, q, eid)
             dma_bytes = d.hbm_bytes

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.core import indirect
 from trnsim.core.isa import Engine, Op
 from trnsim.core.location import fail
 from trnsim.core.memory import View
@@ -608,14 +609,14 @@ def dma_copy(
     engine: Any = engine.unknown,
     name: str | None = None,
 ) -> None:
-    _run(
-        Op.DMA_COPY,
-        {"dst": dst},
-        {"src": src},
-        _opt(
-            {"dge_mode": _enum_name(dge_mode), "oob_mode": _enum_name(oob_mode)}, priority=priority
-        ),
+    srcs: dict[str, Any] = {"src": src}
+    attrs = _opt(
+        {"dge_mode": _enum_name(dge_mode), "oob_mode": _enum_name(oob_mode)},
+        priority=priority,
+        dge_engine=None if engine in (None, unknown_engine) else _enum_name(engine),
     )
+    indirect.annotate(dst, srcs, attrs)  # gather/scatter: the index tile is read too
+    _run(Op.DMA_COPY, {"dst": dst}, srcs, attrs)
 
 
 def dma_transpose(

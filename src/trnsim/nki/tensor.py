@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.core import indirect
+from trnsim.core.indirect import IndirectView, TensorIndirectView
 from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.numerics import get_format
@@ -205,21 +207,42 @@ class NkiTensor(View):
         self,
         pattern: list[list[int]] | tuple,
         offset: int = 0,
+        scalar_offset: Any = None,
+        vector_offset: Any = None,
+        indirect_dim: int = 0,
         dtype: Any = None,
-        **unsupported: Any,
-    ) -> NkiTensor:
+    ) -> NkiTensor | IndirectView:
         """An explicit access pattern ``[[stride, count], ...]`` from this tensor's storage
         start plus ``offset`` (elements). On SBUF/PSUM the first pair is the partition dim
-        (stride in partitions)."""
-        bad = {k: v for k, v in unsupported.items() if v is not None}
-        if bad:
-            raise fail("not-implemented", f"ap({', '.join(bad)}=...) (dynamic/indirect access)")
+        (stride in partitions). Source: SDK ``nki/deep-dives/nki-aps.rst``.
+
+        ``vector_offset`` (an SBUF ``(P, 1)`` uint32/int32 tile: one row index per partition,
+        ``indirect_dim=0``) or ``scalar_offset`` (a 1x1 SBUF tile, or a Python int folded into
+        ``offset``) make an indirect view for ``nisa.dma_copy``: a gather when it is the
+        ``src``, a scatter when it is the ``dst`` (``dma_copy`` docstring, "Indirect
+        addressing"). The exact address rules and trnsim's choices where the docs are silent
+        are in ``trnsim.core.indirect``.
+        """
         fmt = get_format(dtype) if dtype is not None else self.fmt
         strides = [int(s) for s, _ in pattern]
         shape = [int(n) for _, n in pattern]
-        if self.on_chip:
+        if isinstance(scalar_offset, int | np.integer) and vector_offset is None:
+            # a compile-time constant offset: no runtime indirection (migration guide rule)
+            dim = int(indirect_dim)
+            if not 0 <= dim < self.ndim:
+                raise fail("indirect", f"indirect_dim {dim} is not a dim of {list(self.shape)}")
+            offset = int(offset) + int(scalar_offset) * prod(self.shape[dim + 1 :])
+            scalar_offset = None
+        if scalar_offset is None and vector_offset is None:
             return self._derive(shape, strides, int(offset), 0, fmt)
-        return self._derive(shape, strides, int(offset), 0, fmt)
+        static = NkiTensor(self.storage, tuple(shape), tuple(strides), int(offset), 0, fmt)
+        return indirect.make(
+            self,
+            static,
+            scalar_offset=scalar_offset,
+            vector_offset=vector_offset,
+            indirect_dim=int(indirect_dim),
+        )
 
     def view(self, dtype: Any) -> NkiTensor:
         """Reinterpret the bytes as another dtype of the same or a divisible size."""
@@ -255,8 +278,22 @@ class NkiTensor(View):
             expect *= n
         return True
 
-    def indirect(self, *args: Any, **kwargs: Any) -> NkiTensor:
-        raise fail("not-implemented", "NkiTensor.indirect (tensor indirection) in trnsim")
+    def is_indirect(self) -> bool:
+        """False: a plain view (``.ap(vector_offset=...)`` and ``.indirect(...)`` return
+        indirect views, whose ``is_indirect()`` is True)."""
+        return False
+
+    def indirect(self, index: View, num_elem: int | None = None) -> TensorIndirectView:
+        """A Tensor Indirection (TI) view for compute instructions (NeuronCore-v4): shape
+        ``(P, num_elem)``, element ``(p, i)`` is ``self[p, off]`` with the free-dim offset
+        ``off = index[g*G + i % G, i // G]`` read when the consuming instruction runs (G = 16
+        on Vector/Scalar/GpSimd, 32 on Tensor; ``g`` the G-partition group of ``p``). As an
+        input it gathers, as a ``dst`` it scatters. ``index``: SBUF ``(P, K)`` uint16/uint32/
+        int32 at the same partitions as ``self``; ``num_elem`` defaults to ``index.size``.
+        Source: SDK ``NkiTensor.indirect`` docstring; the exact rules and trnsim's choices
+        where the docs are silent are in ``trnsim.core.indirect``.
+        """
+        return indirect.tensor_view(self, index, num_elem)
 
     def __repr__(self) -> str:
         return f"NkiTensor({self.fmt.name}{list(self.shape)} @ {self.memory})"

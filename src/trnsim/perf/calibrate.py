@@ -26,14 +26,23 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from trnsim.perf.compute import FITTED, Efficiency, Profiles
+from trnsim.hw import system
+from trnsim.perf.compute import ComputeModel, Efficiency, Profiles
 from trnsim.perf.infer import estimate_inference
 from trnsim.perf.plan import ParallelPlan
+from trnsim.perf.table_model import compute_model, profiles_for
 from trnsim.perf.train import estimate_training
 
 CAL_SOURCE = "shared/calibration/trainium.md"
 SYSTEM = "trn1.32xlarge"
 CORES_PER_NODE = 32  # trn1.32xlarge: 16 chips x 2 NeuronCore-v2 (ranks at LNC=1)
+RANKS_PER_CHIP = 2  # the tables count NeuronCores as ranks
+
+
+def model_for(name: str = "auto") -> ComputeModel:
+    """The compute model the rows are predicted with: ``auto`` (the table model on Trn1),
+    ``table`` or ``roofline``."""
+    return compute_model(name, system(SYSTEM).chip, RANKS_PER_CHIP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,20 +196,35 @@ INFER_TP = 32
 # --- predictions --------------------------------------------------------------------------------
 
 
-def predict_train(row: TrainRow, eff: Efficiency) -> float:
-    """Predicted sequences/s of a training row."""
+def predict_train(row: TrainRow, eff: Efficiency, model: ComputeModel | None = None) -> float:
+    """Predicted sequences/s of a training row (``model``: ``model_for()`` if None)."""
     plan = ParallelPlan(
-        tp=row.tp, pp=row.pp, dp=row.dp, zero=row.zero, recompute=row.recompute, ranks_per_chip=2
+        tp=row.tp,
+        pp=row.pp,
+        dp=row.dp,
+        zero=row.zero,
+        recompute=row.recompute,
+        ranks_per_chip=RANKS_PER_CHIP,
     )
     est = estimate_training(
-        row.model, SYSTEM, plan, global_batch=row.global_batch, seq_len=row.seq_len, eff=eff
+        row.model,
+        SYSTEM,
+        plan,
+        global_batch=row.global_batch,
+        seq_len=row.seq_len,
+        eff=eff,
+        compute_model=model or model_for(),
     )
     return est.seq_per_s
 
 
-def predict_infer(row: InferRow, eff: Efficiency) -> tuple[float, float, float]:
+def predict_infer(
+    row: InferRow, eff: Efficiency, model: ComputeModel | None = None
+) -> tuple[float, float, float]:
     """Predicted (TTFT s, TPOT s, output tokens/s) of an inference row."""
-    plan = ParallelPlan(tp=INFER_TP, ranks_per_chip=2, pad_heads=True, zero=0, recompute="none")
+    plan = ParallelPlan(
+        tp=INFER_TP, ranks_per_chip=RANKS_PER_CHIP, pad_heads=True, zero=0, recompute="none"
+    )
     est = estimate_inference(
         row.model,
         SYSTEM,
@@ -211,13 +235,16 @@ def predict_infer(row: InferRow, eff: Efficiency) -> tuple[float, float, float]:
         precision_name=row.weights,
         max_seq_len=row.seq,
         eff=eff,
+        compute_model=model or model_for(),
     )
     return est.ttft_s, est.tpot_s, est.throughput_tokens_per_s
 
 
 # --- fitting ------------------------------------------------------------------------------------
 
-# Parameters each stack fits (others keep their defaults) and their bounds.
+# Parameters each stack fits (others keep their defaults) and their bounds. The table model
+# fits ``kernel_matmul`` (relative to the kernel tables) instead of ``matmul`` and
+# ``half_rows`` (the tables hold the shape dependence).
 TRAIN_FIT = {
     "matmul": (0.05, 1.0),
     "attention": (0.02, 1.0),
@@ -286,29 +313,45 @@ def nelder_mead(
     return pts[int(np.argmin(vals))]
 
 
-def _train_loss(eff: Efficiency) -> float:
+def fit_bounds(key: str, model: ComputeModel) -> dict[str, tuple[float, float]]:
+    """The fitted parameters and bounds of stack ``key`` (train/serve) for ``model``."""
+    bounds = dict(TRAIN_FIT if key == "train" else SERVE_FIT)
+    if model.name == "table":
+        lo_hi = bounds.pop("matmul")
+        bounds.pop("half_rows", None)
+        bounds = {"kernel_matmul": lo_hi, **bounds}
+    return bounds
+
+
+def _train_loss(eff: Efficiency, model: ComputeModel) -> float:
     return float(
-        np.mean([abs(math.log(predict_train(r, eff) / r.measured_seq_per_s)) for r in TRAIN_ROWS])
+        np.mean(
+            [abs(math.log(predict_train(r, eff, model) / r.measured_seq_per_s)) for r in TRAIN_ROWS]
+        )
     )
 
 
-def _serve_loss(eff: Efficiency) -> float:
+def _serve_loss(eff: Efficiency, model: ComputeModel) -> float:
     errs = []
     for r in INFER_ROWS:
-        ttft, tpot, _ = predict_infer(r, eff)
+        ttft, tpot, _ = predict_infer(r, eff, model)
         errs.append(abs(math.log(ttft / (r.ttft_ms * 1e-3))))
         errs.append(abs(math.log(tpot / (r.tpot_ms * 1e-3))))
     return float(np.mean(errs))
 
 
-def fit(start: Profiles = FITTED, iters: int = 300) -> Profiles:
-    """Fit one training and one serving ``Efficiency`` (global; no per-row factors)."""
+def fit(start: Profiles | None = None, iters: int = 300, model: str = "auto") -> Profiles:
+    """Fit one training and one serving ``Efficiency`` (global; no per-row factors) for the
+    compute model ``model`` (``model_for``), starting from its stored profiles."""
+    cm = model_for(model)
+    start = start or profiles_for(cm)
     out = {}
-    for key, bounds, loss in (("train", TRAIN_FIT, _train_loss), ("serve", SERVE_FIT, _serve_loss)):
+    for key, loss in (("train", _train_loss), ("serve", _serve_loss)):
+        bounds = fit_bounds(key, cm)
         base: Efficiency = getattr(start, key)
         names = list(bounds)
         x = nelder_mead(
-            lambda x, b=base, n=names, bd=bounds, lf=loss: lf(_to_eff(b, n, bd, x)),
+            lambda x, b=base, n=names, bd=bounds, lf=loss: lf(_to_eff(b, n, bd, x), cm),
             _from_eff(base, names, bounds),
             iters=iters,
         )
@@ -316,7 +359,7 @@ def fit(start: Profiles = FITTED, iters: int = 300) -> Profiles:
     return Profiles(
         train=out["train"],
         serve=out["serve"],
-        source=f"fitted to {CAL_SOURCE} B, B2 (train) and C (serve)",
+        source=f"fitted to {CAL_SOURCE} B, B2 (train) and C (serve) with the {cm.name} model",
     )
 
 
@@ -341,6 +384,7 @@ class RowError:
 class Report:
     profiles: Profiles
     rows: tuple[RowError, ...]
+    model: str = "table"
 
     def mape(self, table: str, metric: str | None = None) -> float:
         errs = [
@@ -351,18 +395,25 @@ class Report:
         return float(np.mean(errs)) if errs else float("nan")
 
 
-def report(profiles: Profiles = FITTED) -> Report:
-    """Per-row errors of the training (B, B2) and inference (C) rows with ``profiles``."""
+def report(profiles: Profiles | None = None, model: str = "auto") -> Report:
+    """Per-row errors of the training (B, B2) and inference (C) rows with ``profiles`` (the
+    compute model's fitted ones if None)."""
+    cm = model_for(model)
+    profiles = profiles or profiles_for(cm)
     rows: list[RowError] = []
     for r in TRAIN_ROWS:
         rows.append(
             RowError(
-                r.section, r.label, "seq/s", r.measured_seq_per_s, predict_train(r, profiles.train)
+                r.section,
+                r.label,
+                "seq/s",
+                r.measured_seq_per_s,
+                predict_train(r, profiles.train, cm),
             )
         )
     for r in INFER_ROWS:
-        ttft, tpot, thr = predict_infer(r, profiles.serve)
+        ttft, tpot, thr = predict_infer(r, profiles.serve, cm)
         rows.append(RowError("C", r.label, "TTFT ms", r.ttft_ms, ttft * 1e3))
         rows.append(RowError("C", r.label, "TPOT ms", r.tpot_ms, tpot * 1e3))
         rows.append(RowError("C-thr", r.label, "out tok/s", r.tokens_per_s, thr))
-    return Report(profiles, tuple(rows))
+    return Report(profiles, tuple(rows), cm.name)

@@ -36,6 +36,7 @@ from trnsim.perf.memory import head_padding, kv_padding, kv_shards
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype
 from trnsim.workloads import Graph, ModelArgs, Op, expected_experts_touched
+from trnsim.workloads.graph import MATMUL_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,9 @@ class Efficiency:
             flash-style kernels that keep scores on chip; an implementation that writes the
             score matrix, reads it for the softmax and again for P.V moves several times the
             fp32 score size.
+        kernel_matmul: fraction of the speed of the NKI kernel in the compute tables that the
+            software stack's matmuls reach (``TableComputeModel`` only; the roofline uses
+            ``matmul`` and ``half_rows`` instead).
     """
 
     matmul: float = 0.6
@@ -68,9 +72,10 @@ class Efficiency:
     comm_overlap: float = 0.0
     dp_overlap: float = 1.0
     score_bytes: float = 0.0
+    kernel_matmul: float = 1.0
 
     def __post_init__(self) -> None:
-        for f in ("matmul", "attention", "hbm", "kv_hbm"):
+        for f in ("matmul", "attention", "hbm", "kv_hbm", "kernel_matmul"):
             if not 0 < getattr(self, f) <= 1:
                 raise ConfigError(f"efficiency {f} must be in (0, 1], got {getattr(self, f)}")
         for f in ("comm_overlap", "dp_overlap"):
@@ -128,7 +133,10 @@ FITTED = Profiles(
 @dataclass(frozen=True, slots=True)
 class RankWork:
     """One op as one rank executes it: FLOPs, HBM bytes, KV-cache bytes, matmul rows, and
-    attention scores (query-key pairs x heads)."""
+    attention scores (query-key pairs x heads).
+
+    Matmuls also carry their shape on the rank: ``count`` products ``[m, k] x [k, n]`` (one,
+    or the rank's experts for routed experts), before any tile padding (0: not a matmul)."""
 
     op: Op
     flops: float
@@ -136,6 +144,10 @@ class RankWork:
     kv_bytes: float
     rows: float
     scores: float = 0.0
+    m: float = 0.0
+    k: float = 0.0
+    n: float = 0.0
+    count: float = 0.0
 
 
 class ComputeModel(Protocol):
@@ -158,16 +170,21 @@ class RooflineComputeModel:
 
     def op_time(self, work: RankWork, chip: ChipSpec, prec: Precision, eff: Efficiency) -> float:
         peak = _peak(chip, prec.compute) / self.ranks_per_chip
-        bw = chip.hbm_bw / self.ranks_per_chip
         t_c = 0.0
         if work.flops:
             e = eff.attention if work.op.kind == "attention" else eff.matmul
             if work.op.kind != "attention" and eff.half_rows:
                 e *= work.rows / (work.rows + eff.half_rows)
             t_c = work.flops / (peak * e)
-        t_m = (work.bytes + work.scores * eff.score_bytes) / (bw * eff.hbm)
-        t_m += work.kv_bytes / (bw * eff.kv_hbm)
-        return max(t_c, t_m) + eff.op_overhead_s
+        return max(t_c, memory_time(work, chip, eff, self.ranks_per_chip)) + eff.op_overhead_s
+
+
+def memory_time(work: RankWork, chip: ChipSpec, eff: Efficiency, ranks_per_chip: int) -> float:
+    """The HBM term of the roofline: weights, activations and attention scores at ``hbm`` of
+    the rank's bandwidth share, the KV cache at ``kv_hbm``."""
+    bw = chip.hbm_bw / ranks_per_chip
+    t_m = (work.bytes + work.scores * eff.score_bytes) / (bw * eff.hbm)
+    return t_m + work.kv_bytes / (bw * eff.kv_hbm)
 
 
 @lru_cache(maxsize=256)
@@ -224,13 +241,42 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision, tile: int =
         w = w / expected_experts_touched(assignments, E, k) * local / tp
         flops, a = flops / tp, a / tp
         rows = assignments * plan.ep / E  # tokens per expert
+    shape = _matmul_shape(op, g, flops, w, rows, tp)
     if op.tp_width and op.shard in ("tp", "ep"):
         flops *= tile_padding(op.tp_width / tp, tile)
     byts = w * prec.weight_bytes + a * prec.act_bytes
-    return RankWork(op, flops, byts, kv * prec.kv_bytes, max(rows, 1.0), scores)
+    return RankWork(op, flops, byts, kv * prec.kv_bytes, max(rows, 1.0), scores, *shape)
 
 
 HEAD_OPS = frozenset({"qkv_proj", "q_proj", "kv_up", "rope", "attention", "o_proj"})
+# Matmuls whose output (N) is the model width d; every other matmul of the graph reads the
+# hidden state, so its contraction (K) is d (MLA's kv_up contracts over the KV latent; MLA's
+# q_proj, two chained projections, is taken as one with K = d).
+N_IS_D_OPS = frozenset({"o_proj", "ffn_down", "expert_down", "shared_down"})
+
+
+def _matmul_shape(
+    op: Op, g: Graph, flops: float, w: float, rows: float, tp: int
+) -> tuple[float, float, float, float]:
+    """(m, k, n, count) of a matmul op on one rank (zeros for other ops). ``flops`` and ``w``
+    are the rank's FLOPs and weight elements (before tile padding); ``rows`` its tokens."""
+    if op.kind not in MATMUL_KINDS or not flops or not op.weight_elems:
+        return 0.0, 0.0, 0.0, 0.0
+    m = g.model
+    if op.shard == "ep":
+        per = op.flops / (2 * g.tokens * m.top_k) / tp  # one expert's weights on this rank
+        mm = max(rows, 1e-9)
+    else:
+        per = w
+        mm = flops / (2 * per)
+    if op.name in N_IS_D_OPS:
+        k, n = per / m.d_model, float(m.d_model)
+    elif op.name == "kv_up" and m.mla:
+        k = float(m.mla.kv_lora_rank)
+        n = per / k
+    else:
+        k, n = float(m.d_model), per / m.d_model
+    return mm, k, n, flops / (2 * mm * k * n)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,11 +28,12 @@ from typing import Any
 
 from trnsim.hw import SystemSpec
 from trnsim.perf import comm
-from trnsim.perf.compute import FITTED, ComputeModel, Efficiency, pass_time
+from trnsim.perf.compute import ComputeModel, Efficiency, pass_time
 from trnsim.perf.cost import CostInputs, run_cost
 from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision
+from trnsim.perf.table_model import default_model, profiles_for
 from trnsim.perf.train import _resolve_system
 from trnsim.workloads import ModelArgs, forward_graph, resolve_model
 
@@ -132,7 +133,6 @@ def estimate_inference(
     m = resolve_model(model)
     sysm = _resolve_system(system)
     prec = precision(precision_name)
-    eff = eff or FITTED.serve
     if validate:
         plan.check_model(m)
     if batch < 1 or input_tokens < 1 or output_tokens < 1:
@@ -144,11 +144,13 @@ def estimate_inference(
         )
     chip = sysm.chip
     rpc = plan.ranks_per_chip
+    cm = compute_model or default_model(chip, rpc)
+    eff = eff or profiles_for(cm).serve
     dtype, dtype_note = compute_dtype(chip, prec.compute)
     plan_nosp = plan.replace(sequence_parallel=False)
 
     def pass_total(g) -> float:
-        pt = pass_time(g, plan.tp, plan.ep, False, rpc, chip, prec, eff, compute_model)
+        pt = pass_time(g, plan.tp, plan.ep, False, rpc, chip, prec, eff, cm)
         return pt.layers + pt.pre + pt.post
 
     pre_g = forward_graph(m, batch, input_tokens, phase="prefill")
@@ -186,7 +188,7 @@ def estimate_inference(
         "decode_pp_p2p": d_pp,
     }
     assumptions = [
-        "compute: roofline model, serve efficiency "
+        f"compute: {cm.name} model, serve efficiency "
         + ", ".join(f"{k}={v:g}" for k, v in eff.as_dict().items()),
         f"peak: {chip.name} {dtype} {chip.peak(dtype) / 1e12:.0f} TFLOP/s per chip"
         + (f" ({dtype_note})" if dtype_note else ""),

@@ -36,7 +36,7 @@ from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
 from trnsim.hw import system as lookup_system
 from trnsim.perf import comm
-from trnsim.perf.compute import FITTED, ComputeModel, Efficiency, pass_time
+from trnsim.perf.compute import ComputeModel, Efficiency, pass_time
 from trnsim.perf.cost import CostEstimate, CostInputs, run_cost
 from trnsim.perf.memory import (
     DEFAULT_MEMORY,
@@ -47,6 +47,7 @@ from trnsim.perf.memory import (
 )
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision
+from trnsim.perf.table_model import default_model, profiles_for
 from trnsim.workloads import ModelArgs, forward_graph, resolve_model, train_flops_per_token
 
 
@@ -139,14 +140,15 @@ def estimate_training(
 ) -> TrainEstimate:
     """Estimate one training step of ``model`` on ``plan.chips`` chips of ``system``.
 
-    ``eff`` defaults to the fitted training profile (``trnsim.perf.compute.FITTED.train``).
+    ``compute_model`` defaults to ``table_model.default_model`` (the kernel tables for
+    Trainium chips, the roofline otherwise) and ``eff`` to that model's fitted training
+    profile (``table_model.profiles_for``).
     Raises ``ConfigError`` for an invalid plan; an over-capacity plan is estimated but
     ``fits`` is False and the memory breakdown says by how much.
     """
     m = resolve_model(model)
     sysm = _resolve_system(system)
     prec = precision(precision_name)
-    eff = eff or FITTED.train
     chips = plan.chips
     if validate:
         plan.check_model(m)
@@ -154,9 +156,11 @@ def estimate_training(
     chip = sysm.chip
     dtype, dtype_note = compute_dtype(chip, prec.compute)
     rpc = plan.ranks_per_chip
+    cm = compute_model or default_model(chip, rpc)
+    eff = eff or profiles_for(cm).train
 
     g = forward_graph(m, plan.micro_batch, seq_len, phase="train")
-    pt = pass_time(g, plan.tp, plan.ep, plan.sequence_parallel, rpc, chip, prec, eff, compute_model)
+    pt = pass_time(g, plan.tp, plan.ep, plan.sequence_parallel, rpc, chip, prec, eff, cm)
     stage_frac = -(-m.n_layers // plan.pp) / m.n_layers
     fwd = pt.stage(m, plan) / plan.cp
     bwd = 2 * fwd
@@ -264,7 +268,7 @@ def estimate_training(
         "optimizer": t_opt,
     }
     assumptions = [
-        f"compute: {getattr(compute_model, 'name', 'roofline')} model, efficiency "
+        f"compute: {cm.name} model, efficiency "
         + ", ".join(f"{k}={v:g}" for k, v in eff.as_dict().items()),
         f"peak: {chip.name} {dtype} {chip.peak(dtype) / 1e12:.0f} TFLOP/s per chip"
         + (f" ({dtype_note})" if dtype_note else ""),

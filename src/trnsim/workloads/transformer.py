@@ -561,46 +561,34 @@ _GPT_OSS = (
     _HF + "openai/gpt-oss-{} (alternating 128-token sliding-window and full attention; "
     "attention biases; expert biases and attention sinks not counted)"
 )
-_register(
-    ModelArgs(
-        name="gpt-oss-120b",
-        d_model=2880,
-        n_layers=36,
-        n_heads=64,
-        n_kv_heads=8,
-        head_dim=64,
-        d_ff=2880,
-        vocab=201088,
-        bias=True,
-        n_experts=128,
-        top_k=4,
-        d_ff_expert=2880,
-        sliding_window=128,
-        local_layers_every=2,
-        max_seq_len=131072,
-        source=_GPT_OSS.format("120b"),
+
+
+def _gpt_oss(size: str, layers: int, experts: int) -> ModelArgs:
+    """GPT-OSS 20B / 120B: the two sizes differ only in depth and expert count."""
+    return _register(
+        ModelArgs(
+            name=f"gpt-oss-{size}",
+            d_model=2880,
+            n_layers=layers,
+            n_heads=64,
+            n_kv_heads=8,
+            head_dim=64,
+            d_ff=2880,
+            vocab=201088,
+            bias=True,
+            n_experts=experts,
+            top_k=4,
+            d_ff_expert=2880,
+            sliding_window=128,
+            local_layers_every=2,
+            max_seq_len=131072,
+            source=_GPT_OSS.format(size),
+        )
     )
-)
-_register(
-    ModelArgs(
-        name="gpt-oss-20b",
-        d_model=2880,
-        n_layers=24,
-        n_heads=64,
-        n_kv_heads=8,
-        head_dim=64,
-        d_ff=2880,
-        vocab=201088,
-        bias=True,
-        n_experts=32,
-        top_k=4,
-        d_ff_expert=2880,
-        sliding_window=128,
-        local_layers_every=2,
-        max_seq_len=131072,
-        source=_GPT_OSS.format("20b"),
-    )
-)
+
+
+_gpt_oss("120b", 36, 128)
+_gpt_oss("20b", 24, 32)
 
 _register(
     ModelArgs(
