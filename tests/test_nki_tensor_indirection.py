@@ -434,3 +434,12 @@ def test_timing_orders_a_later_reader_after_a_scatter_to_any_cell():
     reader = next(i for i, ins in enumerate(rec) if ins.engine is Engine.SCALAR)
     assert rec[scatter].engine is Engine.VECTOR and rec[reader].engine is Engine.SCALAR
     assert s.start[reader] >= s.end[scatter]
+
+
+def test_profile_counts_the_bytes_a_gather_moves_not_its_whole_indexed_view():
+    data = RNG.standard_normal((128, 1024)).astype(np.float32)
+    rec = nki.run(copy_from_iota, data, functional=False).instructions
+    ti = next(ins for ins in rec if ins.attr("tensor_indirect"))
+    moved = dict(schedule([ti], "gen4").bytes_by_memory)["sbuf"]
+    # int32 index (128 x 16) + the 256 gathered fp32 columns read + the 256 written
+    assert moved == 128 * 16 * 4 + 2 * 128 * 256 * 4

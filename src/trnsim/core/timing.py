@@ -282,7 +282,9 @@ def _schedule(
     def cost_of(ins: Instruction) -> tuple:
         eid = len(entry_stats)
         b = [0, 0, 0]
-        for o in ins.src + ins.dst:
+        # a tensor-indirection operand moves (P, num_elem) elements, not its whole indexed view
+        moved = costs.tensor_indirect_access(ins)
+        for o in moved.src + moved.dst:
             b[mem_index[o.memory]] += o.nbytes
         f, rate = 0.0, ""
         if ins.opcode in _SYNC_OPS:
