@@ -215,19 +215,8 @@ class IndirectView(View):
         return f"IndirectView({self.kind}, {self.fmt.name}{list(self.shape)} @ {self.memory})"
 
 
-def _refuse(name: str) -> Any:
-    def method(self: IndirectView, *args: Any, **kwargs: Any) -> Any:
-        raise fail(
-            "indirect-view",
-            f"{name}() is not available on an indirect view; build the whole access in the "
-            ".ap(...) call (an indirect view cannot be sliced, reshaped or re-patterned)",
-        )
-
-    method.__name__ = name
-    return method
-
-
-for _name in (
+# View methods an indirect view refuses: its addresses are only known at run time.
+_VIEW_METHODS = (
     "__getitem__",
     "reshape",
     "permute",
@@ -238,8 +227,29 @@ for _name in (
     "view",
     "reinterpret_cast",
     "indirect",
-):
-    setattr(IndirectView, _name, _refuse(_name))
+)
+
+
+def _refuse_view_methods(cls: type, rule: str, advice: str) -> None:
+    """Give ``cls`` every method of ``_VIEW_METHODS`` as one raising a ``rule`` error."""
+
+    def refusal(name: str) -> Any:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            raise fail(rule, f"{name}() is not available on {advice}")
+
+        method.__name__ = name
+        return method
+
+    for name in _VIEW_METHODS:
+        setattr(cls, name, refusal(name))
+
+
+_refuse_view_methods(
+    IndirectView,
+    "indirect-view",
+    "an indirect view; build the whole access in the .ap(...) call (an indirect view cannot be "
+    "sliced, reshaped or re-patterned)",
+)
 
 
 def make(
@@ -516,31 +526,11 @@ class TensorIndirectView(View):
         )
 
 
-def _refuse_ti(name: str) -> Any:
-    def method(self: TensorIndirectView, *args: Any, **kwargs: Any) -> Any:
-        raise fail(
-            "ti-view",
-            f"{name}() is not available on a tensor-indirection view; slice or reshape the "
-            "tensor before calling .indirect(index)",
-        )
-
-    method.__name__ = name
-    return method
-
-
-for _name in (
-    "__getitem__",
-    "reshape",
-    "permute",
-    "broadcast",
-    "broadcast_to",
-    "expand_dims",
-    "ap",
-    "view",
-    "reinterpret_cast",
-    "indirect",
-):
-    setattr(TensorIndirectView, _name, _refuse_ti(_name))
+_refuse_view_methods(
+    TensorIndirectView,
+    "ti-view",
+    "a tensor-indirection view; slice or reshape the tensor before calling .indirect(index)",
+)
 
 
 def tensor_view(base: View, index: Any, num_elem: Any = None) -> TensorIndirectView:
