@@ -197,3 +197,18 @@ def test_fp8_double_row_flops_count_each_mac_once_and_reach_the_fp8_peak():
     spec = core("gen3")
     rate = costs.matmul_flops(m) / costs.instruction_seconds(m, spec)
     assert rate == pytest.approx(spec.tensor.peak_flops("fp8"))
+
+
+def test_fp8_double_row_flops_with_a_4d_stationary_operand():
+    st = Operand(
+        "stationary", "sbuf", "float8_e4m3", 1, 0, 0, 0, (1, 128), ((128, 2), (32, 4), (1, 32))
+    )
+    mv = Operand("moving", "sbuf", "float8_e4m3", 1, 0, 0, 0, (1, 128), ((512, 2), (1, 512)))
+    m = instr(
+        Op.NC_MATMUL,
+        Engine.TENSOR,
+        [opnd("dst", "psum", 128, 512, "float32")],
+        [st, mv],
+        perf_mode="double_row",
+    )
+    assert costs.matmul_flops(m) == 2 * 256 * 128 * 512

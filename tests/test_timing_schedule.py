@@ -149,6 +149,16 @@ def test_barrier_waits_for_everything_before_it():
     assert s.start[2] >= s.end[0]
 
 
+def test_barrier_also_holds_an_engine_first_used_after_it():
+    mm = matmul()
+    bar = instr(Op.CORE_BARRIER, Engine.SYNC, [], [])
+    gp = instr(
+        Op.TENSOR_COPY, Engine.GPSIMD, [opnd("dst", offset=65536)], [opnd("src", offset=98304)]
+    )
+    s = schedule([mm, bar, gp], SPEC).schedule
+    assert s.start[2] >= s.end[1] >= s.end[0] > 0
+
+
 def test_profile_figures_and_critical_path():
     stream = []
     for _ in range(8):

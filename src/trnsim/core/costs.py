@@ -514,8 +514,8 @@ def matmul_flops(instr: Instruction) -> float:
     if instr.opcode is Op.NC_MATMUL and not instr.attr("is_transpose"):
         st, mv = instr.operand("stationary"), instr.operand("moving")
         if st is not None and mv is not None:
-            double_row = instr.attr("perf_mode") == "double_row" and len(st.shape) == 3
-            rows = st.shape[1] if double_row else 1
+            double_row = instr.attr("perf_mode") == "double_row" and len(st.shape) >= 3
+            rows = st.shape[1] if double_row else 1  # [K / r, r, ...M]: the rule checks r
             return 2.0 * st.partitions * st.free_size * mv.free_size / rows
     if instr.opcode is Op.NC_MATMUL_MX:
         st, mv = instr.operand("stationary"), instr.operand("moving")

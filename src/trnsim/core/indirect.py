@@ -762,8 +762,11 @@ def run(
         keep = _last_writes(off, v.base.free_size)
         cells = tuple(c.reshape(-1)[keep] for c in _cells(v, off))
         v.base.array()[cells] = s.array().reshape(-1)[keep]
+        alloc = v.base.storage.alloc
+        alloc.version += 1  # the core's decoded-tile cache keys on it (NeuronCore.read_cached)
         if v.memory == PSUM:
             v.base.acc_array()[cells] = s.acc_array().reshape(-1)[keep]
+            alloc.marks_version += 1  # and its open-accumulation memo (NeuronCore.acc_open)
 
 
 def _last_writes(off: np.ndarray, bound: int) -> np.ndarray:

@@ -226,7 +226,7 @@ class NeuronCore:
         alloc = v.storage.alloc
         if alloc.kind != SBUF or fmt.kind == "packed" or fmt.dtype == F32:
             return self.read(v)
-        key = (alloc, v.p0, v.offset, v.shape, v.strides, transposed)
+        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides, transposed)
         hit = self._decoded.get(key)
         if hit is not None:
             if hit[0] == alloc.version:
@@ -264,7 +264,7 @@ class NeuronCore:
         """Whether every element of the PSUM view ``v`` is in an open accumulation group
         (all marks full); remembered per view until the allocation's marks change."""
         alloc = v.storage.alloc
-        key = (alloc, v.p0, v.offset, v.shape, v.strides)
+        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides)
         if self.fast_paths and self._acc_open.get(key) == alloc.marks_version:
             return True
         if not (v.acc_array() == _FULL_MARK[v.itemsize]).all():
@@ -278,7 +278,8 @@ class NeuronCore:
         if len(self._acc_open) >= ACC_MEMO_ENTRIES:
             self._acc_open.clear()
         alloc = v.storage.alloc
-        self._acc_open[(alloc, v.p0, v.offset, v.shape, v.strides)] = alloc.marks_version
+        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides)
+        self._acc_open[key] = alloc.marks_version
 
     def write(self, v: View, values: np.ndarray, *, mark_acc: bool = False) -> None:
         """Cast float32 ``values`` to ``v``'s format (run's rounding) and store them."""

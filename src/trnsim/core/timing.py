@@ -246,6 +246,10 @@ def _schedule(
     track_last: list[int] = []
     track_busy: list[float] = []
     track_count: list[int] = []
+    barrier = [
+        0.0,
+        -1,
+    ]  # the last barrier's time and index: where a track first used after it starts
     # Per core: [round-robin counter, DMA pipe free at, by, HBM share free at, by, queue ->
     # track id].
     dma_state: dict[int, list] = {}
@@ -261,8 +265,8 @@ def _schedule(
             tid = len(track_names)
             track_ids[key] = tid
             track_names.append(name)
-            track_free.append(0.0)
-            track_last.append(-1)
+            track_free.append(barrier[0])
+            track_last.append(barrier[1])
             track_busy.append(0.0)
             track_count.append(0)
         return tid
@@ -392,6 +396,7 @@ def _schedule(
             for t in range(len(track_free)):
                 if track_free[t] < t1:
                     track_free[t] = t1
+            barrier[0], barrier[1] = t1, idx
         start[idx] = t0
         end[idx] = t1
         pred[idx] = dep
