@@ -106,3 +106,21 @@ def test_cli_compute_flag_selects_the_model(capsys):
         assert main(argv + flag) == 0
         models.append(json.loads(capsys.readouterr().out)["assumptions"][0].split()[1])
     assert models == ["table", "roofline"]
+
+
+def test_matmuls_without_a_table_use_the_fitted_roofline_efficiency():
+    """MX dtypes have no kernel table: the table model's roofline fallback must use the fitted
+    roofline matmul efficiency, so its prefill stays close to the roofline model's."""
+    from trnsim.perf.infer import estimate_inference
+
+    kw = dict(batch=8, input_tokens=2048, output_tokens=256, precision_name="mxfp8")
+    plan = ParallelPlan(tp=8)
+    table = estimate_inference("llama-2-70b", "trn3-gen1-ultraserver", plan, **kw)
+    roof = estimate_inference(
+        "llama-2-70b",
+        "trn3-gen1-ultraserver",
+        plan,
+        compute_model=RooflineComputeModel(1),
+        **kw,
+    )
+    assert table.ttft_s == pytest.approx(roof.ttft_s, rel=0.05)

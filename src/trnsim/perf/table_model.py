@@ -86,11 +86,23 @@ def default_model(chip: ChipSpec, ranks_per_chip: int) -> ComputeModel:
 
 
 # Fitted by `trnsim validate --fit` with the table model to calibration/trainium.md sections
-# B + B2 (train) and C (serve); benchmarks/RESULTS.md lists the per-row errors.
+# B + B2 (train) and C (serve); benchmarks/RESULTS.md lists the per-row errors. Matmuls the
+# tables do not cover (MX dtypes, fp8 on NeuronCore-v2) fall back to the roofline: they use the
+# roofline's fitted matmul efficiency and small-matmul term of the same stack (``FITTED``),
+# not the dataclass defaults.
 FITTED_TABLE = Profiles(
-    train=Efficiency(kernel_matmul=0.449, attention=0.282, hbm=1.0, comm_overlap=0.0),
+    train=Efficiency(
+        kernel_matmul=0.449,
+        matmul=FITTED.train.matmul,
+        half_rows=FITTED.train.half_rows,
+        attention=0.282,
+        hbm=1.0,
+        comm_overlap=0.0,
+    ),
     serve=Efficiency(
         kernel_matmul=0.2197,
+        matmul=FITTED.serve.matmul,
+        half_rows=FITTED.serve.half_rows,
         attention=0.0504,
         hbm=0.7455,
         kv_hbm=0.4462,
