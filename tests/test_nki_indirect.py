@@ -341,3 +341,18 @@ def test_scalar_offset_works_with_hwdge_on_gen3():
 
     out = nki.run(k, x, np.array([[5]], np.uint32), target="gen3").outputs
     np.testing.assert_array_equal(out, x[5:7])
+
+
+def test_indirect_ap_on_a_slice_is_refused_with_the_way_out():
+    def k(table, ids):
+        idx = nl.ndarray(ids.shape, ids.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(idx, ids)
+        d = nl.ndarray((2, 8), nl.float32, buffer=nl.sbuf)
+        part = table[100:200]
+        nisa.dma_copy(d, part.ap([[8, 2], [1, 8]], vector_offset=idx, indirect_dim=0))
+
+    table = np.arange(256 * 8, dtype=np.float32).reshape(256, 8)
+    with pytest.raises(KernelError) as info:
+        nki.run(k, table, np.array([[0], [5]], dtype=np.uint32))
+    assert info.value.rule == "indirect"
+    assert "whole tensor" in str(info.value) and "offset 800" in str(info.value)

@@ -32,7 +32,9 @@ them is a KernelError naming the rule):
    first pattern pair ``[stride, count]`` walks the indexed rows, so its stride must equal
    ``R`` and its count the number of indices ``P``.
    ``scalar_offset`` (dim ``d``, ``R = prod(t.shape[d+1:])``): ``offset + s * R + sum over
-   every pattern dim``.
+   every pattern dim``. ``t`` must be a whole HBM tensor (offset 0, dense row-major): on a
+   slice the rows and their bound would be the slice's while addresses count from the
+   storage start, so ``.ap`` on a slice is refused; give the slice's start as ``offset=``.
 2. Index dtypes: ``uint32`` (the docstring examples) or ``int32`` (a negative value is out of
    bounds). Index tiles live in SBUF; ``vector_offset`` is ``(P, 1)``, ``scalar_offset`` is
    ``(1, 1)``. A Python ``int`` scalar offset is a compile-time constant and folds into
@@ -291,6 +293,14 @@ def make(
             f"ap({arg}=...) on a {base.memory.upper()} tensor: the indexed tensor must be in "
             "HBM (dma_copy docstring; trnsim models dynamic addresses on HBM only)",
         )
+    if not _whole_tensor(base):
+        raise fail(
+            "indirect",
+            f"ap({arg}=...) on a slice or view of HBM tensor {list(base.shape)} (element offset "
+            f"{base.offset}, strides {list(base.strides)}): indirect rows count from the "
+            "tensor's start in units of its row size, so call .ap on the whole tensor and give "
+            "a slice's start as offset=",
+        )
     ndim = len(base.shape)
     if kind == VECTOR:
         if indirect_dim != 0:
@@ -325,6 +335,18 @@ def make(
     fixed = View(static.storage, static.shape, strides, static.offset, 0, static.fmt)
     fixed.check_bounds()
     return IndirectView(fixed, kind, index, indirect_dim, row, base.shape[indirect_dim])
+
+
+def _whole_tensor(v: View) -> bool:
+    """``v`` is its whole allocation, row-major and dense (choice 1: row indices and their bound
+    are those of the tensor ``.ap`` is called on, and addresses count from its storage start;
+    a slice would put the two origins apart)."""
+    expect = 1
+    for n, st in zip(reversed(v.shape), reversed(v.strides), strict=True):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return v.offset == 0 and v.size * v.itemsize == v.storage.alloc.nbytes
 
 
 def annotate(dst: View, srcs: dict[str, View], attrs: dict[str, Any]) -> None:
