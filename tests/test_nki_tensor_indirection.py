@@ -9,6 +9,7 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
+from test_nki_indirect import out_of, sb
 from trnsim.core import costs
 from trnsim.core.isa import Engine, Op
 from trnsim.core.timing import schedule
@@ -18,18 +19,6 @@ from trnsim.hw import core
 RNG = np.random.default_rng(11)
 HERE = "test_nki_tensor_indirection.py"
 BF16 = ml_dtypes.bfloat16
-
-
-def sb(x, dtype=None):
-    t = nl.ndarray(x.shape, dtype or x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(t, x)
-    return t
-
-
-def out_of(t):
-    o = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(o, t)
-    return o
 
 
 def offsets(idx, g, n):
