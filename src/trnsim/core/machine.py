@@ -22,6 +22,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import indirect
 from trnsim.core import semantics as S
+from trnsim.core.deferred import MatmulWorker
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
@@ -39,6 +40,10 @@ accumulation-state memo (same bits as the plain path; tests/test_core_fast_paths
 DECODE_CACHE_BYTES = 32 << 20
 """Budget of decoded float32 SBUF tiles kept per core (least recently used dropped first): a
 blocked matmul re-reads each tile once per output tile of its block."""
+ASYNC_MATMUL = True
+"""Whether ``trnsim.nki`` runs defer the fp32-PSUM tile products of ``nc_matmul`` to a worker
+thread per core (``NeuronCore.start_async``; same bits, see ``trnsim.core.deferred``). Only
+with the fast paths on."""
 ACC_MEMO_ENTRIES = 4096
 """PSUM views remembered as 'accumulation group open everywhere' (then forgotten at once)."""
 
@@ -90,7 +95,9 @@ class NeuronCore:
         self.fast_paths = FAST_PATHS
         self._decoded: OrderedDict[tuple, tuple[int, np.ndarray]] = OrderedDict()
         self._decoded_bytes = 0
-        self._spare: dict[tuple[int, ...], np.ndarray] = {}
+        # shape -> (buffer, the last deferred job that may still read it)
+        self._spare: dict[tuple[int, ...], tuple[np.ndarray, int]] = {}
+        self.worker: MatmulWorker | None = None
         self._acc_open: dict[tuple, int] = {}
         self._frozen: dict[tuple, tuple[tuple[str, Any], ...]] = {}
         self.sbuf.fill_sentinel = self.psum.fill_sentinel = functional
@@ -120,6 +127,8 @@ class NeuronCore:
         shape = tuple([d if type(d) is int else int(d) for d in shape])
         isz = fmt.dtype.itemsize
         if memory in (SBUF, PSUM):
+            if self.worker is not None and self.worker.busy:
+                self.worker.wait()  # the sentinel fill may overwrite what a deferred job uses
             if not shape:
                 shape = (1,)
             free = prod(shape[1:])
@@ -135,6 +144,24 @@ class NeuronCore:
         # a fresh allocation is in bounds by construction
         return view_type.trusted(storage, shape, strides, 0, 0, fmt, user_dtype(fmt), True)
 
+    # ---- deferred tile products (trnsim.core.deferred) --------------------------------------
+
+    def start_async(self) -> None:
+        """Defer fp32-PSUM ``nc_matmul`` tile products to a worker thread until ``finish``."""
+        if self.worker is None and self.functional and self.fast_paths:
+            self.worker = MatmulWorker(f"trnsim-matmul-{self.index}")
+
+    def sync(self) -> None:
+        """Wait for the deferred products (raising the first failure among them)."""
+        if self.worker is not None and self.worker.busy:
+            self.worker.wait()
+
+    def finish(self) -> None:
+        """Wait for the deferred products and stop the worker (raising a failure)."""
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.close()
+
     # ---- execution ------------------------------------------------------------------------
 
     def execute(
@@ -147,6 +174,8 @@ class NeuronCore:
     ) -> None:
         if attrs is None:
             attrs = {}
+        if op is not Op.NC_MATMUL and self.worker is not None and self.worker.busy:
+            self.worker.wait()  # only matmuls are issued behind deferred matmuls
         chosen = engine or DEFAULT_ENGINE[op]
         if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
             allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
@@ -205,6 +234,11 @@ class NeuronCore:
 
     def read(self, v: View) -> np.ndarray:
         """Decode to float32 (packed x4 words unpack to 4 values along a new last axis)."""
+        if self.worker is not None and self.worker.busy:
+            self.worker.wait()
+        return self._read(v)
+
+    def _read(self, v: View) -> np.ndarray:
         raw = v.array()
         fmt = v.fmt
         if fmt.kind == "packed":
@@ -215,6 +249,8 @@ class NeuronCore:
         return raw.astype(F32)
 
     def read_raw(self, v: View) -> np.ndarray:
+        if self.worker is not None and self.worker.busy:
+            self.worker.wait()
         return v.array()
 
     def read_cached(self, v: View, transposed: bool = False) -> np.ndarray:
@@ -225,7 +261,7 @@ class NeuronCore:
         fmt = v.fmt
         alloc = v.storage.alloc
         if alloc.kind != SBUF or fmt.kind == "packed" or fmt.dtype == F32:
-            return self.read(v)
+            return self._read(v)  # SBUF data: only instructions that wait for jobs write it
         key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides, transposed)
         hit = self._decoded.get(key)
         if hit is not None:
@@ -238,9 +274,13 @@ class NeuronCore:
         flip = transposed and raw.ndim == 2
         # a buffer of a dropped entry if one fits: a fresh array would fault in new pages,
         # which costs more than the decode itself
-        buf = self._spare.pop((raw.shape[::-1] if flip else raw.shape), None)
-        if buf is None:
+        spare = self._spare.pop((raw.shape[::-1] if flip else raw.shape), None)
+        if spare is None:
             buf = np.empty(raw.shape[::-1] if flip else raw.shape, F32)
+        else:
+            buf, last_job = spare
+            if self.worker is not None and self.worker.completed < last_job:
+                self.worker.wait(last_job)  # a deferred product still reads it
         if flip:  # rows are contiguous: decode row by row, then transpose
             np.copyto(buf, raw.astype(F32).T)
             vals = buf.T
@@ -258,7 +298,7 @@ class NeuronCore:
         """Keep the buffer of a dropped decoded tile for the next tile of its shape."""
         self._decoded_bytes -= vals.nbytes
         buf = vals if vals.flags.c_contiguous else vals.T
-        self._spare[buf.shape] = buf
+        self._spare[buf.shape] = (buf, self.worker.submitted if self.worker is not None else 0)
 
     def acc_open(self, v: View) -> bool:
         """Whether every element of the PSUM view ``v`` is in an open accumulation group
@@ -447,9 +487,50 @@ def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: 
         nc.write(dst, np.where(marks == full, old + result, result), mark_acc=True)
 
 
+def _defer_matmul(nc: NeuronCore, st: View, mv: View, dst: View, accumulate: Any) -> bool:
+    """Issue the product to the core's worker (``trnsim.core.deferred``) and do the rest of
+    ``_psum_accumulate`` (marks, versions) now; False (nothing done) where the plain path must
+    run: a non-fp32 dst (the cast on write), a mixed auto group, accumulate=True into elements
+    that may be uninitialised (the warning reads the data), operands outside SBUF."""
+    if dst.fmt.name != "float32" or st.storage.alloc.kind != SBUF:
+        return False
+    if mv.storage.alloc.kind != SBUF:
+        return False
+    mark = True
+    if accumulate is not False and nc.acc_open(dst):
+        add, mark = True, False
+    elif accumulate is False:
+        add = False
+    elif accumulate is None:
+        if dst.acc_array().any():  # a mixed group (all-open is acc_open above)
+            return False
+        add = False
+    elif (dst.acc_array() != 0).all():  # accumulate=True: old + result everywhere
+        add = True
+    else:
+        return False
+    a = nc.read_cached(st, transposed=True).reshape(st.partitions, -1)
+    b = nc.read_cached(mv).reshape(mv.partitions, -1)
+    inst = nc.record[-1]
+    nc.worker.submit(a, b, dst.array(), add, (inst.file, inst.line))  # type: ignore[union-attr]
+    alloc = dst.storage.alloc
+    alloc.version += 1
+    if mark:
+        dst.acc_array()[...] = _FULL_MARK[dst.itemsize]
+        alloc.marks_version += 1
+        nc._remember_open(dst)
+    return True
+
+
 @executor(Op.NC_MATMUL)
 def _nc_matmul(nc: NeuronCore, c: Call) -> None:
     st, mv, dst = c.src["stationary"], c.src["moving"], c.dst["dst"]
+    if nc.worker is not None:
+        double = c.attrs.get("perf_mode") == "double_row"
+        plain = double or c.attrs.get("is_transpose")
+        if not plain and _defer_matmul(nc, st, mv, dst, c.attrs.get("accumulate")):
+            return
+        nc.sync()  # the plain path below reads and writes PSUM now
     if c.attrs.get("is_transpose"):
         nc.write_raw(dst, S.nc_transpose(nc.read_raw(st)).reshape(dst.shape))
         return

@@ -155,10 +155,16 @@ def alu(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def nc_matmul(stationary: np.ndarray, moving: np.ndarray, double_row: bool = False) -> np.ndarray:
+def nc_matmul(
+    stationary: np.ndarray,
+    moving: np.ndarray,
+    double_row: bool = False,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """``dst[M, N] = stationary[K, M].T @ moving[K, N]`` in fp32.
 
     ``double_row``: stationary ``[K, 2, M]`` and moving ``[K, 2, N]`` contract over K x 2.
+    ``out``: a C-contiguous float32 ``[M, N]`` array to hold the result (the same BLAS call).
     """
     if double_row:
         k = stationary.shape[0]
@@ -168,7 +174,9 @@ def nc_matmul(stationary: np.ndarray, moving: np.ndarray, double_row: bool = Fal
         stationary = stationary.reshape(stationary.shape[0], -1)
         moving = moving.reshape(moving.shape[0], -1)
     # contiguous fp32 copies keep NumPy on its BLAS path (strided views fall off it)
-    return np.matmul(np.ascontiguousarray(stationary.T, F32), np.ascontiguousarray(moving, F32))
+    return np.matmul(
+        np.ascontiguousarray(stationary.T, F32), np.ascontiguousarray(moving, F32), out=out
+    )
 
 
 def nc_transpose(data: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.core import machine
 from trnsim.core.blas import single_threaded_blas
 from trnsim.core.instruction import Instruction
 from trnsim.core.location import fail
@@ -203,10 +204,17 @@ def _launch(
 
     def program(i: int) -> None:
         enter(Program(launch, i, cores[i]))
+        if machine.ASYNC_MATMUL:
+            cores[i].start_async()  # tile products on a worker thread (trnsim.core.deferred)
         try:
             results[i] = fn(*inputs, **kw)
+            cores[i].finish()  # the deferred products, and their errors, before returning
         except BaseException as exc:  # re-raised in the caller's thread
             errors[i] = exc
+            try:  # a deferred product's failure comes first in program order
+                cores[i].finish()
+            except BaseException as deferred:
+                errors[i] = deferred
             launch.barrier.abort()
         finally:
             enter(None)
