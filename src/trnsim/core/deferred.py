@@ -1,26 +1,33 @@
-"""Deferred ``nc_matmul`` tile products: one worker thread per core computes them behind the
-interpreter.
+"""Deferred data work: a kernel's data moves on other threads while its Python runs ahead.
 
-Why: an emulated matmul kernel spends about half its time in BLAS tile products (single-
-threaded, see ``trnsim.core.blas``) and the other half in Python (interpreting the kernel,
-rule checks, recording, decoding tiles). NumPy releases the GIL inside BLAS, so a second
-thread can compute the products while the kernel's thread goes on issuing instructions.
+Why: an emulated matmul kernel spends about half its time in BLAS tile products (each one
+single-threaded, see ``trnsim.core.blas``) and the rest in Python (interpreting the kernel,
+checking rules, recording, decoding tiles, casting). NumPy releases the interpreter lock
+inside BLAS, so the products of one core can run on two threads while Python goes on.
 
-The contract (``NeuronCore`` keeps it; tests/test_core_async_matmul.py checks it):
+Three parts, per core (``NeuronCore.start_async``; tests/test_core_deferred.py checks each
+promise below against the plain, synchronous path, bit for bit):
 
-- A job is one product ``stationary.T @ moving`` (``semantics.nc_matmul``, the same BLAS call
-  on the same float32 operands as the plain path) and its commit into PSUM data: an fp32 add
-  in place (an open accumulation group) or an overwrite. Jobs run one at a time, in program
-  order, on one thread, so the bits equal the plain path's.
-- Everything else of the instruction (rule checks, the record, the accumulation marks and
-  versions, the decision add / overwrite, warnings) happens on the kernel's thread at issue.
-- Operands are private float32 buffers (decoded tiles) or SBUF data no deferred job writes;
-  the core waits for the jobs before any other instruction, any on-chip allocation, any host
-  read of memory, before reusing a decoded buffer a job still holds, and at the end of a run.
-- A job that fails is reported at the next wait as a ``KernelError`` located at the kernel
-  line of the instruction that issued it (from the record, not the current stack). NumPy
-  floating-point warnings of a job (overflow in the product or the add) are re-emitted on the
-  kernel's thread with NumPy's message, located at that line.
+- The kernel's thread checks the rules and records each instruction as always, then queues
+  its executor on the core's ``Stream`` instead of running it. Only host reads of memory
+  (``device_print``, ``sendrecv``, the run's outputs), tensor-indirection and indirect-DMA
+  instructions (whose offsets are data) and the end of the run wait for the queue
+  (``NeuronCore.sync``).
+- The stream's thread runs the executors in program order. An fp32-PSUM ``nc_matmul`` decodes
+  its operands there and hands the product to the ``Pipeline``. Any other instruction runs
+  there at once unless it touches memory that work still in the pipeline writes (or writes
+  memory that work there reads); then it joins the pipeline as an ordered *action*.
+- The ``Pipeline``'s threads compute products in any order, but *retire* (commit a product
+  into PSUM, or run an action) strictly in submission order. Every byte therefore sees its
+  writes in program order, and each product is the same BLAS call on the same float32
+  operands as the plain path: the same bits.
+
+Liveness and allocation are the plain path's: queued work holds views over a
+``DetachedStorage``, so it never keeps a tensor alive, and a new allocation's sentinel fill is
+queued behind the work on the memory it reuses. Stochastic rounding and the Vector engine's
+RNG and accumulator state run with everything before them retired (the order of their draws
+is program order). A failure in deferred work is raised at the next wait, located at the
+kernel line that issued the instruction (``location.HERE``); it wins over any later error.
 """
 
 from __future__ import annotations
@@ -32,109 +39,298 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.core import location
 from trnsim.core import semantics as S
 from trnsim.errors import KernelError
 
 _STOP = None
 
+WORKERS = 2
+"""Threads computing tile products per core (the dev machine has two cores)."""
 
-class MatmulWorker:
-    """One thread running deferred tile products in submission order."""
+Region = tuple[Any, int, int, int, int]
+"""(memory or HBM allocation, first partition, end partition, first byte, end byte)."""
 
-    def __init__(self, name: str = "trnsim-matmul") -> None:
+
+def overlaps(a: Region, b: Region) -> bool:
+    return a[0] is b[0] and a[1] < b[2] and b[1] < a[2] and a[3] < b[4] and b[3] < a[4]
+
+
+class Pipeline:
+    """Tile products computed on ``WORKERS`` threads; products and actions retire in order
+    (one thread at a time retires, outside the lock, so the others go on computing)."""
+
+    def __init__(self, name: str = "trnsim-pipeline", threads: int | None = None) -> None:
         self._jobs: SimpleQueue[Any] = SimpleQueue()
-        self._done: SimpleQueue[Any] = SimpleQueue()
+        self._lock = threading.Lock()
+        self._retired_cv = threading.Condition(self._lock)
         self.submitted = 0
-        self.completed = 0
-        self._error: KernelError | None = None
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
+        self.retired = 0
+        self._ready: dict[int, Any] = {}
+        self._retiring = False
+        # pending (not retired) work by memory: seq -> the rectangles it writes / reads there
+        self._writes: dict[Any, dict[int, list[Region]]] = {}
+        self._reads: dict[Any, dict[int, list[Region]]] = {}
+        self._keys: dict[int, tuple[Any, ...]] = {}
+        self._free: dict[tuple[int, int], list[np.ndarray]] = {}
+        self._error: BaseException | None = None
+        self._warnings: list[tuple[str, tuple[str, int]]] = []
+        n = threads or WORKERS
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(n)
+        ]
+        for t in self._threads:
+            t.start()
 
     @property
     def busy(self) -> bool:
-        return self.submitted != self.completed
+        return self.submitted != self.retired
 
-    def submit(
+    # ---- submitting (the stream's thread) ---------------------------------------------------
+
+    def product(
         self,
         stationary: np.ndarray,
         moving: np.ndarray,
-        out: np.ndarray,
-        add: bool,
+        commit: Any,
+        args: tuple,
+        reads: tuple[Region, ...],
+        writes: tuple[Region, ...],
         where: tuple[str, int],
     ) -> int:
-        """Queue ``out += st.T @ mv`` (``add``) or ``out[...] = st.T @ mv``; returns the job's
-        sequence number (``wait(seq)`` returns once it is done). ``where``: the kernel's
-        (file, line) of the instruction."""
-        self._jobs.put((stationary, moving, out, add, where))
-        self.submitted += 1
-        return self.submitted
+        """Queue ``stationary.T @ moving`` (``semantics.nc_matmul``), then, in order,
+        ``commit(product, *args)``; returns its sequence number. ``reads``: the memory the
+        operand arrays are views of (none for private decoded copies)."""
+        with self._lock:
+            self.submitted += 1
+            seq = self.submitted
+            self._index(seq, reads, writes)
+        self._jobs.put((seq, stationary, moving, commit, args, where))
+        return seq
+
+    def action(
+        self,
+        fn: Any,
+        args: tuple,
+        reads: tuple[Region, ...],
+        writes: tuple[Region, ...],
+        where: tuple[str, int],
+    ) -> int:
+        """Queue ``fn(*args)`` to run once everything submitted before it has retired."""
+        with self._lock:
+            self.submitted += 1
+            seq = self.submitted
+            self._index(seq, reads, writes)
+        self._deposit(seq, ("action", fn, args, where))
+        return seq
+
+    def conflict(self, reads: tuple[Region, ...], writes: tuple[Region, ...]) -> int:
+        """The last pending job that writes what ``reads``/``writes`` touch or reads what
+        ``writes`` touch (0 if none)."""
+        last = 0
+        with self._lock:
+            for r in reads:
+                last = max(last, _last_hit(self._writes.get(r[0]), r))
+            for w in writes:
+                last = max(last, _last_hit(self._writes.get(w[0]), w))
+                last = max(last, _last_hit(self._reads.get(w[0]), w))
+        return last
 
     def wait(self, seq: int | None = None) -> None:
-        """Block until job ``seq`` (default: every submitted job) is done; raise the first
-        failure of a job done so far (once), emit the jobs' floating-point warnings."""
+        """Block until job ``seq`` (default: all) has retired; raise the first failure of
+        the retired work (once) and emit its warnings."""
         target = self.submitted if seq is None else seq
-        while self.completed < target:
-            status = self._done.get()
-            self.completed += 1
-            if status is None:
-                continue
-            kind, payload, (file, line) = status
-            if kind == "warn":
-                for message in payload:
-                    warnings.warn_explicit(message, RuntimeWarning, file, line)
-            elif self._error is None:
-                self._error = KernelError(
-                    "deferred-matmul",
-                    f"nc_matmul tile product failed: {type(payload).__name__}: {payload}",
-                    file,
-                    line,
-                )
-                self._error.__cause__ = payload
-        if self._error is not None:
+        with self._lock:
+            while self.retired < target:
+                self._retired_cv.wait()
             err, self._error = self._error, None
+            emitted, self._warnings = self._warnings, []
+        for message, (file, line) in emitted:
+            warnings.warn_explicit(message, RuntimeWarning, file, line)
+        if err is not None:
             raise err
 
     def close(self) -> None:
-        """Wait for every job (raising a failure), then stop the thread."""
         try:
             self.wait()
         finally:
-            self._jobs.put(_STOP)
-            self._thread.join()
+            for _ in self._threads:
+                self._jobs.put(_STOP)
+            for t in self._threads:
+                t.join()
+
+    # ---- bookkeeping (with the lock held) ---------------------------------------------------
+
+    def _index(self, seq: int, reads: tuple[Region, ...], writes: tuple[Region, ...]) -> None:
+        keys = []
+        for table, regions in ((self._reads, reads), (self._writes, writes)):
+            for r in regions:
+                table.setdefault(r[0], {}).setdefault(seq, []).append(r)
+                keys.append((table, r[0]))
+        self._keys[seq] = tuple(keys)
+
+    def _unindex(self, seq: int) -> None:
+        for table, mem in self._keys.pop(seq):
+            table[mem].pop(seq, None)
+
+    # ---- the workers ------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        jobs, done = self._jobs, self._done
-        stage = ["matmul"]
+        jobs = self._jobs
         flags: list[str] = []
 
         def record(kind: str, _flag: int) -> None:  # NumPy's floating-point error callback
-            flags.append(f"{kind} encountered in {stage[0]}")
+            flags.append(f"{kind} encountered in matmul")
 
-        scratch: dict[tuple[int, int], np.ndarray] = {}
-        # errstate is per thread (a context variable): this only affects the worker
+        # errstate is per thread (a context variable): this only affects the workers
         with np.errstate(all="call", call=record):
             while True:
                 job = jobs.get()
                 if job is _STOP:
                     return
-                st, mv, out, add, where = job
+                seq, st, mv, commit, args, where = job
+                del job
+                shape = (st.shape[1], mv.shape[1])
+                with self._lock:
+                    free = self._free.get(shape)
+                    buf = free.pop() if free else None
+                if buf is None:
+                    buf = np.empty(shape, np.float32)
                 try:
-                    shape = (st.shape[1], mv.shape[1])
-                    buf = scratch.get(shape)
-                    if buf is None:
-                        buf = scratch[shape] = np.empty(shape, np.float32)
-                    stage[0] = "matmul"
-                    prod = S.nc_matmul(st, mv, out=buf).reshape(out.shape)
-                    stage[0] = "add"
-                    if add:
-                        out += prod
-                    else:
-                        out[...] = prod
-                except Exception as exc:  # reported on the kernel's thread (wait)
-                    done.put(("error", exc, where))
-                    continue
-                if flags:
-                    done.put(("warn", tuple(flags), where))
-                    flags.clear()
-                else:
-                    done.put(None)
+                    S.nc_matmul(st, mv, out=buf)
+                    outcome: Any = None
+                except Exception as exc:  # raised on the waiting thread (wait)
+                    outcome = exc
+                early = tuple(flags)
+                flags.clear()
+                del st, mv
+                self._deposit(seq, ("product", buf, commit, args, where, outcome, early))
+                del commit, args
+
+    def _deposit(self, seq: int, item: Any) -> None:
+        """Make job ``seq`` ready; retire what is due unless another thread is retiring."""
+        with self._lock:
+            self._ready[seq] = item
+            if self._retiring or self.retired + 1 not in self._ready:
+                return
+            self._retiring = True
+        self._retire_due()
+
+    def _retire_due(self) -> None:
+        """Retire ready jobs in order until the next one is not ready (the retiring thread
+        only: it holds the ``_retiring`` token)."""
+        here = location.HERE
+        while True:
+            with self._lock:
+                seq = self.retired + 1
+                item = self._ready.pop(seq, None)
+                if item is None:
+                    self._retiring = False
+                    return
+                failed = self._error is not None
+            error: BaseException | None = None
+            buf = None
+            if item[0] == "product":
+                _, buf, commit, args, where, outcome, early = item
+                if outcome is not None:
+                    error = KernelError(
+                        "deferred-matmul",
+                        f"nc_matmul tile product failed: {type(outcome).__name__}: {outcome}",
+                        *where,
+                    )
+                elif not failed:  # after a failure nothing more takes effect
+                    saved, here.where = here.where, where
+                    try:
+                        commit(buf, *args)
+                    except BaseException as exc:
+                        error = exc
+                    finally:
+                        here.where = saved
+            else:
+                _, fn, args, where = item
+                early = ()
+                if not failed:
+                    saved, here.where = here.where, where
+                    try:
+                        fn(*args)
+                    except BaseException as exc:
+                        error = exc
+                    finally:
+                        here.where = saved
+            del item, args
+            with self._lock:
+                if buf is not None:
+                    self._free.setdefault(buf.shape, []).append(buf)
+                if error is not None and self._error is None:
+                    self._error = error
+                self._warnings.extend((m, where) for m in early)
+                self._unindex(seq)
+                self.retired = seq
+                self._retired_cv.notify_all()
+
+
+def _last_hit(table: dict[int, list[Region]] | None, r: Region) -> int:
+    """The largest pending sequence number in ``table`` with a rectangle overlapping ``r``."""
+    if not table:
+        return 0
+    for seq in reversed(table):
+        for q in table[seq]:
+            if overlaps(q, r):
+                return seq
+    return 0
+
+
+class Stream:
+    """One thread running a core's queued data work (executors, sentinel fills) in program
+    order."""
+
+    def __init__(self, name: str = "trnsim-stream") -> None:
+        self._jobs: SimpleQueue[Any] = SimpleQueue()
+        self._idle = threading.Condition()
+        self.submitted = 0
+        self.completed = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Any, args: tuple, where: tuple[str, int]) -> None:
+        self.submitted += 1
+        self._jobs.put((fn, args, where))
+
+    def drain(self) -> None:
+        """Block until every submitted job ran; raise the first failure (once)."""
+        if self.completed != self.submitted:
+            with self._idle:
+                while self.completed != self.submitted:
+                    self._idle.wait()
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+    def close(self) -> None:
+        try:
+            self.drain()
+        finally:
+            self._jobs.put(_STOP)
+            self._thread.join()
+
+    def _loop(self) -> None:
+        jobs = self._jobs
+        here = location.HERE
+        while True:
+            job = jobs.get()
+            if job is _STOP:
+                return
+            fn, args, where = job
+            if self.error is None:
+                here.where = where
+                try:
+                    fn(*args)
+                except BaseException as exc:  # raised on the kernel's thread (drain)
+                    self.error = exc
+                here.where = None
+            del job, fn, args
+            with self._idle:
+                self.completed += 1
+                if self.completed == self.submitted:
+                    self._idle.notify_all()

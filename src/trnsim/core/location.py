@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
 
 from trnsim.errors import KernelError
@@ -11,6 +12,13 @@ from trnsim.errors import KernelError
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/trnsim
 _SKIP = (_PKG_DIR + os.sep, "<frozen ")
 
+
+class _Here(threading.local):
+    where: tuple[str, int] | None = None
+
+
+HERE = _Here()
+"""Per thread: the (file, line) a deferred instruction was issued at, while it runs."""
 
 _INSIDE: dict[str, bool] = {}
 """Per file name: whether its frames are skipped (trnsim's own code, frozen or importlib)."""
@@ -27,6 +35,9 @@ def kernel_location() -> tuple[str, int]:
 
     Captured eagerly for every instruction (a frame's line moves on), so the walk is kept
     cheap: one dictionary lookup per frame."""
+    where = HERE.where
+    if where is not None:
+        return where
     frame = sys._getframe(1)
     known = _INSIDE.get
     while frame is not None:

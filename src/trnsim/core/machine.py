@@ -22,11 +22,11 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import indirect
 from trnsim.core import semantics as S
-from trnsim.core.deferred import MatmulWorker
+from trnsim.core.deferred import Pipeline, Region, Stream
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
-from trnsim.core.memory import PSUM, SBUF, Hbm, OnChipMemory, Storage, View, user_dtype
+from trnsim.core.memory import PSUM, SBUF, SENTINEL_BYTE, Hbm, OnChipMemory, Storage, View, user_dtype
 from trnsim.core.rules import Call, Checker, check
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format
@@ -40,10 +40,11 @@ accumulation-state memo (same bits as the plain path; tests/test_core_fast_paths
 DECODE_CACHE_BYTES = 32 << 20
 """Budget of decoded float32 SBUF tiles kept per core (least recently used dropped first): a
 blocked matmul re-reads each tile once per output tile of its block."""
-ASYNC_MATMUL = True
-"""Whether ``trnsim.nki`` runs defer the fp32-PSUM tile products of ``nc_matmul`` to a worker
-thread per core (``NeuronCore.start_async``; same bits, see ``trnsim.core.deferred``). Only
-with the fast paths on."""
+DEFERRED = True
+"""Whether ``trnsim.nki`` runs move the data work off the kernel's thread, with the tile
+products of ``nc_matmul`` on two more threads (``NeuronCore.start_async``; the same bits and
+errors as the plain path, see ``trnsim.core.deferred``). Only with the fast paths on and
+round-to-nearest-even."""
 ACC_MEMO_ENTRIES = 4096
 """PSUM views remembered as 'accumulation group open everywhere' (then forgotten at once)."""
 
@@ -96,8 +97,11 @@ class NeuronCore:
         self._decoded: OrderedDict[tuple, tuple[int, np.ndarray]] = OrderedDict()
         self._decoded_bytes = 0
         # shape -> (buffer, the last deferred job that may still read it)
-        self._spare: dict[tuple[int, ...], tuple[np.ndarray, int]] = {}
-        self.worker: MatmulWorker | None = None
+        # shape -> [(buffer, the last job of the pipeline that may still read it)]
+        self._spare: dict[tuple[int, ...], list[tuple[np.ndarray, int]]] = {}
+        self.pipeline: Pipeline | None = None
+        self.stream: Stream | None = None
+        self.in_stream = False
         self._acc_open: dict[tuple, int] = {}
         self._frozen: dict[tuple, tuple[tuple[str, Any], ...]] = {}
         self.sbuf.fill_sentinel = self.psum.fill_sentinel = functional
@@ -127,13 +131,25 @@ class NeuronCore:
         shape = tuple([d if type(d) is int else int(d) for d in shape])
         isz = fmt.dtype.itemsize
         if memory in (SBUF, PSUM):
-            if self.worker is not None and self.worker.busy:
-                self.worker.wait()  # the sentinel fill may overwrite what a deferred job uses
             if not shape:
                 shape = (1,)
             free = prod(shape[1:])
             mem = self.sbuf if memory == SBUF else self.psum
-            alloc = mem.allocate(shape[0], free * isz, align=isz, name=name, address=address)
+            stream = self.stream
+            if stream is None:
+                alloc = mem.allocate(shape[0], free * isz, align=isz, name=name, address=address)
+            else:  # the sentinel fill runs in program order, behind the deferred data work
+                if stream.error is not None:
+                    stream.drain()
+                fill, mem.fill_sentinel = mem.fill_sentinel, False
+                try:
+                    alloc = mem.allocate(
+                        shape[0], free * isz, align=isz, name=name, address=address
+                    )
+                finally:
+                    mem.fill_sentinel = fill
+                if fill:
+                    stream.submit(_queue_fill, (self, mem, alloc), kernel_location())
             storage = Storage(alloc, fmt, shape)
             strides = (1, *_c_strides(shape[1:]))
         else:
@@ -147,20 +163,37 @@ class NeuronCore:
     # ---- deferred tile products (trnsim.core.deferred) --------------------------------------
 
     def start_async(self) -> None:
-        """Defer fp32-PSUM ``nc_matmul`` tile products to a worker thread until ``finish``."""
-        if self.worker is None and self.functional and self.fast_paths:
-            self.worker = MatmulWorker(f"trnsim-matmul-{self.index}")
+        """Run the data work on other threads until ``finish`` (``trnsim.core.deferred``).
+        Not in timing-only runs (no data), nor with stochastic rounding."""
+        if self.stream is None and self.functional and self.fast_paths and self.rng is None:
+            self.pipeline = Pipeline(f"trnsim-products-{self.index}")
+            self.stream = Stream(f"trnsim-stream-{self.index}")
 
     def sync(self) -> None:
-        """Wait for the deferred products (raising the first failure among them)."""
-        if self.worker is not None and self.worker.busy:
-            self.worker.wait()
+        """Wait for the deferred work (raising the first failure among it)."""
+        if self.stream is not None:
+            self.stream.drain()
+        if self.pipeline is not None and self.pipeline.busy:
+            self.pipeline.wait()
 
     def finish(self) -> None:
-        """Wait for the deferred products and stop the worker (raising a failure)."""
-        worker, self.worker = self.worker, None
-        if worker is not None:
-            worker.close()
+        """Wait for the deferred work and stop the threads (raising a failure)."""
+        stream, pipeline = self.stream, self.pipeline
+        errors: list[BaseException] = []
+        if stream is not None:
+            try:
+                stream.close()  # runs the queued work first (which feeds the pipeline)
+            except BaseException as exc:
+                errors.append(exc)
+        if pipeline is not None:
+            try:
+                pipeline.close()
+            except BaseException as exc:  # work the pipeline holds came first
+                errors.insert(0, exc)
+        self.stream = self.pipeline = None
+        self.release_buffers()
+        if errors:
+            raise errors[0]
 
     # ---- execution ------------------------------------------------------------------------
 
@@ -174,8 +207,9 @@ class NeuronCore:
     ) -> None:
         if attrs is None:
             attrs = {}
-        if op is not Op.NC_MATMUL and self.worker is not None and self.worker.busy:
-            self.worker.wait()  # only matmuls are issued behind deferred matmuls
+        stream = self.stream
+        if stream is not None and stream.error is not None:
+            stream.drain()
         chosen = engine or DEFAULT_ENGINE[op]
         if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
             allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
@@ -225,6 +259,20 @@ class NeuronCore:
         self.record.append(tuple.__new__(Instruction, fields))  # = Instruction(*fields)
         if self.functional:
             call = call or Call(op, chosen, dst, src, attrs, self.spec)
+            if stream is not None:
+                if plain and not ti and not _views_in(attrs):
+                    # detached views: queued work does not extend the tensors' lifetimes
+                    call = Call(
+                        op,
+                        chosen,
+                        {r: v.detached() for r, v in dst.items()},
+                        {r: v.detached() for r, v in src.items()},
+                        attrs,
+                        self.spec,
+                    )
+                    stream.submit(_run_deferred, (self, op, call), (file, line))
+                    return
+                self.sync()
             if ti:
                 indirect.run(self, call, ti, EXECUTORS[op])
             else:
@@ -234,11 +282,6 @@ class NeuronCore:
 
     def read(self, v: View) -> np.ndarray:
         """Decode to float32 (packed x4 words unpack to 4 values along a new last axis)."""
-        if self.worker is not None and self.worker.busy:
-            self.worker.wait()
-        return self._read(v)
-
-    def _read(self, v: View) -> np.ndarray:
         raw = v.array()
         fmt = v.fmt
         if fmt.kind == "packed":
@@ -249,8 +292,6 @@ class NeuronCore:
         return raw.astype(F32)
 
     def read_raw(self, v: View) -> np.ndarray:
-        if self.worker is not None and self.worker.busy:
-            self.worker.wait()
         return v.array()
 
     def read_cached(self, v: View, transposed: bool = False) -> np.ndarray:
@@ -261,7 +302,7 @@ class NeuronCore:
         fmt = v.fmt
         alloc = v.storage.alloc
         if alloc.kind != SBUF or fmt.kind == "packed" or fmt.dtype == F32:
-            return self._read(v)  # SBUF data: only instructions that wait for jobs write it
+            return self.read(v)
         key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides, transposed)
         hit = self._decoded.get(key)
         if hit is not None:
@@ -274,13 +315,10 @@ class NeuronCore:
         flip = transposed and raw.ndim == 2
         # a buffer of a dropped entry if one fits: a fresh array would fault in new pages,
         # which costs more than the decode itself
-        spare = self._spare.pop((raw.shape[::-1] if flip else raw.shape), None)
-        if spare is None:
-            buf = np.empty(raw.shape[::-1] if flip else raw.shape, F32)
-        else:
-            buf, last_job = spare
-            if self.worker is not None and self.worker.completed < last_job:
-                self.worker.wait(last_job)  # a deferred product still reads it
+        shape = raw.shape[::-1] if flip else raw.shape
+        buf = self._take_spare(shape)
+        if buf is None:
+            buf = _take_buffer(shape)
         if flip:  # rows are contiguous: decode row by row, then transpose
             np.copyto(buf, raw.astype(F32).T)
             vals = buf.T
@@ -298,7 +336,33 @@ class NeuronCore:
         """Keep the buffer of a dropped decoded tile for the next tile of its shape."""
         self._decoded_bytes -= vals.nbytes
         buf = vals if vals.flags.c_contiguous else vals.T
-        self._spare[buf.shape] = (buf, self.worker.submitted if self.worker is not None else 0)
+        pipe = self.pipeline
+        spares = self._spare.setdefault(buf.shape, [])
+        if len(spares) < SPARES_PER_SHAPE:
+            spares.append((buf, pipe.submitted if pipe is not None else 0))
+
+    def _take_spare(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        """A dropped buffer of ``shape`` that no pending product reads any more."""
+        spares = self._spare.get(shape)
+        if spares:
+            pipe = self.pipeline
+            done = pipe.retired if pipe is not None else 0
+            for i, (buf, last_job) in enumerate(spares):
+                if last_job <= done:
+                    del spares[i]
+                    return buf
+        return None
+
+    def release_buffers(self) -> None:
+        """Hand the decoded-tile buffers to the next core (end of a run: the executors that
+        read them hold none of them beyond their instruction)."""
+        bufs = [v for _, v in self._decoded.values()]
+        bufs += [b for spares in self._spare.values() for b, _ in spares]
+        self._decoded.clear()
+        self._spare.clear()
+        self._decoded_bytes = 0
+        for vals in bufs:
+            _give_buffer(vals if vals.flags.c_contiguous else vals.T)
 
     def acc_open(self, v: View) -> bool:
         """Whether every element of the PSUM view ``v`` is in an open accumulation group
@@ -356,6 +420,97 @@ class NeuronCore:
         if isinstance(x, View):
             return self.read(x).reshape(x.partitions, -1)
         return x
+
+
+def _views_in(attrs: dict[str, Any]) -> bool:
+    for v in attrs.values():
+        if isinstance(v, View):
+            return True
+    return False
+
+
+_IN_ORDER = frozenset({Op.SELECT_REDUCE, Op.RAND2, Op.RAND_SET_STATE, Op.RAND_GET_STATE})
+"""Ops with core state beyond memory (the Vector engine's accumulator and RNG state): on the
+stream they run once everything before them has retired."""
+
+
+def _region(v: View) -> Region:
+    """The memory rectangle of ``v``'s allocation (what hazards are checked on)."""
+    a = v.storage.alloc
+    if a.kind == SBUF or a.kind == PSUM:
+        p = a.partition_start
+        return (a.memory, p, p + a.partitions, a.byte_offset, a.byte_offset + a.nbytes)
+    return (a, 0, 1, 0, 1)
+
+
+def _run_deferred(nc: NeuronCore, op: Op, call: Call) -> None:
+    """One queued instruction, on the stream's thread: at once, or as an ordered action of
+    the pipeline when it touches memory that pending work writes (or writes what it reads)."""
+    pipe = nc.pipeline
+    if pipe is not None and pipe.busy and op is not Op.NC_MATMUL:
+        if op in _IN_ORDER:
+            pipe.wait()
+        else:
+            reads = tuple([_region(v) for v in call.src.values()])
+            writes = tuple([_region(v) for v in call.dst.values()])
+            if pipe.conflict(reads, writes):
+                pipe.action(EXECUTORS[op], (nc, call), reads, writes, kernel_location())
+                return
+    nc.in_stream = True  # an fp32-PSUM nc_matmul hands its product to the pipeline
+    try:
+        EXECUTORS[op](nc, call)
+    finally:
+        nc.in_stream = False
+
+
+def _queue_fill(nc: NeuronCore, mem: OnChipMemory, alloc: Any) -> None:
+    """A new allocation's sentinel fill, on the stream's thread, behind the work on the
+    memory it reuses."""
+    pipe = nc.pipeline
+    if pipe is not None and pipe.busy:
+        p = alloc.partition_start
+        region = (mem, p, p + alloc.partitions, alloc.byte_offset, alloc.byte_offset + alloc.nbytes)
+        if pipe.conflict((), (region,)):
+            pipe.action(_fill, (nc, mem, alloc), (), (region,), kernel_location())
+            return
+    _fill(nc, mem, alloc)
+
+
+def _fill(nc: NeuronCore, mem: OnChipMemory, alloc: Any) -> None:
+    rows = slice(alloc.partition_start, alloc.partition_start + alloc.partitions)
+    cols = slice(alloc.byte_offset, alloc.byte_offset + alloc.nbytes)
+    mem.data[rows, cols] = SENTINEL_BYTE
+    if mem.acc is not None:
+        mem.acc[rows, cols] = 0
+
+
+SPARES_PER_SHAPE = 16
+"""Dropped decoded-tile buffers a core keeps per shape for its next decodes."""
+SPARE_BUFFER_BYTES = 64 << 20
+"""Decoded-tile buffers of finished runs kept for the next core's decode cache (bytes, at
+most): a fresh buffer faults in new pages, which costs more than the decode itself."""
+_spare_buffers: dict[tuple[int, ...], list[np.ndarray]] = {}
+_spare_buffer_bytes = 0
+_spare_lock = threading.Lock()
+
+
+def _take_buffer(shape: tuple[int, ...]) -> np.ndarray:
+    global _spare_buffer_bytes
+    with _spare_lock:
+        free = _spare_buffers.get(shape)
+        if free:
+            buf = free.pop()
+            _spare_buffer_bytes -= buf.nbytes
+            return buf
+    return np.empty(shape, F32)
+
+
+def _give_buffer(buf: np.ndarray) -> None:
+    global _spare_buffer_bytes
+    with _spare_lock:
+        if _spare_buffer_bytes + buf.nbytes <= SPARE_BUFFER_BYTES:
+            _spare_buffers.setdefault(buf.shape, []).append(buf)
+            _spare_buffer_bytes += buf.nbytes
 
 
 _PLAIN_VIEW: dict[type, bool] = {}
@@ -487,50 +642,41 @@ def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: 
         nc.write(dst, np.where(marks == full, old + result, result), mark_acc=True)
 
 
-def _defer_matmul(nc: NeuronCore, st: View, mv: View, dst: View, accumulate: Any) -> bool:
-    """Issue the product to the core's worker (``trnsim.core.deferred``) and do the rest of
-    ``_psum_accumulate`` (marks, versions) now; False (nothing done) where the plain path must
-    run: a non-fp32 dst (the cast on write), a mixed auto group, accumulate=True into elements
-    that may be uninitialised (the warning reads the data), operands outside SBUF."""
-    if dst.fmt.name != "float32" or st.storage.alloc.kind != SBUF:
+def _defer_matmul(nc: NeuronCore, pipe: Pipeline, c: Call) -> bool:
+    """Decode the operands now and hand the product to the pipeline, which commits it into
+    PSUM in program order with the plain path's ``_psum_accumulate`` (marks, warnings,
+    overwrite or add all decided then). False (nothing done): operands outside SBUF."""
+    st, mv, dst = c.src["stationary"], c.src["moving"], c.dst["dst"]
+    if st.storage.alloc.kind != SBUF or mv.storage.alloc.kind != SBUF:
         return False
-    if mv.storage.alloc.kind != SBUF:
-        return False
-    mark = True
-    if accumulate is not False and nc.acc_open(dst):
-        add, mark = True, False
-    elif accumulate is False:
-        add = False
-    elif accumulate is None:
-        if dst.acc_array().any():  # a mixed group (all-open is acc_open above)
-            return False
-        add = False
-    elif (dst.acc_array() != 0).all():  # accumulate=True: old + result everywhere
-        add = True
-    else:
-        return False
+    if pipe.busy:  # the operands are decoded now: wait for pending writes of them
+        seq = pipe.conflict((_region(st), _region(mv)), ())
+        if seq:
+            pipe.wait(seq)
     a = nc.read_cached(st, transposed=True).reshape(st.partitions, -1)
     b = nc.read_cached(mv).reshape(mv.partitions, -1)
-    inst = nc.record[-1]
-    nc.worker.submit(a, b, dst.array(), add, (inst.file, inst.line))  # type: ignore[union-attr]
-    alloc = dst.storage.alloc
-    alloc.version += 1
-    if mark:
-        dst.acc_array()[...] = _FULL_MARK[dst.itemsize]
-        alloc.marks_version += 1
-        nc._remember_open(dst)
+    # an fp32 operand is not decoded into a buffer of its own: the product reads SBUF later
+    reads = tuple([_region(v) for v in (st, mv) if v.fmt.dtype == F32])
+    args = (nc, dst, c.attrs.get("accumulate"))
+    pipe.product(a, b, _commit_product, args, reads, (_region(dst),), kernel_location())
     return True
+
+
+def _commit_product(res: np.ndarray, nc: NeuronCore, dst: View, accumulate: Any) -> None:
+    _psum_accumulate(nc, dst, res, accumulate)
 
 
 @executor(Op.NC_MATMUL)
 def _nc_matmul(nc: NeuronCore, c: Call) -> None:
     st, mv, dst = c.src["stationary"], c.src["moving"], c.dst["dst"]
-    if nc.worker is not None:
+    pipe = nc.pipeline
+    if nc.in_stream and pipe is not None:
         double = c.attrs.get("perf_mode") == "double_row"
         plain = double or c.attrs.get("is_transpose")
-        if not plain and _defer_matmul(nc, st, mv, dst, c.attrs.get("accumulate")):
+        if not plain and _defer_matmul(nc, pipe, c):
             return
-        nc.sync()  # the plain path below reads and writes PSUM now
+        if pipe.busy:
+            pipe.wait()  # the plain path below reads and writes now
     if c.attrs.get("is_transpose"):
         nc.write_raw(dst, S.nc_transpose(nc.read_raw(st)).reshape(dst.shape))
         return

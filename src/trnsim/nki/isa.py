@@ -661,6 +661,7 @@ def core_barrier(
     if prog.launch.lnc < 2:
         raise fail("lnc", "core_barrier needs an LNC=2 launch (kernel[2](...))")
     prog.core.execute(Op.CORE_BARRIER, {}, {}, {})
+    prog.core.sync()  # this core's data work is done before the other core goes on
     prog.launch.barrier.wait()
 
 
@@ -690,6 +691,7 @@ def sendrecv(
         "dma_engine": _enum_name(dma_engine),
     }
     _run(Op.SENDRECV, {"dst": dst}, {"src": src}, attrs)
+    prog.core.sync()  # the deferred data work up to here (trnsim.core.deferred)
     payload = np.array(src.array()) if prog.core.functional else None
     with launch.lock:
         launch.mailbox[("sendrecv", int(pipe_id), me, int(send_to_rank))] = payload

@@ -143,6 +143,7 @@ def device_print(prefix: str, x: Any) -> None:
     if isinstance(x, View) and not prog.core.functional:
         val: Any = f"<{x.fmt.name}{list(x.shape)}: no data in a timing-only run>"
     else:
+        prog.core.sync()  # the deferred data work up to here (trnsim.core.deferred)
         val = prog.core.read(x) if isinstance(x, View) else x
     line = f"{prefix}{val}"
     prog.launch.printed.append(line)

@@ -204,14 +204,14 @@ def _launch(
 
     def program(i: int) -> None:
         enter(Program(launch, i, cores[i]))
-        if machine.ASYNC_MATMUL:
-            cores[i].start_async()  # tile products on a worker thread (trnsim.core.deferred)
+        if machine.DEFERRED:
+            cores[i].start_async()  # data work off this thread (trnsim.core.deferred)
         try:
             results[i] = fn(*inputs, **kw)
-            cores[i].finish()  # the deferred products, and their errors, before returning
+            cores[i].finish()  # the deferred data work, and its errors, before returning
         except BaseException as exc:  # re-raised in the caller's thread
             errors[i] = exc
-            try:  # a deferred product's failure comes first in program order
+            try:  # a deferred failure comes first in program order
                 cores[i].finish()
             except BaseException as deferred:
                 errors[i] = deferred

@@ -1,0 +1,212 @@
+"""The deferred data path (``trnsim.core.deferred``) against the plain, synchronous one.
+
+Each promise of the module docstring has a check here: same outputs bit for bit and the same
+record (so the same allocations and liveness) on every example kernel; reads that see the
+writes before them (an fp32 operand overwritten after its matmul, host reads, a scattered
+index); the same errors, warnings and locations, the earlier failure first; no threads with
+stochastic rounding; recycled memory still shows the sentinel.
+"""
+
+import importlib.util
+import pathlib
+import threading
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core import machine
+from trnsim.errors import KernelError
+
+BF16 = ml_dtypes.bfloat16
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "examples" / "kernels"
+
+
+def _load(name: str):
+    nki.install()
+    spec = importlib.util.spec_from_file_location(f"deferred_{name}", ROOT / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _both(monkeypatch, kernel, *args, **kwargs):
+    """(plain run, deferred run) of ``kernel`` on copies of ``args``."""
+    runs = []
+    for deferred in (False, True):
+        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        runs.append(nki.run(kernel, *copies, **kwargs))
+    return runs
+
+
+def _same_outputs(a, b):
+    if isinstance(a, tuple | list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same_outputs(x, y)
+        return
+    x, y = np.asarray(a), np.asarray(b)
+    assert x.dtype == y.dtype and x.shape == y.shape
+    assert x.tobytes() == y.tobytes()
+
+
+EXAMPLES = [
+    ("matmul", "matmul_tiled", "make_inputs", {"K": 256, "M": 256, "N": 1024}),
+    ("matmul", "matmul_blocked", "make_inputs", {"K": 512, "M": 512, "N": 1024}),
+    ("fp8_matmul", "fp8_matmul_double_row", "make_inputs", {}),
+    ("mx_matmul", "mxfp8_matmul", "make_inputs", {}),
+    ("mxfp4_matmul", "mxfp4_mxfp8_matmul", "make_inputs", {}),
+    ("norms", "rmsnorm", "make_inputs_rmsnorm", {}),
+    ("norms", "layernorm", "make_inputs_layernorm", {}),
+    ("softmax", "softmax", "make_inputs", {}),
+    ("flash_attention", "flash_attention_fwd", "make_inputs", {"S": 384}),
+    ("embedding_gather", "embedding_update", "make_inputs_embedding_update", {}),
+    ("column_gather", "topk_column_matmul", "make_inputs_topk_column_matmul", {}),
+]
+
+
+@pytest.mark.parametrize(("module", "kernel", "maker", "kw"), EXAMPLES)
+def test_examples_same_bits_and_same_record(monkeypatch, module, kernel, maker, kw):
+    mod = _load(module)
+    args = getattr(mod, maker)(np.random.default_rng(3), **kw)
+    args = args if isinstance(args, tuple) else (args,)
+    plain, deferred = _both(monkeypatch, getattr(mod, kernel), *args)
+    _same_outputs(plain.outputs, deferred.outputs)
+    # the same instructions on the same addresses: allocation and liveness unchanged
+    assert plain.instructions == deferred.instructions
+
+
+def test_fp32_operand_overwritten_after_its_matmul(monkeypatch):
+    """An fp32 tile is read by the product, not copied: a later write must wait for it."""
+
+    def k(a, b):
+        out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+        st = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        mv = nl.ndarray((128, 256), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=st, src=a)
+        nisa.dma_copy(dst=mv, src=b)
+        ps = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+        for _ in range(4):
+            nisa.nc_matmul(dst=ps, stationary=st, moving=mv)
+        nisa.memset(dst=st, value=0.0)  # overwrites an operand of four pending products
+        nisa.memset(dst=mv, value=0.0)
+        res = nl.ndarray((128, 256), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=ps)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((128, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 256)).astype(np.float32)
+    plain, deferred = _both(monkeypatch, k, a, b)
+    _same_outputs(plain.outputs, deferred.outputs)
+    np.testing.assert_allclose(deferred.outputs, 4 * (a.T @ b), rtol=1e-5, atol=1e-4)
+
+
+def test_device_print_sees_the_writes_before_it(monkeypatch, capsys):
+    def k(a, b):
+        st = nl.ndarray((128, 128), BF16, buffer=nl.sbuf)
+        mv = nl.ndarray((128, 4), BF16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=st, src=a)
+        nisa.dma_copy(dst=mv, src=b)
+        ps = nl.ndarray((128, 4), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=st, moving=mv)
+        nl.device_print("ps=", ps)
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((128, 128)).astype(BF16)
+    b = rng.standard_normal((128, 4)).astype(BF16)
+    plain, deferred = _both(monkeypatch, k, a, b)
+    assert plain.printed == deferred.printed
+    assert "nan" not in deferred.printed[0].lower()
+
+
+def _memset_then(bad_second: bool):
+    def k():
+        t = nl.ndarray((128, 64), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=7)  # a packed memset supports only 0 (an executor check)
+        if bad_second:
+            nl.ndarray((129, 4), nl.float32, buffer=nl.sbuf)  # a front-end error, later
+
+    return k
+
+
+def _error(monkeypatch, kernel, deferred: bool) -> KernelError:
+    monkeypatch.setattr(machine, "DEFERRED", deferred)
+    with pytest.raises(KernelError) as info:
+        nki.run(kernel)
+    return info.value
+
+
+@pytest.mark.parametrize("bad_second", [False, True])
+def test_deferred_error_same_rule_line_and_precedence(monkeypatch, bad_second):
+    kernel = _memset_then(bad_second)
+    plain = _error(monkeypatch, kernel, False)
+    deferred = _error(monkeypatch, kernel, True)
+    assert plain.rule == "memset-value"  # the earlier failure wins in both paths
+    assert (deferred.rule, deferred.message, deferred.kernel_file, deferred.kernel_line) == (
+        plain.rule,
+        plain.message,
+        plain.kernel_file,
+        plain.kernel_line,
+    )
+    assert deferred.kernel_file == __file__
+
+
+def test_commit_warning_has_the_kernel_line(monkeypatch):
+    def k(a):
+        st = nl.ndarray((128, 128), BF16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=st, src=a)
+        ps = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=st, moving=st, accumulate=True)
+
+    a = np.ones((128, 128), BF16)
+    seen = []
+    for deferred in (False, True):
+        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            nki.run(k, a)
+        seen.append([(str(w.message), w.filename, w.lineno) for w in got])
+    assert seen[0] == seen[1]
+    assert any("psum-uninitialized-accumulate" in m for m, _, _ in seen[1])
+
+
+def test_no_threads_with_stochastic_rounding(monkeypatch):
+    names = []
+
+    def k(a):
+        names.extend(t.name for t in threading.enumerate())
+        t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+
+    monkeypatch.setattr(machine, "DEFERRED", True)
+    nki.run(k, np.ones((128, 8), np.float32), rounding="stochastic")
+    assert not any(n.startswith("trnsim-") for n in names)
+    nki.run(k, np.ones((128, 8), np.float32))
+    assert any(n.startswith("trnsim-stream") for n in names)
+
+
+def test_recycled_memory_still_shows_the_sentinel(monkeypatch):
+    """A run writes all of SBUF; the next run's cores reuse that memory, and an allocation
+    read before any write still reads the uninitialised sentinel."""
+
+    def fill(a):
+        t = nl.ndarray((128, 2048), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+
+    def read_uninitialised():
+        out = nl.ndarray((128, 2048), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 2048), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    monkeypatch.setattr(machine, "DEFERRED", True)
+    for _ in range(3):
+        nki.run(fill, np.ones((128, 2048), np.float32))
+        assert np.isnan(nki.run(read_uninitialised).outputs).all()
