@@ -26,7 +26,16 @@ from trnsim.core.deferred import Pipeline, Region, Stream
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
-from trnsim.core.memory import PSUM, SBUF, SENTINEL_BYTE, Hbm, OnChipMemory, Storage, View, user_dtype
+from trnsim.core.memory import (
+    PSUM,
+    SBUF,
+    SENTINEL_BYTE,
+    Hbm,
+    OnChipMemory,
+    Storage,
+    View,
+    user_dtype,
+)
 from trnsim.core.rules import Call, Checker, check
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format
@@ -423,10 +432,7 @@ class NeuronCore:
 
 
 def _views_in(attrs: dict[str, Any]) -> bool:
-    for v in attrs.values():
-        if isinstance(v, View):
-            return True
-    return False
+    return any(isinstance(v, View) for v in attrs.values())
 
 
 _IN_ORDER = frozenset({Op.SELECT_REDUCE, Op.RAND2, Op.RAND_SET_STATE, Op.RAND_GET_STATE})

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import sys
 import threading
-
 from math import prod
 from typing import Any
 
