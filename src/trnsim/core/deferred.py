@@ -13,25 +13,28 @@ promise below against the plain, synchronous path, bit for bit):
   (``device_print``, ``sendrecv``, the run's outputs), tensor-indirection and indirect-DMA
   instructions (whose offsets are data) and the end of the run wait for the queue
   (``NeuronCore.sync``).
-- The stream's thread runs the executors in program order. An fp32-PSUM ``nc_matmul`` decodes
-  its operands there and hands the product to the ``Pipeline``. Any other instruction runs
-  there at once unless it touches memory that work still in the pipeline writes (or writes
-  memory that work there reads); then it joins the pipeline as an ordered *action*.
+- The stream's thread runs the executors in program order. An ``nc_matmul`` of SBUF
+  operands (not double-row, not a transpose) decodes them there and hands the product to the
+  ``Pipeline``. Any other instruction runs there at once unless it touches memory that work
+  still in the pipeline writes (or writes memory that work there reads); then it joins the
+  pipeline as an ordered *action*. Hazards are checked per allocation rectangle.
 - The ``Pipeline``'s threads compute products in any order, but *retire* (commit a product
-  into PSUM, or run an action) strictly in submission order. Every byte therefore sees its
-  writes in program order, and each product is the same BLAS call on the same float32
-  operands as the plain path: the same bits.
+  into PSUM with the plain path's ``_psum_accumulate``, or run an action) strictly in
+  submission order. Every byte therefore sees its writes in program order, and each product
+  is the same BLAS call on the same float32 operands as the plain path: the same bits.
 
 Liveness and allocation are the plain path's: queued work holds views over a
 ``DetachedStorage``, so it never keeps a tensor alive, and a new allocation's sentinel fill is
-queued behind the work on the memory it reuses. Stochastic rounding and the Vector engine's
-RNG and accumulator state run with everything before them retired (the order of their draws
-is program order). A failure in deferred work is raised at the next wait, located at the
-kernel line that issued the instruction (``location.HERE``); it wins over any later error.
+queued behind the work on the memory it reuses. The Vector engine's RNG and accumulator
+instructions run with everything before them retired; runs with stochastic rounding (whose
+draws must come in program order) are not deferred at all. A failure in deferred work is
+raised at the next wait, located at the kernel line that issued the instruction
+(``location.HERE``); it wins over any later error.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from queue import SimpleQueue
@@ -45,8 +48,9 @@ from trnsim.errors import KernelError
 
 _STOP = None
 
-WORKERS = 2
-"""Threads computing tile products per core (the dev machine has two cores)."""
+WORKERS = max(1, min(2, os.cpu_count() or 1))
+"""Threads computing tile products per core: two (the dev machine has two cores), one on a
+one-core machine. The bits do not depend on it."""
 
 Region = tuple[Any, int, int, int, int]
 """(memory or HBM allocation, first partition, end partition, first byte, end byte)."""

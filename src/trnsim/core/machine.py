@@ -11,6 +11,7 @@ semantics function (``trnsim.core.semantics``, the specification), cast on write
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -49,11 +50,13 @@ accumulation-state memo (same bits as the plain path; tests/test_core_fast_paths
 DECODE_CACHE_BYTES = 32 << 20
 """Budget of decoded float32 SBUF tiles kept per core (least recently used dropped first): a
 blocked matmul re-reads each tile once per output tile of its block."""
-DEFERRED = True
+DEFERRED = os.environ.get("TRNSIM_DEFERRED", "1") != "0" and (os.cpu_count() or 1) > 1
 """Whether ``trnsim.nki`` runs move the data work off the kernel's thread, with the tile
-products of ``nc_matmul`` on two more threads (``NeuronCore.start_async``; the same bits and
-errors as the plain path, see ``trnsim.core.deferred``). Only with the fast paths on and
-round-to-nearest-even."""
+products of ``nc_matmul`` on two more threads (``NeuronCore.start_async``; the same bits,
+errors and record as the plain path, see ``trnsim.core.deferred``). Only with the fast paths
+on and round-to-nearest-even, and on a machine with more than one core.
+``TRNSIM_DEFERRED=0`` turns it off (then an error an executor raises has the kernel's line
+in its traceback too, not only in its message)."""
 ACC_MEMO_ENTRIES = 4096
 """PSUM views remembered as 'accumulation group open everywhere' (then forgotten at once)."""
 
@@ -267,11 +270,10 @@ class NeuronCore:
         fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
         self.record.append(tuple.__new__(Instruction, fields))  # = Instruction(*fields)
         if self.functional:
-            call = call or Call(op, chosen, dst, src, attrs, self.spec)
             if stream is not None:
                 if plain and not ti and not _views_in(attrs):
                     # detached views: queued work does not extend the tensors' lifetimes
-                    call = Call(
+                    queued = Call(
                         op,
                         chosen,
                         {r: v.detached() for r, v in dst.items()},
@@ -279,9 +281,10 @@ class NeuronCore:
                         attrs,
                         self.spec,
                     )
-                    stream.submit(_run_deferred, (self, op, call), (file, line))
+                    stream.submit(_run_deferred, (self, op, queued), (file, line))
                     return
-                self.sync()
+                self.sync()  # offsets read from data, or views with their own addressing
+            call = call or Call(op, chosen, dst, src, attrs, self.spec)
             if ti:
                 indirect.run(self, call, ti, EXECUTORS[op])
             else:
