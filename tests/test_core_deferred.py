@@ -210,3 +210,66 @@ def test_recycled_memory_still_shows_the_sentinel(monkeypatch):
     for _ in range(3):
         nki.run(fill, np.ones((128, 2048), np.float32))
         assert np.isnan(nki.run(read_uninitialised).outputs).all()
+
+
+def test_attribute_changed_after_the_call_does_not_reach_the_queue(monkeypatch):
+    """Review finding: an array passed as a value and changed by the host afterwards."""
+
+    def k(a):
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        for _ in range(20):  # keep the stream behind the kernel's thread
+            nisa.dma_copy(dst=t, src=a)
+        v = np.array(1.0, np.float32)
+        nisa.memset(dst=t, value=v)
+        v[...] = 2.0
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    plain, deferred = _both(monkeypatch, k, np.zeros((128, 64), np.float32))
+    _same_outputs(plain.outputs, deferred.outputs)
+    assert (deferred.outputs == 1.0).all()
+
+
+def _overflow_then(kind: str):
+    """A kernel whose fp32 matmul overflows in BLAS, before (``warn``) a KernelWarning or
+    after (``fail``) a failing instruction."""
+
+    def k(a, big):
+        st = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=st, src=a)
+        ps = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+        if kind == "fail":
+            nisa.nc_matmul(dst=ps, stationary=st, moving=st)  # pending, reads st
+            nisa.iota(dst=st, pattern=[[1, 64]])  # an ordered action that fails (shape)
+        bg = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=bg, src=big)
+        ps2 = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps2, stationary=bg, moving=bg)  # overflows in BLAS
+        if kind == "warn":
+            nisa.nc_matmul(dst=ps, stationary=st, moving=st, accumulate=True)  # KernelWarning
+
+    return k
+
+
+@pytest.mark.parametrize("kind", ["warn", "fail"])
+@pytest.mark.parametrize("action", ["always", "error"])
+def test_warnings_in_program_order_and_none_after_a_failure(monkeypatch, kind, action):
+    """Review findings: product warnings came after later KernelWarnings, and a failure was
+    followed by later products' warnings (which a -W error filter turned into the error)."""
+    a = np.ones((128, 128), np.float32)
+    big = np.full((128, 128), 3e38, np.float32)
+    seen = []
+    for deferred in (False, True):
+        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter(action)
+            try:
+                nki.run(_overflow_then(kind), a.copy(), big.copy())
+                outcome = None
+            except Exception as exc:
+                outcome = (type(exc).__name__, str(exc))
+        seen.append((outcome, [(w.category, str(w.message), w.lineno) for w in got]))
+    assert seen[0] == seen[1]
+    if kind == "fail":
+        assert seen[1][0][0] == "KernelError"

@@ -29,11 +29,20 @@ queued behind the work on the memory it reuses. The Vector engine's RNG and accu
 instructions run with everything before them retired; runs with stochastic rounding (whose
 draws must come in program order) are not deferred at all. A failure in deferred work is
 raised at the next wait, located at the kernel line that issued the instruction
-(``location.HERE``); it wins over any later error.
+(``location.HERE``); it wins over any later error. Warnings come out as work retires, in
+program order, and none after a failure; a product's floating-point warning is NumPy's own
+(same text, category and location as on the plain path).
+
+Two differences remain, both only for kernels that act on their own instructions' outcome
+in Python (``TRNSIM_DEFERRED=0`` restores the plain behaviour): a warning filter (or
+``np.errstate``) a kernel sets around one instruction is not in force when that
+instruction's deferred part runs, and an error found while moving data is raised at the next
+wait, so a ``try`` around the one instruction does not catch it.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import warnings
@@ -78,7 +87,6 @@ class Pipeline:
         self._keys: dict[int, tuple[Any, ...]] = {}
         self._free: dict[tuple[int, int], list[np.ndarray]] = {}
         self._error: BaseException | None = None
-        self._warnings: list[tuple[str, tuple[str, int]]] = []
         n = threads or WORKERS
         self._threads = [
             threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(n)
@@ -142,15 +150,12 @@ class Pipeline:
 
     def wait(self, seq: int | None = None) -> None:
         """Block until job ``seq`` (default: all) has retired; raise the first failure of
-        the retired work (once) and emit its warnings."""
+        the retired work (once)."""
         target = self.submitted if seq is None else seq
         with self._lock:
             while self.retired < target:
                 self._retired_cv.wait()
             err, self._error = self._error, None
-            emitted, self._warnings = self._warnings, []
-        for message, (file, line) in emitted:
-            warnings.warn_explicit(message, RuntimeWarning, file, line)
         if err is not None:
             raise err
 
@@ -243,6 +248,8 @@ class Pipeline:
                         *where,
                     )
                 elif not failed:  # after a failure nothing more takes effect
+                    for message in early:  # in program order, before the commit's own
+                        _numpy_warning(message)
                     saved, here.where = here.where, where
                     try:
                         commit(buf, *args)
@@ -267,10 +274,30 @@ class Pipeline:
                     self._free.setdefault(buf.shape, []).append(buf)
                 if error is not None and self._error is None:
                     self._error = error
-                self._warnings.extend((m, where) for m in early)
                 self._unindex(seq)
                 self.retired = seq
                 self._retired_cv.notify_all()
+
+
+def _numpy_line() -> int:
+    """The line of ``semantics.nc_matmul`` that calls ``np.matmul`` (where NumPy attributes
+    a floating-point warning of the product on the plain path)."""
+    lines, first = inspect.getsourcelines(S.nc_matmul)
+    for i, text in enumerate(lines):
+        if "return np.matmul(" in text:
+            return first + i
+    return first
+
+
+_NUMPY_LINE = _numpy_line()
+
+
+def _numpy_warning(message: str) -> None:
+    """A product's floating-point warning, as NumPy raises it on the plain path: a
+    RuntimeWarning at the ``np.matmul`` line of ``semantics``, under the same registry (so the
+    default filter shows it once, not once per product)."""
+    registry = S.__dict__.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(message, RuntimeWarning, S.__file__, _NUMPY_LINE, S.__name__, registry)
 
 
 def _last_hit(table: dict[int, list[Region]] | None, r: Region) -> int:

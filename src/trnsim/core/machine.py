@@ -11,6 +11,7 @@ semantics function (``trnsim.core.semantics``, the specification), cast on write
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from collections import OrderedDict
@@ -278,7 +279,7 @@ class NeuronCore:
                         chosen,
                         {r: v.detached() for r, v in dst.items()},
                         {r: v.detached() for r, v in src.items()},
-                        attrs,
+                        _own_copy(attrs),
                         self.spec,
                     )
                     stream.submit(_run_deferred, (self, op, queued), (file, line))
@@ -432,6 +433,18 @@ class NeuronCore:
         if isinstance(x, View):
             return self.read(x).reshape(x.partitions, -1)
         return x
+
+
+def _own_copy(attrs: dict[str, Any]) -> dict[str, Any]:
+    """``attrs`` for queued work: the values as they are now (an array or list the kernel
+    changes after the call must not reach the deferred executor)."""
+    for v in attrs.values():
+        if isinstance(v, _MUTABLE):
+            return {k: copy.deepcopy(v) for k, v in attrs.items()}
+    return attrs
+
+
+_MUTABLE = (np.ndarray, list, dict, set, bytearray)
 
 
 def _views_in(attrs: dict[str, Any]) -> bool:

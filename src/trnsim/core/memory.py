@@ -207,7 +207,7 @@ class OnChipMemory:
                     f"{unit} allocation {name!r} at byte {offset} + {nbytes} bytes runs past "
                     f"{self.bytes_per_partition} bytes/partition on {self.generation_name}",
                 )
-            for other in self.live:
+            for other in tuple(self.live):  # a snapshot: see _first_fit
                 if _overlaps(other, pstart, partitions, offset, nbytes):
                     raise fail(
                         "overlap",
@@ -244,7 +244,10 @@ class OnChipMemory:
         spans = sorted(
             [
                 (a.byte_offset, a.byte_offset + a.nbytes)
-                for a in self.live
+                # a snapshot (built without releasing the GIL): a free run by the cyclic GC on
+                # another thread (deferred work) may remove an element, which must not make
+                # the sweep skip a live neighbour
+                for a in tuple(self.live)
                 if a.partition_start < pend and pstart < a.partition_start + a.partitions
             ]
         )
