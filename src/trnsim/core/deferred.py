@@ -154,7 +154,8 @@ class Pipeline:
         target = self.submitted if seq is None else seq
         with self._lock:
             while self.retired < target:
-                self._retired_cv.wait()
+                if not self._retired_cv.wait(timeout=1.0):
+                    _check_alive(self._threads)
             err, self._error = self._error, None
         if err is not None:
             raise err
@@ -248,10 +249,10 @@ class Pipeline:
                         *where,
                     )
                 elif not failed:  # after a failure nothing more takes effect
-                    for message in early:  # in program order, before the commit's own
-                        _numpy_warning(message)
                     saved, here.where = here.where, where
-                    try:
+                    try:  # (a warning filter set to "error" makes a warning raise)
+                        for message in early:  # in program order, before the commit's own
+                            _numpy_warning(message)
                         commit(buf, *args)
                     except BaseException as exc:
                         error = exc
@@ -277,6 +278,16 @@ class Pipeline:
                 self._unindex(seq)
                 self.retired = seq
                 self._retired_cv.notify_all()
+
+
+def _check_alive(threads: list[threading.Thread]) -> None:
+    """Raise instead of waiting forever for a thread that has died (a trnsim bug)."""
+    for t in threads:
+        if not t.is_alive():
+            raise RuntimeError(
+                f"trnsim internal error: thread {t.name} stopped; rerun with "
+                "TRNSIM_DEFERRED=0 and please report the kernel"
+            )
 
 
 def _numpy_line() -> int:
@@ -333,7 +344,8 @@ class Stream:
         if self.completed != self.submitted:
             with self._idle:
                 while self.completed != self.submitted:
-                    self._idle.wait()
+                    if not self._idle.wait(timeout=1.0):
+                        _check_alive([self._thread])
         if self.error is not None:
             err, self.error = self.error, None
             raise err
