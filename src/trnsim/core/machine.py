@@ -109,7 +109,6 @@ class NeuronCore:
         self.fast_paths = FAST_PATHS
         self._decoded: OrderedDict[tuple, tuple[int, np.ndarray]] = OrderedDict()
         self._decoded_bytes = 0
-        # shape -> (buffer, the last deferred job that may still read it)
         # shape -> [(buffer, the last job of the pipeline that may still read it)]
         self._spare: dict[tuple[int, ...], list[tuple[np.ndarray, int]]] = {}
         self.pipeline: Pipeline | None = None
@@ -173,7 +172,7 @@ class NeuronCore:
         # a fresh allocation is in bounds by construction
         return view_type.trusted(storage, shape, strides, 0, 0, fmt, user_dtype(fmt), True)
 
-    # ---- deferred tile products (trnsim.core.deferred) --------------------------------------
+    # ---- deferred data work (trnsim.core.deferred) ------------------------------------------
 
     def start_async(self) -> None:
         """Run the data work on other threads until ``finish`` (``trnsim.core.deferred``).
