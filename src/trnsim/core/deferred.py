@@ -229,7 +229,6 @@ class Pipeline:
     def _retire_due(self) -> None:
         """Retire ready jobs in order until the next one is not ready (the retiring thread
         only: it holds the ``_retiring`` token)."""
-        here = location.HERE
         while True:
             with self._lock:
                 seq = self.retired + 1
@@ -249,26 +248,11 @@ class Pipeline:
                         *where,
                     )
                 elif not failed:  # after a failure nothing more takes effect
-                    saved, here.where = here.where, where
-                    try:  # (a warning filter set to "error" makes a warning raise)
-                        for message in early:  # in program order, before the commit's own
-                            _numpy_warning(message)
-                        commit(buf, *args)
-                    except BaseException as exc:
-                        error = exc
-                    finally:
-                        here.where = saved
+                    error = run_at(where, _commit, (early, commit, buf, args))
             else:
                 _, fn, args, where = item
-                early = ()
                 if not failed:
-                    saved, here.where = here.where, where
-                    try:
-                        fn(*args)
-                    except BaseException as exc:
-                        error = exc
-                    finally:
-                        here.where = saved
+                    error = run_at(where, fn, args)
             del item, args
             with self._lock:
                 if buf is not None:
@@ -278,6 +262,28 @@ class Pipeline:
                 self._unindex(seq)
                 self.retired = seq
                 self._retired_cv.notify_all()
+
+
+def run_at(where: tuple[str, int], fn: Any, args: tuple) -> BaseException | None:
+    """``fn(*args)`` with the kernel location of its instruction in force on this thread
+    (``location.HERE``); the exception it raised, if any."""
+    here = location.HERE
+    saved, here.where = here.where, where
+    try:
+        fn(*args)
+    except BaseException as exc:
+        return exc
+    finally:
+        here.where = saved
+    return None
+
+
+def _commit(early: tuple[str, ...], commit: Any, buf: np.ndarray, args: tuple) -> None:
+    # a product's floating-point warnings, in program order, before the commit's own (under a
+    # filter set to "error" a warning raises, which ends the commit like any failure)
+    for message in early:
+        _numpy_warning(message)
+    commit(buf, *args)
 
 
 def _check_alive(threads: list[threading.Thread]) -> None:
@@ -359,19 +365,13 @@ class Stream:
 
     def _loop(self) -> None:
         jobs = self._jobs
-        here = location.HERE
         while True:
             job = jobs.get()
             if job is _STOP:
                 return
             fn, args, where = job
-            if self.error is None:
-                here.where = where
-                try:
-                    fn(*args)
-                except BaseException as exc:  # raised on the kernel's thread (drain)
-                    self.error = exc
-                here.where = None
+            if self.error is None:  # a failure is raised on the kernel's thread (drain)
+                self.error = run_at(where, fn, args)
             del job, fn, args
             with self._idle:
                 self.completed += 1

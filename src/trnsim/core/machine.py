@@ -24,6 +24,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import indirect
 from trnsim.core import semantics as S
+from trnsim.core.arraypool import ArrayPool
 from trnsim.core.deferred import Pipeline, Region, Stream
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
@@ -31,7 +32,6 @@ from trnsim.core.location import fail, kernel_location, warn
 from trnsim.core.memory import (
     PSUM,
     SBUF,
-    SENTINEL_BYTE,
     Hbm,
     OnChipMemory,
     Storage,
@@ -153,14 +153,10 @@ class NeuronCore:
             else:  # the sentinel fill runs in program order, behind the deferred data work
                 if stream.error is not None:
                     stream.drain()
-                fill, mem.fill_sentinel = mem.fill_sentinel, False
-                try:
-                    alloc = mem.allocate(
-                        shape[0], free * isz, align=isz, name=name, address=address
-                    )
-                finally:
-                    mem.fill_sentinel = fill
-                if fill:
+                alloc = mem.allocate(
+                    shape[0], free * isz, align=isz, name=name, address=address, fill=False
+                )
+                if mem.fill_sentinel:
                     stream.submit(_queue_fill, (self, mem, alloc), kernel_location())
             storage = Storage(alloc, fmt, shape)
             strides = (1, *_c_strides(shape[1:]))
@@ -330,7 +326,7 @@ class NeuronCore:
         shape = raw.shape[::-1] if flip else raw.shape
         buf = self._take_spare(shape)
         if buf is None:
-            buf = _take_buffer(shape)
+            buf = SPARE_BUFFERS.take(shape, F32)
         if flip:  # rows are contiguous: decode row by row, then transpose
             np.copyto(buf, raw.astype(F32).T)
             vals = buf.T
@@ -374,7 +370,7 @@ class NeuronCore:
         self._spare.clear()
         self._decoded_bytes = 0
         for vals in bufs:
-            _give_buffer(vals if vals.flags.c_contiguous else vals.T)
+            SPARE_BUFFERS.give(vals if vals.flags.c_contiguous else vals.T)
 
     def acc_open(self, v: View) -> bool:
         """Whether every element of the PSUM view ``v`` is in an open accumulation group
@@ -457,7 +453,10 @@ stream they run once everything before them has retired."""
 
 def _region(v: View) -> Region:
     """The memory rectangle of ``v``'s allocation (what hazards are checked on)."""
-    a = v.storage.alloc
+    return _alloc_region(v.storage.alloc)
+
+
+def _alloc_region(a: Any) -> Region:
     if a.kind == SBUF or a.kind == PSUM:
         p = a.partition_start
         return (a.memory, p, p + a.partitions, a.byte_offset, a.byte_offset + a.nbytes)
@@ -489,49 +488,18 @@ def _queue_fill(nc: NeuronCore, mem: OnChipMemory, alloc: Any) -> None:
     memory it reuses."""
     pipe = nc.pipeline
     if pipe is not None and pipe.busy:
-        p = alloc.partition_start
-        region = (mem, p, p + alloc.partitions, alloc.byte_offset, alloc.byte_offset + alloc.nbytes)
+        region = _alloc_region(alloc)
         if pipe.conflict((), (region,)):
-            pipe.action(_fill, (nc, mem, alloc), (), (region,), kernel_location())
+            pipe.action(mem.fill, (alloc,), (), (region,), kernel_location())
             return
-    _fill(nc, mem, alloc)
-
-
-def _fill(nc: NeuronCore, mem: OnChipMemory, alloc: Any) -> None:
-    rows = slice(alloc.partition_start, alloc.partition_start + alloc.partitions)
-    cols = slice(alloc.byte_offset, alloc.byte_offset + alloc.nbytes)
-    mem.data[rows, cols] = SENTINEL_BYTE
-    if mem.acc is not None:
-        mem.acc[rows, cols] = 0
+    mem.fill(alloc)
 
 
 SPARES_PER_SHAPE = 16
 """Dropped decoded-tile buffers a core keeps per shape for its next decodes."""
-SPARE_BUFFER_BYTES = 64 << 20
-"""Decoded-tile buffers of finished runs kept for the next core's decode cache (bytes, at
-most): a fresh buffer faults in new pages, which costs more than the decode itself."""
-_spare_buffers: dict[tuple[int, ...], list[np.ndarray]] = {}
-_spare_buffer_bytes = 0
-_spare_lock = threading.Lock()
-
-
-def _take_buffer(shape: tuple[int, ...]) -> np.ndarray:
-    global _spare_buffer_bytes
-    with _spare_lock:
-        free = _spare_buffers.get(shape)
-        if free:
-            buf = free.pop()
-            _spare_buffer_bytes -= buf.nbytes
-            return buf
-    return np.empty(shape, F32)
-
-
-def _give_buffer(buf: np.ndarray) -> None:
-    global _spare_buffer_bytes
-    with _spare_lock:
-        if _spare_buffer_bytes + buf.nbytes <= SPARE_BUFFER_BYTES:
-            _spare_buffers.setdefault(buf.shape, []).append(buf)
-            _spare_buffer_bytes += buf.nbytes
+SPARE_BUFFERS = ArrayPool(64 << 20)
+"""Decoded-tile buffers of finished runs kept for the next core's decode cache
+(``ArrayPool``): a fresh buffer faults in new pages, which costs more than the decode."""
 
 
 _PLAIN_VIEW: dict[type, bool] = {}

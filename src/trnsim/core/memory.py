@@ -20,13 +20,13 @@
 from __future__ import annotations
 
 import sys
-import threading
 from math import prod
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from trnsim.core.arraypool import ArrayPool
 from trnsim.core.instruction import Operand
 from trnsim.core.location import fail
 from trnsim.numerics import Format, get_format
@@ -87,40 +87,11 @@ class Allocation:
         )
 
 
-SPARE_ARRAY_BYTES = 256 << 20
-"""Backing arrays of dropped SBUF/PSUM memories kept for the next core (bytes, at most).
-Faulting in fresh pages costs about ten times as much as writing pages already mapped (the
-dev VM: 3.7 ms against 0.28 ms for 4 MB), and a run fills its allocations with the sentinel,
-so a core built from a recycled array behaves exactly as one built from a fresh one: no
-view reaches outside a live allocation, and every allocation is filled when made."""
-_spare_arrays: list[np.ndarray] = []
-_spare_lock = threading.Lock()
-
-
-def _take_array(shape: tuple[int, int]) -> np.ndarray:
-    with _spare_lock:
-        for i, a in enumerate(_spare_arrays):
-            if a.shape == shape:
-                return _spare_arrays.pop(i)
-    return np.empty(shape, dtype=np.uint8)
-
-
-def _give_array(a: np.ndarray | None) -> None:
-    # only an array nothing else holds (a NumPy view of it would see the next core's data)
-    if a is None or sys.getrefcount(a) > 2:
-        return
-    # called from __del__, which the cyclic GC may run inside _take_array on this very
-    # thread: never block on the lock (skipping a recycle is harmless)
-    if not _spare_lock.acquire(blocking=False):
-        return
-    try:
-        held = 0
-        for x in _spare_arrays:
-            held += x.nbytes
-        if held + a.nbytes <= SPARE_ARRAY_BYTES:
-            _spare_arrays.append(a)
-    finally:
-        _spare_lock.release()
+SPARE_ARRAYS = ArrayPool(256 << 20)
+"""Backing arrays of dropped SBUF/PSUM memories kept for the next core (``ArrayPool``). A run
+fills its allocations with the sentinel, so a core built from a recycled array behaves
+exactly as one built from a fresh one: no view reaches outside a live allocation, and every
+allocation is filled when made."""
 
 
 class OnChipMemory:
@@ -146,14 +117,17 @@ class OnChipMemory:
         self.fill_sentinel = True
         # Not filled here: ``allocate`` fills each new rectangle with the sentinel (and views
         # never reach outside live allocations), so untouched pages are never faulted in.
-        self.data = _take_array((partitions, bytes_per_partition))
+        self.data = SPARE_ARRAYS.take((partitions, bytes_per_partition), np.uint8)
         # PSUM only: 1 where the last writer was a matmul of an open accumulation group.
-        self.acc = _take_array(self.data.shape) if kind == PSUM else None
+        self.acc = SPARE_ARRAYS.take(self.data.shape, np.uint8) if kind == PSUM else None
         self.live: list[Allocation] = []
 
     def __del__(self) -> None:
-        _give_array(self.__dict__.pop("data", None))
-        _give_array(self.__dict__.pop("acc", None))
+        for name in ("data", "acc"):
+            a = self.__dict__.pop(name, None)
+            # only an array nothing else holds (a NumPy view would see the next core's data)
+            if a is not None and sys.getrefcount(a) <= 2:
+                SPARE_ARRAYS.give(a)
 
     # ---- allocation -----------------------------------------------------------------------
 
@@ -165,7 +139,10 @@ class OnChipMemory:
         align: int,
         name: str = "",
         address: tuple[int, int] | None = None,
+        fill: bool = True,
     ) -> Allocation:
+        """A new rectangle, sentinel-filled unless ``fill`` is False (the caller fills it
+        later with ``fill``) or the memory's ``fill_sentinel`` is off."""
         unit = self.kind.upper()
         if partitions > self.partitions:
             raise fail(
@@ -228,13 +205,17 @@ class OnChipMemory:
                 )
         alloc = Allocation(self, pstart, partitions, offset, nbytes, name)
         self.live.append(alloc)
-        if self.fill_sentinel:
-            rows = slice(pstart, pstart + partitions)
-            cols = slice(offset, offset + nbytes)
-            self.data[rows, cols] = SENTINEL_BYTE
-            if self.acc is not None:
-                self.acc[rows, cols] = 0
+        if fill and self.fill_sentinel:
+            self.fill(alloc)
         return alloc
+
+    def fill(self, alloc: Allocation) -> None:
+        """Write the sentinel over ``alloc`` (and clear its PSUM accumulation marks)."""
+        rows = slice(alloc.partition_start, alloc.partition_start + alloc.partitions)
+        cols = slice(alloc.byte_offset, alloc.byte_offset + alloc.nbytes)
+        self.data[rows, cols] = SENTINEL_BYTE
+        if self.acc is not None:
+            self.acc[rows, cols] = 0
 
     def _first_fit(self, pstart: int, partitions: int, nbytes: int, align: int) -> int | None:
         """The lowest ``align``-aligned byte offset where ``nbytes`` fit beside the live
