@@ -1,0 +1,86 @@
+"""Argument types for the CLI: each checks one domain and fails with one line naming the value.
+
+argparse turns the ``argparse.ArgumentTypeError`` raised here into ``trnsim VERB: error:
+argument --flag: <message>`` and exit status 2, so every flag is validated before any work.
+Use them as ``parser.add_argument("--tp", type=positive_int)``; every numeric flag of every
+verb should take one of these, never a bare ``int`` or ``float``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(text: str, kind: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {kind} (must be finite)")
+    return value
+
+
+def _integer(text: str, kind: str) -> int:
+    try:
+        return int(text, 0) if isinstance(text, str) else int(text)
+    except (TypeError, ValueError):
+        pass
+    value = _number(text, kind)
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {kind} (must be a whole number)")
+    return int(value)
+
+
+def positive_int(text: str) -> int:
+    """A whole number >= 1 (``1e3`` is accepted as 1000)."""
+    value = _integer(text, "a positive integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer (must be >= 1)")
+    return value
+
+
+def nonneg_int(text: str) -> int:
+    """A whole number >= 0."""
+    value = _integer(text, "a non-negative integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer (must be >= 0)")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    value = _number(text, "a positive number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number (must be > 0)")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    """A finite number >= 0."""
+    value = _number(text, "a non-negative number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative number (must be >= 0)")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A finite number in [0, 1] (a rate, a hit ratio, an acceptance probability)."""
+    value = _number(text, "a fraction")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction (must be in [0, 1])")
+    return value
+
+
+def bounded_int(low: int, high: int):
+    """A type accepting whole numbers in [low, high]."""
+
+    def check(text: str) -> int:
+        value = _integer(text, "an integer")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range (must be {low}..{high})")
+        return value
+
+    check.__name__ = f"int_{low}_{high}"
+    return check
