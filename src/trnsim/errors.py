@@ -49,3 +49,7 @@ class KernelError(TrnsimError, ValueError):
         short = kernel_file.replace("\\", "/").rsplit("/", 1)[-1] if kernel_file else ""
         where = f" ({short}:{kernel_line})" if kernel_file else ""
         super().__init__(f"{rule}: {message}{where}")
+
+
+class UsageError(TrnsimError, ValueError):
+    """Bad usage or input from the user (a flag value, a path, a kernel file): exit status 2."""

@@ -1,0 +1,60 @@
+"""Everything the CLI writes: JSON on stdout and files on disk, one way each.
+
+- ``print_json(data)``: strict JSON (never ``NaN`` or ``Infinity``: a non-finite number is a
+  bug upstream and raises ``ValueError``), indented, one trailing newline.
+- ``output_path(path, flag)``: checks, before any work, that ``path`` can be written (its
+  directory exists and is writable, it is not a directory); raises ``UsageError`` naming the
+  flag and the path.
+- ``atomic_write(path, write)``: ``write(tmp_path)`` fills a temporary file beside ``path``,
+  which is then renamed over it with mode 0644; the temporary is removed on any exit
+  (exception, ``KeyboardInterrupt``, ``SystemExit`` from a SIGTERM handler).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trnsim.errors import UsageError
+
+FILE_MODE = 0o644
+
+
+def print_json(data: Any, **kwargs: Any) -> None:
+    """Print ``data`` as strict JSON (``allow_nan=False``)."""
+    kwargs.setdefault("indent", 2)
+    print(json.dumps(data, allow_nan=False, **kwargs))
+
+
+def output_path(path: str | os.PathLike[str], flag: str = "output") -> Path:
+    """Return ``Path(path)`` if it can be written, else raise ``UsageError`` naming ``flag``."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{flag}: {str(p)!r} is a directory, not a file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{flag}: directory {str(parent)!r} of {str(p)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag}: directory {str(parent)!r} is not writable")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{flag}: {str(p)!r} is not writable")
+    return p
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], Any]) -> Path:
+    """Write ``path`` whole: ``write(tmp)`` fills a temporary file that is then renamed."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return p
