@@ -1,0 +1,46 @@
+"""One conformance case: a public kernel, called unmodified, against a reference written here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Inputs = Callable[[np.random.Generator], tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """A public kernel and how trnsim checks it.
+
+    name: unique id, e.g. ``"library/rmsnorm"``.
+    repo: which checkout the file lives in: ``"nki-library"``, ``"nki-samples"`` or ``"sdk226"``
+        (aws-neuron-sdk at v2.26.0) or ``"sdk"`` (aws-neuron-sdk HEAD).
+    path: the file's path inside that checkout.
+    kernel: the kernel function's name in that file.
+    api: ``"nki"`` (NKI 0.6, ``import nki``) or ``"legacy"`` (``import neuronxcc.nki``).
+    inputs: ``inputs(rng)`` returns the positional arguments (NumPy arrays and scalars).
+    reference: ``reference(*inputs, **kwargs)`` returns the expected output(s), in NumPy,
+        written here from what the documentation specifies.
+    kwargs: keyword arguments passed to both the kernel and the reference.
+    grid: SPMD launch grid (``kernel[grid](...)``), or None.
+    rtol, atol: the tolerance, chosen from the dtypes involved (say why in ``notes``).
+    target: NeuronCore generation (``"gen2"``, ``"gen3"``, ``"gen4"``).
+    notes: why these shapes, tolerance, anything unusual.
+    """
+
+    name: str
+    repo: str
+    path: str
+    kernel: str
+    inputs: Inputs
+    reference: Callable[..., Any]
+    api: str = "nki"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    grid: tuple[int, ...] | None = None
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    target: str = "gen4"
+    notes: str = ""
