@@ -125,3 +125,16 @@ def test_cli_collective_names_the_stack(capsys):
     assert "stack tpu-ici" in out
     assert main(["collective", "--system", "trn2.48xlarge", "--stack", "nccl", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stack"] == "nccl"
+
+
+def test_flow_evaluator_takes_the_stacks_constants(capsys):
+    from trnsim.fabric.collectives import TPU_ICI, flow_overheads
+
+    ov = flow_overheads("p5")
+    assert ov.software_s == NCCL.protocol("Simple").latency_s
+    assert ov.link_efficiency == NCCL.ring_efficiency
+    assert flow_overheads("v5e") == TPU_ICI and flow_overheads("trn2.48xlarge") == FITTED
+    argv = ["collective", "--system", "p5", "--evaluator", "flow", "--size", "1MiB", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["stack"] == "nccl-flow" and data["overhead_s"] == ov.software_s

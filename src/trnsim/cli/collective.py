@@ -16,6 +16,7 @@ decimal GB/s; ``--json`` prints SI units (seconds, bytes, bytes/s).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -28,8 +29,8 @@ from rich.table import Table
 
 from trnsim.errors import ConfigError
 from trnsim.fabric import OPS, CollectiveResult, collective_time
-from trnsim.fabric.collectives import ALGOS, NCCL_ALGOS, resolve_system
-from trnsim.fabric.stacks import STACKS
+from trnsim.fabric.collectives import ALGOS, NCCL_ALGOS, flow_overheads, resolve_system
+from trnsim.fabric.stacks import STACKS, canonical_stack
 
 UNITS = {
     "": 1,
@@ -98,15 +99,21 @@ def evaluate(args: argparse.Namespace, size: float, ranks: int) -> CollectiveRes
     if args.evaluator == "flow":
         from trnsim.fabric.flowsim import simulate
 
-        if args.stack is not None:
-            raise ConfigError("--stack applies to the closed form; drop it or --evaluator flow")
-        return simulate(args.op, size, ranks, args.system, args.algo, args.placement)
+        ov = flow_overheads(args.system, args.stack)
+        res = simulate(args.op, size, ranks, args.system, args.algo, args.placement, overheads=ov)
+        stack = canonical_stack(args.stack, resolve_system(args.system)).name
+        return dataclasses.replace(res, stack=f"{stack}-flow" if stack != "neuron" else stack)
     return collective_time(
         args.op, size, ranks, args.system, args.algo, args.placement, stack=args.stack
     )
 
 
 def _stack_line(r: CollectiveResult) -> str:
+    if r.stack.endswith("-flow"):
+        return (
+            f"stack {r.stack}: the flow simulator runs the Neuron-family algorithms with the "
+            f"{r.stack[:-5]} stack's constants (trnsim.fabric.collectives.flow_overheads)"
+        )
     if r.stack not in STACKS:
         return f"stack {r.stack}: the Neuron-family algorithms with caller-given constants"
     stk = STACKS[r.stack]

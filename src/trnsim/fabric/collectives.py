@@ -512,6 +512,17 @@ def algorithms(system: SystemSpec | str, stack: str | None = None) -> tuple[str,
     return NCCL_ALGOS if stk.name == "nccl" else ALGOS
 
 
+def flow_overheads(system: SystemSpec | str, stack: str | None = None) -> Overheads:
+    """The ``Overheads`` the flow simulator should use for ``system``'s stack: Neuron's fitted
+    constants on AWS chips; on GPUs NCCL's Simple-protocol latency and ring efficiency (the flow
+    simulator runs the generic algorithms, not NCCL's protocol choice); on TPUs ``TPU_ICI``."""
+    name = canonical_stack(stack, resolve_system(system)).name
+    if name == "nccl":
+        simple = NCCL.protocol("Simple")
+        return Overheads(software_s=simple.latency_s, link_efficiency=NCCL.ring_efficiency)
+    return TPU_ICI if name == "tpu-ici" else FITTED
+
+
 def resolve_system(system: SystemSpec | str) -> SystemSpec:
     return lookup_system(system) if isinstance(system, str) else system
 
