@@ -707,7 +707,7 @@ TPU_V7 = CHIPS.register(
 )
 
 
-def _ici(bw_bidir: float, ports: int, src: str) -> LinkSpec:
+def _ici(bw_bidir: float, ports: int, src: str, bw_note: str = "") -> LinkSpec:
     return LinkSpec(
         name="ICI",
         bw_per_chip=bw_bidir,
@@ -715,7 +715,10 @@ def _ici(bw_bidir: float, ports: int, src: str) -> LinkSpec:
         latency_s=1 * US,
         direction="bidirectional",
         sources={"bw_per_chip": src, "links_per_chip": src, "latency_s": S.ASSUMED},
-        notes={"latency_s": "assumed ~1 us per ICI hop; Google publishes no figure"},
+        notes={
+            "latency_s": "assumed ~1 us per ICI hop; Google publishes no figure",
+            **({"bw_per_chip": bw_note} if bw_note else {}),
+        },
     )
 
 
@@ -729,10 +732,18 @@ TPU_V5E = CHIPS.register(
         hbm_bytes=16 * GB,
         hbm_bw=819 * GB,
         peak_flops={"bf16": 197 * TFLOPS, "int8": 393 * TFLOPS},
-        link=_ici(400 * GB, 4, S.GOOGLE_TPU_V5E),
+        link=_ici(
+            400 * GB,
+            4,
+            S.GOOGLE_TPU_V5E,
+            "an earlier revision gives 'ICI bandwidth 1,600 Gbps' = 200 GB/s, the "
+            "per-direction half of 400 GB/s bidirectional",
+        ),
         dtypes=("fp32", "bf16", "int8"),
         sources={k: S.GOOGLE_TPU_V5E for k in ("cores", "hbm_bytes", "hbm_bw", "peak_flops")},
-        notes={"hbm_bw": "another revision of the page gives 800 GiB/s (859 GB/s)"},
+        notes={
+            "hbm_bw": "another revision of the page gives 800 GiB/s (859 GB/s)",
+        },
     ),
     aliases=("v5e", "v5litepod", "tpu-v5-lite", "tpu-v5litepod"),
 )
@@ -747,7 +758,13 @@ TPU_V5P = CHIPS.register(
         hbm_bytes=95 * GiB,
         hbm_bw=2765 * GB,
         peak_flops={"bf16": 459 * TFLOPS, "fp8": 459 * TFLOPS, "int8": 918 * TFLOPS},
-        link=_ici(1200 * GB, 6, S.GOOGLE_TPU_V5P + " (3D torus: 6 neighbours)"),
+        link=_ici(
+            1200 * GB,
+            6,
+            S.GOOGLE_TPU_V5P + " (3D torus: 6 neighbours)",
+            "an earlier revision gives 'Interchip Interconnect BW 4,800 Gbps' = 600 GB/s, "
+            "the per-direction half of 1,200 GB/s bidirectional",
+        ),
         dtypes=("fp32", "bf16", "fp8", "int8"),
         sources={k: S.GOOGLE_TPU_V5P for k in ("cores", "hbm_bytes", "hbm_bw", "peak_flops")},
         notes={
@@ -770,10 +787,18 @@ TPU_V6E = CHIPS.register(
         hbm_bytes=32 * GB,
         hbm_bw=1640 * GB,
         peak_flops={"bf16": 918 * TFLOPS, "int8": 1836 * TFLOPS},
-        link=_ici(800 * GB, 4, S.GOOGLE_TPU_V6E),
+        link=_ici(
+            800 * GB,
+            4,
+            S.GOOGLE_TPU_V6E,
+            "an earlier revision gives 'ICI bandwidth 3,584 Gbps' (448 GB/s, read as "
+            "per direction: 896 GB/s both ways) against today's 800 GB/s bidirectional",
+        ),
         dtypes=("fp32", "bf16", "int8"),
         sources={k: S.GOOGLE_TPU_V6E for k in ("cores", "hbm_bytes", "hbm_bw", "peak_flops")},
-        notes={"hbm_bw": "one revision of the page gives 1,638 GB/s"},
+        notes={
+            "hbm_bw": "revisions of the page give 1,640, 1,638 and 1,600 GB/s",
+        },
     ),
     aliases=("v6e", "trillium", "tpu-trillium"),
 )
@@ -1541,7 +1566,7 @@ _TPU_GENS = {
     "v6e": (
         TPU_V6E, TPU_2D_SHAPES, 1, 256,
         _dcn(100, S.GOOGLE_TPU_V6E + " (4 x 200 Gbps NIC per host of 8 chips)",
-             "per-host NICs / 8 chips; check against the page's pod DCN figure"),
+             "per-host NICs / 8 chips; the page's 25.6 Tbps per 256-chip pod gives the same"),
     ),
 }  # fmt: skip
 
@@ -1563,9 +1588,10 @@ def _ici_level(chip: ChipSpec, dims: tuple[int, ...], src: str) -> FabricLevel:
             "links_per_chip": chip.link.sources["links_per_chip"],
         },
         notes={
+            **{k: v for k, v in chip.link.notes.items() if k == "bw_per_chip"},
             "dims": "modelled with wraparound in every dimension: v5p slices of a cube "
             "(4x4x4) and larger are full 3D tori; v5e/v6e slices wrap only along dimensions "
-            "of 16 (smaller slices are meshes, slower than modelled)"
+            "of 16 (smaller slices are meshes, slower than modelled)",
         },
     )
 
