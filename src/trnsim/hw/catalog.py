@@ -1326,12 +1326,14 @@ def _efa_gpu(gbps_node: float, what: str, src: str) -> FabricLevel:
     )
 
 
-def _ib(gbps: float, src: str, span: int = FAT_TREE_3TIER_64, span_src: str = _FT_SPAN_SRC):
-    return _scale_out("infiniband", gbps, span, src, span_src, 5 * US, IB_LATENCY_SRC)
+def _ib(gbps: float, src: str, rails: int = 8) -> FabricLevel:
+    span = FAT_TREE_3TIER_64
+    return _scale_out("infiniband", gbps, span, src, _FT_SPAN_SRC, 5 * US, IB_LATENCY_SRC, rails)
 
 
-def _roce(gbps: float, src: str, span: int = FAT_TREE_3TIER_64, span_src: str = _FT_SPAN_SRC):
-    return _scale_out("roce", gbps, span, src, span_src, 7 * US, ROCE_LATENCY_SRC)
+def _roce(gbps: float, src: str, rails: int = 8) -> FabricLevel:
+    span = FAT_TREE_3TIER_64
+    return _scale_out("roce", gbps, span, src, _FT_SPAN_SRC, 7 * US, ROCE_LATENCY_SRC, rails)
 
 
 def _node(
@@ -1404,7 +1406,7 @@ DGX_B300 = _node(
 )  # fmt: skip
 
 _GB200_NVL = _nvswitch(GB200, 72, S.NVIDIA_GB200_PAGE)
-_GB200_IB = _ib(400, S.NVIDIA_GB200_SUPERPOD)
+_GB200_IB = _ib(400, S.NVIDIA_GB200_SUPERPOD, rails=4)  # one rail per GPU of a compute tray
 
 GB200_NVL72 = SYSTEMS.register(
     "gb200-nvl72",
@@ -1508,7 +1510,7 @@ _cluster(
     ("gb200-cluster", "gb200-superpod"),
 )  # fmt: skip
 _cluster(
-    "gb200-nvl72-roce-cluster", GB200_NVL72, _roce(400, S.NVIDIA_GB200_SUPERPOD),
+    "gb200-nvl72-roce-cluster", GB200_NVL72, _roce(400, S.NVIDIA_GB200_SUPERPOD, rails=4),
     GPU_CLUSTER_EXAMPLE // 72 * 72, _EXAMPLE_SRC + " (rounded down to whole racks)",
     "GB200 NVL72 racks on a rail-optimised 400 Gb/s-per-GPU RoCE fat-tree",
     ("gb200-roce",),
