@@ -138,3 +138,12 @@ def test_flow_evaluator_takes_the_stacks_constants(capsys):
     assert main(argv) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["stack"] == "nccl-flow" and data["overhead_s"] == ov.software_s
+
+
+def test_two_nodes_run_nccls_flat_ring_bounded_by_the_rails():
+    r = collective_time("all-reduce", GiB, 16, "dgx-h100")
+    nic = system("dgx-h100").scale_out_level
+    assert r.algo == "ring" and r.protocol == "Simple"
+    # 8 rails of 400 Gb/s: a flat ring's busbw cannot exceed 8 x 50 GB/s (x the ring efficiency)
+    assert r.busbw <= nic.rails * nic.bw_per_direction * NCCL.ring_efficiency
+    assert r.busbw > 0.5 * nic.rails * nic.bw_per_direction * NCCL.ring_efficiency
