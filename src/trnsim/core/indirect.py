@@ -129,13 +129,13 @@ from trnsim.core.instruction import Operand
 from trnsim.core.isa import DMA_OPS, Engine, Op
 from trnsim.core.location import fail
 from trnsim.core.memory import HBM, PSUM, SBUF, OnChipMemory, Storage, View
+from trnsim.core.spec import INDEX_DTYPES, SPECS
 
 if TYPE_CHECKING:
     from trnsim.core.machine import NeuronCore
     from trnsim.core.rules import Call
     from trnsim.hw import CoreSpec
 
-INDEX_DTYPES = frozenset({"uint32", "int32"})
 VECTOR, SCALAR = "vector", "scalar"
 
 
@@ -471,18 +471,12 @@ TI_TENSOR_GATHER_DTYPES = frozenset(
 )
 """What the Tensor engine can gather through TI: "FP16, BF16, and FP8" (BIR705)."""
 TI_ROLES: dict[Op, frozenset[str]] = {
-    Op.NC_MATMUL: frozenset({"dst", "stationary", "moving"}),
-    Op.NC_MATMUL_MX: frozenset({"dst", "stationary", "moving"}),
-    Op.TENSOR_COPY: frozenset({"dst", "src"}),
-    Op.TENSOR_TENSOR: frozenset({"dst", "data1", "data2"}),
-    Op.TENSOR_SCALAR: frozenset({"dst", "data"}),
-    Op.TENSOR_REDUCE: frozenset({"dst", "data"}),
-    Op.TENSOR_COPY_PREDICATED: frozenset({"dst", "predicate"}),
-    Op.ACTIVATION: frozenset({"dst", "data"}),
-    Op.ACTIVATE2: frozenset({"dst", "data"}),
-    Op.EXPONENTIAL: frozenset({"dst", "src"}),
+    Op(e.name): roles
+    for e in SPECS.values()
+    if (roles := frozenset(r.name for r in e.operands if r.ti))
 }
-"""Operand roles that may be TI views, per op (T6): the streamed data and the output. Scalar /
+"""Operand roles that may be TI views, per op (T6; the ``ti`` roles of ``trnsim.core.spec``):
+the streamed data and the output. Scalar /
 vector operands (bias, scale, operand0/1) and reduction outputs are read per partition, not
 along F, and stay plain."""
 

@@ -27,7 +27,7 @@ from trnsim.core import semantics as S
 from trnsim.core.arraypool import ArrayPool
 from trnsim.core.deferred import Pipeline, Region, Stream
 from trnsim.core.instruction import Instruction
-from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
+from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, IN_ORDER, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
 from trnsim.core.memory import (
     PSUM,
@@ -446,11 +446,6 @@ def _views_in(attrs: dict[str, Any]) -> bool:
     return any(isinstance(v, View) for v in attrs.values())
 
 
-_IN_ORDER = frozenset({Op.SELECT_REDUCE, Op.RAND2, Op.RAND_SET_STATE, Op.RAND_GET_STATE})
-"""Ops with core state beyond memory (the Vector engine's accumulator and RNG state): on the
-stream they run once everything before them has retired."""
-
-
 def _region(v: View) -> Region:
     """The memory rectangle of ``v``'s allocation (what hazards are checked on)."""
     return _alloc_region(v.storage.alloc)
@@ -468,7 +463,7 @@ def _run_deferred(nc: NeuronCore, op: Op, call: Call) -> None:
     the pipeline when it touches memory that pending work writes (or writes what it reads)."""
     pipe = nc.pipeline
     if pipe is not None and pipe.busy and op is not Op.NC_MATMUL:
-        if op in _IN_ORDER:
+        if op in IN_ORDER:  # state beyond memory: run once everything before has retired
             pipe.wait()
         else:
             reads = tuple([_region(v) for v in call.src.values()])
