@@ -174,6 +174,17 @@ def _generation(call: Call) -> str | None:
     return None
 
 
+@rule("not-implemented", lambda e: any(not a.modelled for a in e.attrs))
+def _unmodelled(call: Call) -> str | None:
+    for a in SPECS[call.op].attrs:
+        if not a.modelled and a.name in call.attrs and call.attrs[a.name] != a.default:
+            return (
+                f"{call.op.value} {a.name}={call.attrs[a.name]!r} is not modelled by trnsim; "
+                f"only the default ({a.default!r}) is accepted"
+            )
+    return None
+
+
 # (registered before "memory" so an indirect view on a compute op gets this message)
 @rule("indirect-operand", lambda e: not any(r.ap for r in e.operands))
 def _indirect_elsewhere(call: Call) -> str | None:
@@ -588,6 +599,19 @@ def _sendrecv(call: Call) -> str | None:
         return f"sendrecv src dtype {src.fmt.name} != dst dtype {dst.fmt.name}"
     if src.partitions != dst.partitions or src.free_size != dst.free_size:
         return f"sendrecv src shape {list(src.shape)} != dst shape {list(dst.shape)}"
+    return None
+
+
+@rule("attribute", lambda e: any(a.allowed is not None for a in e.attrs))
+def _attribute_values(call: Call) -> str | None:
+    """Attribute values outside the spec's ``allowed`` (checked last: an op-specific rule with
+    a more precise message comes first)."""
+    for a in SPECS[call.op].attrs:
+        if a.allowed is None or a.name not in call.attrs:
+            continue
+        v = call.attrs[a.name]
+        if v != a.default and v not in a.allowed:
+            return f"{call.op.value} {a.name}={v!r} not in {list(a.allowed)}"
     return None
 
 

@@ -16,6 +16,7 @@ from trnsim.core import indirect
 from trnsim.core.isa import Engine, Op
 from trnsim.core.location import fail
 from trnsim.core.memory import View
+from trnsim.core.spec import SPECS
 from trnsim.nki.context import current
 
 FP32_MIN = -3.4028234663852886e38  # float32 lowest, the only legal range_select fill
@@ -121,6 +122,19 @@ def _scalar_or_vector(name: str, x: Any, src: dict[str, Any], attrs: dict[str, A
         attrs[name] = float(x)
 
 
+def _unmodelled(op: Op, attrs: dict[str, Any], **given: Any) -> dict[str, Any]:
+    """Add the arguments trnsim does not model (``modelled=False`` in the op's spec entry) that
+    have a non-default value: the checker refuses them (``not-implemented``), none is ignored."""
+    entry = SPECS[op]
+    for name, value in given.items():
+        a = entry.attr(name)
+        assert a is not None and not a.modelled, (op, name)
+        v = _enum_name(value)
+        if v != a.default:
+            attrs[name] = v
+    return attrs
+
+
 def _opt(d: dict[str, Any], **kv: Any) -> dict[str, Any]:
     d.update({k: v for k, v in kv.items() if v is not None})
     return d
@@ -144,6 +158,7 @@ def nc_matmul(
 ) -> None:
     pm = perf_mode._name_ if isinstance(perf_mode, matmul_perf_mode) else str(perf_mode)
     pm = "double_row" if pm in ("double_row", "double_row_gen3") else pm
+    pm = "none" if perf_mode is None else pm
     _run(
         Op.NC_MATMUL,
         {"dst": dst},
@@ -226,6 +241,7 @@ def activation(
     if reduce_res is not None:
         dsts["reduce_res"] = reduce_res
         attrs["reduce_op"] = _op(reduce_op) or "add"
+    _unmodelled(Op.ACTIVATION, attrs, reduce_cmd=reduce_cmd)
     _run(Op.ACTIVATION, dsts, src, attrs)
 
 
@@ -272,6 +288,7 @@ def activate2(
     if reduce_res is not None:
         dsts["reduce_res"] = reduce_res
         attrs["reduce_op"] = _op(reduce_op) or "add"
+    _unmodelled(Op.ACTIVATE2, attrs, relu_param=relu_param, reduce_cmd=reduce_cmd)
     _run(Op.ACTIVATE2, dsts, src, attrs)
 
 
@@ -293,6 +310,7 @@ def exponential(
     dsts: dict[str, Any] = {"dst": dst}
     if reduce_res is not None:
         dsts["reduce_res"] = reduce_res
+    _unmodelled(Op.EXPONENTIAL, attrs, reduce_cmd=reduce_cmd)
     _run(Op.EXPONENTIAL, dsts, s, attrs)
 
 
@@ -497,6 +515,7 @@ def range_select(
             "comp_op1": _op(comp_op1),
             "range_start": float(range_start),
             "on_false_value": FP32_MIN,
+            **_unmodelled(Op.RANGE_SELECT, {}, reduce_cmd=reduce_cmd),
         },
     )
 
@@ -533,7 +552,11 @@ def local_gather(
         Op.LOCAL_GATHER,
         {"dst": dst},
         {"src_buffer": src_buffer, "index": index},
-        {"num_elem_per_idx": int(num_elem_per_idx)},
+        _unmodelled(
+            Op.LOCAL_GATHER,
+            {"num_elem_per_idx": int(num_elem_per_idx)},
+            num_valid_indices=num_valid_indices,
+        ),
     )
 
 
@@ -632,7 +655,12 @@ def dma_transpose(
         Op.DMA_TRANSPOSE,
         {"dst": dst},
         {"src": src},
-        _opt({"dge_mode": _enum_name(dge_mode)}, axes=tuple(axes) if axes else None),
+        _unmodelled(
+            Op.DMA_TRANSPOSE,
+            _opt({"dge_mode": _enum_name(dge_mode)}, axes=tuple(axes) if axes else None),
+            priority=priority,
+            oob_mode=oob_mode,
+        ),
     )
 
 
@@ -648,7 +676,9 @@ def dma_compute(
     if scales is not None:
         raise fail("not-implemented", "dma_compute scales= (not modelled)")
     src = {f"src{i}": s for i, s in enumerate(srcs)}
-    _run(Op.DMA_COMPUTE, {"dst": dst}, src, {"reduce_op": _op(reduce_op) or "add"})
+    attrs = {"reduce_op": _op(reduce_op) or "add"}
+    _unmodelled(Op.DMA_COMPUTE, attrs, unique_indices=unique_indices, oob_mode=oob_mode)
+    _run(Op.DMA_COMPUTE, {"dst": dst}, src, attrs)
 
 
 # ---- LNC=2 ---------------------------------------------------------------------------------------
