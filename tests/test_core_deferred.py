@@ -1,4 +1,5 @@
-"""The deferred data path (``trnsim.core.deferred``) against the plain, synchronous one.
+"""The deferred accelerator (``trnsim.core.accel.deferred``, ``CoreOptions(deferred=True)``,
+which ``TRNSIM_DEFERRED=1`` selects for ``nki.run``) against the plain, synchronous path.
 
 Each promise of the module docstring has a check here: same outputs bit for bit and the same
 record (so the same allocations and liveness) on every example kernel; reads that see the
@@ -19,7 +20,6 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import machine
 from trnsim.errors import KernelError
 
 BF16 = ml_dtypes.bfloat16
@@ -34,11 +34,16 @@ def _load(name: str):
     return mod
 
 
+def _env(deferred: bool) -> str:
+    """``TRNSIM_DEFERRED`` for a run on the deferred (True) or the plain (False) path."""
+    return "1" if deferred else "0"
+
+
 def _both(monkeypatch, kernel, *args, **kwargs):
     """(plain run, deferred run) of ``kernel`` on copies of ``args``."""
     runs = []
     for deferred in (False, True):
-        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        monkeypatch.setenv("TRNSIM_DEFERRED", _env(deferred))
         copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         runs.append(nki.run(kernel, *copies, **kwargs))
     return runs
@@ -137,7 +142,7 @@ def _memset_then(bad_second: bool):
 
 
 def _error(monkeypatch, kernel, deferred: bool) -> KernelError:
-    monkeypatch.setattr(machine, "DEFERRED", deferred)
+    monkeypatch.setenv("TRNSIM_DEFERRED", _env(deferred))
     with pytest.raises(KernelError) as info:
         nki.run(kernel)
     return info.value
@@ -168,7 +173,7 @@ def test_commit_warning_has_the_kernel_line(monkeypatch):
     a = np.ones((128, 128), BF16)
     seen = []
     for deferred in (False, True):
-        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        monkeypatch.setenv("TRNSIM_DEFERRED", _env(deferred))
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
             nki.run(k, a)
@@ -185,7 +190,7 @@ def test_no_threads_with_stochastic_rounding(monkeypatch):
         t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=a)
 
-    monkeypatch.setattr(machine, "DEFERRED", True)
+    monkeypatch.setenv("TRNSIM_DEFERRED", _env(True))
     nki.run(k, np.ones((128, 8), np.float32), rounding="stochastic")
     assert not any(n.startswith("trnsim-") for n in names)
     nki.run(k, np.ones((128, 8), np.float32))
@@ -206,7 +211,7 @@ def test_recycled_memory_still_shows_the_sentinel(monkeypatch):
         nisa.dma_copy(dst=out, src=t)
         return out
 
-    monkeypatch.setattr(machine, "DEFERRED", True)
+    monkeypatch.setenv("TRNSIM_DEFERRED", _env(True))
     for _ in range(3):
         nki.run(fill, np.ones((128, 2048), np.float32))
         assert np.isnan(nki.run(read_uninitialised).outputs).all()
@@ -261,7 +266,7 @@ def test_warnings_in_program_order_and_none_after_a_failure(monkeypatch, kind, a
     big = np.full((128, 128), 3e38, np.float32)
     seen = []
     for deferred in (False, True):
-        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        monkeypatch.setenv("TRNSIM_DEFERRED", _env(deferred))
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter(action)
             try:

@@ -480,9 +480,6 @@ the streamed data and the output. Scalar /
 vector operands (bias, scale, operand0/1) and reduction outputs are read per partition, not
 along F, and stay plain."""
 
-TI_USED = False
-"""Set when the first TI view is made: until then ``NeuronCore.execute`` skips the TI scan."""
-
 
 class TensorIndirectView(View):
     """``t.indirect(index, num_elem)``: shape ``(P, num_elem)``, element ``(p, i)`` at
@@ -552,7 +549,6 @@ _refuse_view_methods(
 def tensor_view(base: View, index: Any, num_elem: Any = None) -> TensorIndirectView:
     """Check ``base.indirect(index, num_elem)`` (T2-T4, the parts known before the consuming
     instruction) and build the view."""
-    global TI_USED
     if type(base) in (IndirectView, TensorIndirectView):
         raise fail("ti-view", ".indirect() of an indirect view; index the plain tensor")
     if not base.on_chip:
@@ -595,7 +591,6 @@ def tensor_view(base: View, index: Any, num_elem: Any = None) -> TensorIndirectV
     n = index.size if num_elem is None else num_elem
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
         raise fail("ti-index", f".indirect(): num_elem must be a positive int, got {num_elem!r}")
-    TI_USED = True
     return TensorIndirectView(base, index, int(n))
 
 
@@ -779,10 +774,10 @@ def run(
         cells = tuple(c.reshape(-1)[keep] for c in _cells(v, off))
         v.base.array()[cells] = s.array().reshape(-1)[keep]
         alloc = v.base.storage.alloc
-        alloc.version += 1  # the core's decoded-tile cache keys on it (NeuronCore.read_cached)
+        alloc.version += 1  # the decoded-tile cache keys on it (core.accel.decode)
         if v.memory == PSUM:
             v.base.acc_array()[cells] = s.acc_array().reshape(-1)[keep]
-            alloc.marks_version += 1  # and its open-accumulation memo (NeuronCore.acc_open)
+            alloc.marks_version += 1  # and the open-accumulation memo (core.accel.decode)
 
 
 def _last_writes(off: np.ndarray, bound: int) -> np.ndarray:

@@ -11,10 +11,7 @@ semantics function (``trnsim.core.semantics``, the specification), cast on write
 
 from __future__ import annotations
 
-import copy
-import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from math import prod
 from typing import Any
@@ -24,10 +21,10 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import indirect
 from trnsim.core import semantics as S
-from trnsim.core.arraypool import ArrayPool
-from trnsim.core.deferred import Pipeline, Region, Stream
+from trnsim.core.accel.decode import AccMemo, DecodeCache
+from trnsim.core.accel.deferred import Deferred
 from trnsim.core.instruction import Instruction
-from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, IN_ORDER, Engine, Op
+from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
 from trnsim.core.memory import (
     PSUM,
@@ -38,28 +35,14 @@ from trnsim.core.memory import (
     View,
     user_dtype,
 )
+from trnsim.core.options import CoreOptions
 from trnsim.core.rules import Call, Checker, check
+from trnsim.core.spec import DST, MOVING, STATIONARY
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format
 
 F32 = np.float32
 _FULL_MARK = {1: 0x01, 2: 0x0101, 4: 0x01010101, 8: 0x0101010101010101}
-
-FAST_PATHS = True
-"""Default of ``NeuronCore.fast_paths``: the nc_matmul operand cache and the PSUM
-accumulation-state memo (same bits as the plain path; tests/test_core_fast_paths.py)."""
-DECODE_CACHE_BYTES = 32 << 20
-"""Budget of decoded float32 SBUF tiles kept per core (least recently used dropped first): a
-blocked matmul re-reads each tile once per output tile of its block."""
-DEFERRED = os.environ.get("TRNSIM_DEFERRED", "1") != "0" and (os.cpu_count() or 1) > 1
-"""Whether ``trnsim.nki`` runs move the data work off the kernel's thread, with the tile
-products of ``nc_matmul`` on two more threads (``NeuronCore.start_async``; the same bits,
-errors and record as the plain path, see ``trnsim.core.deferred``). Only with the fast paths
-on and round-to-nearest-even, and on a machine with more than one core.
-``TRNSIM_DEFERRED=0`` turns it off (then an error an executor raises has the kernel's line
-in its traceback too, not only in its message)."""
-ACC_MEMO_ENTRIES = 4096
-"""PSUM views remembered as 'accumulation group open everywhere' (then forgotten at once)."""
 
 
 def resolve_target(target: str | CoreSpec) -> CoreSpec:
@@ -78,8 +61,10 @@ class NeuronCore:
         rounding: str = "rne",
         seed: int = 0,
         functional: bool = True,
+        options: CoreOptions | None = None,
     ) -> None:
         self.spec = resolve_target(target)
+        self.options = opts = options if options is not None else CoreOptions()
         self.index = index
         s = self.spec
         self.sbuf = OnChipMemory(
@@ -106,15 +91,10 @@ class NeuronCore:
         self.record: list[Instruction] = []
         self.lock = threading.Lock()
         self.checker = Checker()
-        self.fast_paths = FAST_PATHS
-        self._decoded: OrderedDict[tuple, tuple[int, np.ndarray]] = OrderedDict()
-        self._decoded_bytes = 0
-        # shape -> [(buffer, the last job of the pipeline that may still read it)]
-        self._spare: dict[tuple[int, ...], list[tuple[np.ndarray, int]]] = {}
-        self.pipeline: Pipeline | None = None
-        self.stream: Stream | None = None
-        self.in_stream = False
-        self._acc_open: dict[tuple, int] = {}
+        # the accelerators (trnsim.core.accel), off in the plain interpreter
+        self.decode = DecodeCache(self.read) if opts.accelerated else None
+        self.acc_memo = AccMemo() if opts.accelerated else None
+        self.deferred: Deferred | None = None
         self._frozen: dict[tuple, tuple[tuple[str, Any], ...]] = {}
         self.sbuf.fill_sentinel = self.psum.fill_sentinel = functional
 
@@ -147,17 +127,16 @@ class NeuronCore:
                 shape = (1,)
             free = prod(shape[1:])
             mem = self.sbuf if memory == SBUF else self.psum
-            stream = self.stream
-            if stream is None:
+            deferred = self.deferred
+            if deferred is None:
                 alloc = mem.allocate(shape[0], free * isz, align=isz, name=name, address=address)
             else:  # the sentinel fill runs in program order, behind the deferred data work
-                if stream.error is not None:
-                    stream.drain()
+                deferred.raise_pending()
                 alloc = mem.allocate(
                     shape[0], free * isz, align=isz, name=name, address=address, fill=False
                 )
                 if mem.fill_sentinel:
-                    stream.submit(_queue_fill, (self, mem, alloc), kernel_location())
+                    deferred.fill(mem, alloc)
             storage = Storage(alloc, fmt, shape)
             strides = (1, *_c_strides(shape[1:]))
         else:
@@ -168,40 +147,34 @@ class NeuronCore:
         # a fresh allocation is in bounds by construction
         return view_type.trusted(storage, shape, strides, 0, 0, fmt, user_dtype(fmt), True)
 
-    # ---- deferred data work (trnsim.core.deferred) ------------------------------------------
+    # ---- deferred data work (trnsim.core.accel.deferred) ------------------------------------
+
+    @property
+    def fast_paths(self) -> bool:
+        """Whether the fast paths (``trnsim.core.accel.decode``) are on."""
+        return self.decode is not None
 
     def start_async(self) -> None:
-        """Run the data work on other threads until ``finish`` (``trnsim.core.deferred``).
-        Not in timing-only runs (no data), nor with stochastic rounding."""
-        if self.stream is None and self.functional and self.fast_paths and self.rng is None:
-            self.pipeline = Pipeline(f"trnsim-products-{self.index}")
-            self.stream = Stream(f"trnsim-stream-{self.index}")
+        """With ``CoreOptions(deferred=True)``: run the data work on other threads until
+        ``finish`` (``trnsim.core.accel.deferred``). Not in timing-only runs (no data), nor
+        with stochastic rounding."""
+        if self.options.deferred and self.deferred is None and self.functional and self.rng is None:
+            self.deferred = Deferred(self, EXECUTORS, _psum_accumulate)
 
     def sync(self) -> None:
         """Wait for the deferred work (raising the first failure among it)."""
-        if self.stream is not None:
-            self.stream.drain()
-        if self.pipeline is not None and self.pipeline.busy:
-            self.pipeline.wait()
+        if self.deferred is not None:
+            self.deferred.sync()
 
     def finish(self) -> None:
-        """Wait for the deferred work and stop the threads (raising a failure)."""
-        stream, pipeline = self.stream, self.pipeline
-        errors: list[BaseException] = []
-        if stream is not None:
-            try:
-                stream.close()  # runs the queued work first (which feeds the pipeline)
-            except BaseException as exc:
-                errors.append(exc)
-        if pipeline is not None:
-            try:
-                pipeline.close()
-            except BaseException as exc:  # work the pipeline holds came first
-                errors.insert(0, exc)
-        self.stream = self.pipeline = None
-        self.release_buffers()
-        if errors:
-            raise errors[0]
+        """Wait for the deferred work and stop its threads (raising a failure)."""
+        deferred, self.deferred = self.deferred, None
+        try:
+            if deferred is not None:
+                deferred.close()
+        finally:
+            if self.decode is not None:
+                self.decode.release()
 
     # ---- execution ------------------------------------------------------------------------
 
@@ -215,20 +188,24 @@ class NeuronCore:
     ) -> None:
         if attrs is None:
             attrs = {}
-        stream = self.stream
-        if stream is not None and stream.error is not None:
-            stream.drain()
+        deferred = self.deferred
+        if deferred is not None:
+            deferred.raise_pending()
+        budget = self.options.max_instructions
+        if budget is not None and len(self.record) >= budget:
+            raise fail(
+                "instruction-budget",
+                f"{op.value} would be instruction {len(self.record) + 1} of core {self.index}; "
+                f"the budget is {budget} (CoreOptions.max_instructions)",
+            )
         chosen = engine or DEFAULT_ENGINE[op]
         if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
             allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
             raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
-        # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect)
-        ti = indirect.prepare(op, chosen, dst, src, attrs, self.spec) if indirect.TI_USED else None
         # rules.check, with the verdict cached per signature (rules.Checker): bounds of each
         # operand first (dst then src), then the rules unless an equal call passed before.
         # Views of other kinds (indirect views describe themselves) take the plain path.
-        frozen = _freeze_attrs(attrs, self._frozen)
-        signature: list[Any] = [op, chosen, frozen]
+        signature: list[Any] = [op, chosen, None]
         dst_ops = []
         src_ops = []
         plain = True
@@ -252,12 +229,17 @@ class NeuronCore:
                 src_ops.append(d[0])
                 signature.append(d[1])
         call = None
+        ti = None
         if plain:
+            frozen = signature[2] = _freeze_attrs(attrs, self._frozen)
             key = tuple(signature)
             if not self.checker.known(key):
                 call = Call(op, chosen, dst, src, attrs, self.spec)
                 self.checker.check_rules(call, key)
         else:
+            # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect)
+            ti = indirect.prepare(op, chosen, dst, src, attrs, self.spec)
+            frozen = _freeze_attrs(attrs, self._frozen)
             call = Call(op, chosen, dst, src, attrs, self.spec)
             check(call)
             dst_ops = [v.operand(r) for r, v in dst.items()]
@@ -266,21 +248,12 @@ class NeuronCore:
         fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
         self.record.append(tuple.__new__(Instruction, fields))  # = Instruction(*fields)
         if self.functional:
-            if stream is not None:
-                if plain and not ti and not _views_in(attrs):
-                    # detached views: queued work does not extend the tensors' lifetimes
-                    queued = Call(
-                        op,
-                        chosen,
-                        {r: v.detached() for r, v in dst.items()},
-                        {r: v.detached() for r, v in src.items()},
-                        _own_copy(attrs),
-                        self.spec,
-                    )
-                    stream.submit(_run_deferred, (self, op, queued), (file, line))
+            call = call or Call(op, chosen, dst, src, attrs, self.spec)
+            if deferred is not None:
+                if plain and not _views_in(attrs):
+                    deferred.submit(call, (file, line))
                     return
                 self.sync()  # offsets read from data, or views with their own addressing
-            call = call or Call(op, chosen, dst, src, attrs, self.spec)
             if ti:
                 indirect.run(self, call, ti, EXECUTORS[op])
             else:
@@ -302,96 +275,21 @@ class NeuronCore:
     def read_raw(self, v: View) -> np.ndarray:
         return v.array()
 
-    def read_cached(self, v: View, transposed: bool = False) -> np.ndarray:
-        """``read(v)`` of a narrow-float SBUF tile, decoded once per write of its allocation
-        (values equal to ``read``; callers must not modify the array). ``transposed``: laid
-        out in Fortran order, so that ``.T`` is C-contiguous (the layout ``nc_matmul`` copies
-        a stationary tile into). Other views: plain ``read``."""
-        fmt = v.fmt
-        alloc = v.storage.alloc
-        if alloc.kind != SBUF or fmt.kind == "packed" or fmt.dtype == F32:
-            return self.read(v)
-        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides, transposed)
-        hit = self._decoded.get(key)
-        if hit is not None:
-            if hit[0] == alloc.version:
-                self._decoded.move_to_end(key)
-                return hit[1]
-            del self._decoded[key]
-            self._recycle(hit[1])
-        raw = v.array()
-        flip = transposed and raw.ndim == 2
-        # a buffer of a dropped entry if one fits: a fresh array would fault in new pages,
-        # which costs more than the decode itself
-        shape = raw.shape[::-1] if flip else raw.shape
-        buf = self._take_spare(shape)
-        if buf is None:
-            buf = SPARE_BUFFERS.take(shape, F32)
-        if flip:  # rows are contiguous: decode row by row, then transpose
-            np.copyto(buf, raw.astype(F32).T)
-            vals = buf.T
-        else:
-            np.copyto(buf, raw, casting="unsafe")
-            vals = buf
-        self._decoded[key] = (alloc.version, vals)
-        self._decoded_bytes += vals.nbytes
-        while self._decoded_bytes > DECODE_CACHE_BYTES:
-            _, (_, old) = self._decoded.popitem(last=False)
-            self._recycle(old)
-        return vals
-
-    def _recycle(self, vals: np.ndarray) -> None:
-        """Keep the buffer of a dropped decoded tile for the next tile of its shape."""
-        self._decoded_bytes -= vals.nbytes
-        buf = vals if vals.flags.c_contiguous else vals.T
-        pipe = self.pipeline
-        spares = self._spare.setdefault(buf.shape, [])
-        if len(spares) < SPARES_PER_SHAPE:
-            spares.append((buf, pipe.submitted if pipe is not None else 0))
-
-    def _take_spare(self, shape: tuple[int, ...]) -> np.ndarray | None:
-        """A dropped buffer of ``shape`` that no pending product reads any more."""
-        spares = self._spare.get(shape)
-        if spares:
-            pipe = self.pipeline
-            done = pipe.retired if pipe is not None else 0
-            for i, (buf, last_job) in enumerate(spares):
-                if last_job <= done:
-                    del spares[i]
-                    return buf
-        return None
-
-    def release_buffers(self) -> None:
-        """Hand the decoded-tile buffers to the next core (end of a run: the executors that
-        read them hold none of them beyond their instruction)."""
-        bufs = [v for _, v in self._decoded.values()]
-        bufs += [b for spares in self._spare.values() for b, _ in spares]
-        self._decoded.clear()
-        self._spare.clear()
-        self._decoded_bytes = 0
-        for vals in bufs:
-            SPARE_BUFFERS.give(vals if vals.flags.c_contiguous else vals.T)
-
     def acc_open(self, v: View) -> bool:
         """Whether every element of the PSUM view ``v`` is in an open accumulation group
-        (all marks full); remembered per view until the allocation's marks change."""
-        alloc = v.storage.alloc
-        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides)
-        if self.fast_paths and self._acc_open.get(key) == alloc.marks_version:
+        (all marks full); with the fast paths, remembered per view until the marks change."""
+        memo = self.acc_memo
+        if memo is not None and memo.known_open(v):
             return True
         if not (v.acc_array() == _FULL_MARK[v.itemsize]).all():
             return False
-        self._remember_open(v)
+        if memo is not None:
+            memo.remember(v)
         return True
 
     def _remember_open(self, v: View) -> None:
-        if not self.fast_paths:
-            return
-        if len(self._acc_open) >= ACC_MEMO_ENTRIES:
-            self._acc_open.clear()
-        alloc = v.storage.alloc
-        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides)
-        self._acc_open[key] = alloc.marks_version
+        if self.acc_memo is not None:
+            self.acc_memo.remember(v)
 
     def write(self, v: View, values: np.ndarray, *, mark_acc: bool = False) -> None:
         """Cast float32 ``values`` to ``v``'s format (run's rounding) and store them."""
@@ -430,71 +328,8 @@ class NeuronCore:
         return x
 
 
-def _own_copy(attrs: dict[str, Any]) -> dict[str, Any]:
-    """``attrs`` for queued work: the values as they are now (an array or list the kernel
-    changes after the call must not reach the deferred executor)."""
-    for v in attrs.values():
-        if isinstance(v, _MUTABLE):
-            return {k: copy.deepcopy(v) for k, v in attrs.items()}
-    return attrs
-
-
-_MUTABLE = (np.ndarray, list, dict, set, bytearray)
-
-
 def _views_in(attrs: dict[str, Any]) -> bool:
     return any(isinstance(v, View) for v in attrs.values())
-
-
-def _region(v: View) -> Region:
-    """The memory rectangle of ``v``'s allocation (what hazards are checked on)."""
-    return _alloc_region(v.storage.alloc)
-
-
-def _alloc_region(a: Any) -> Region:
-    if a.kind == SBUF or a.kind == PSUM:
-        p = a.partition_start
-        return (a.memory, p, p + a.partitions, a.byte_offset, a.byte_offset + a.nbytes)
-    return (a, 0, 1, 0, 1)
-
-
-def _run_deferred(nc: NeuronCore, op: Op, call: Call) -> None:
-    """One queued instruction, on the stream's thread: at once, or as an ordered action of
-    the pipeline when it touches memory that pending work writes (or writes what it reads)."""
-    pipe = nc.pipeline
-    if pipe is not None and pipe.busy and op is not Op.NC_MATMUL:
-        if op in IN_ORDER:  # state beyond memory: run once everything before has retired
-            pipe.wait()
-        else:
-            reads = tuple([_region(v) for v in call.src.values()])
-            writes = tuple([_region(v) for v in call.dst.values()])
-            if pipe.conflict(reads, writes):
-                pipe.action(EXECUTORS[op], (nc, call), reads, writes, kernel_location())
-                return
-    nc.in_stream = True  # an fp32-PSUM nc_matmul hands its product to the pipeline
-    try:
-        EXECUTORS[op](nc, call)
-    finally:
-        nc.in_stream = False
-
-
-def _queue_fill(nc: NeuronCore, mem: OnChipMemory, alloc: Any) -> None:
-    """A new allocation's sentinel fill, on the stream's thread, behind the work on the
-    memory it reuses."""
-    pipe = nc.pipeline
-    if pipe is not None and pipe.busy:
-        region = _alloc_region(alloc)
-        if pipe.conflict((), (region,)):
-            pipe.action(mem.fill, (alloc,), (), (region,), kernel_location())
-            return
-    mem.fill(alloc)
-
-
-SPARES_PER_SHAPE = 16
-"""Dropped decoded-tile buffers a core keeps per shape for its next decodes."""
-SPARE_BUFFERS = ArrayPool(64 << 20)
-"""Decoded-tile buffers of finished runs kept for the next core's decode cache
-(``ArrayPool``): a fresh buffer faults in new pages, which costs more than the decode."""
 
 
 _PLAIN_VIEW: dict[type, bool] = {}
@@ -626,49 +461,18 @@ def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: 
         nc.write(dst, np.where(marks == full, old + result, result), mark_acc=True)
 
 
-def _defer_matmul(nc: NeuronCore, pipe: Pipeline, c: Call) -> bool:
-    """Decode the operands now and hand the product to the pipeline, which commits it into
-    PSUM in program order with the plain path's ``_psum_accumulate`` (marks, warnings,
-    overwrite or add all decided then). False (nothing done): operands outside SBUF."""
-    st, mv, dst = c.src["stationary"], c.src["moving"], c.dst["dst"]
-    if st.storage.alloc.kind != SBUF or mv.storage.alloc.kind != SBUF:
-        return False
-    if pipe.busy:  # the operands are decoded now: wait for pending writes of them
-        seq = pipe.conflict((_region(st), _region(mv)), ())
-        if seq:
-            pipe.wait(seq)
-    a = nc.read_cached(st, transposed=True).reshape(st.partitions, -1)
-    b = nc.read_cached(mv).reshape(mv.partitions, -1)
-    # an fp32 operand is not decoded into a buffer of its own: the product reads SBUF later
-    reads = tuple([_region(v) for v in (st, mv) if v.fmt.dtype == F32])
-    args = (nc, dst, c.attrs.get("accumulate"))
-    pipe.product(a, b, _commit_product, args, reads, (_region(dst),), kernel_location())
-    return True
-
-
-def _commit_product(res: np.ndarray, nc: NeuronCore, dst: View, accumulate: Any) -> None:
-    _psum_accumulate(nc, dst, res, accumulate)
-
-
 @executor(Op.NC_MATMUL)
 def _nc_matmul(nc: NeuronCore, c: Call) -> None:
-    st, mv, dst = c.src["stationary"], c.src["moving"], c.dst["dst"]
-    pipe = nc.pipeline
-    if nc.in_stream and pipe is not None:
-        double = c.attrs.get("perf_mode") == "double_row"
-        plain = double or c.attrs.get("is_transpose")
-        if not plain and _defer_matmul(nc, pipe, c):
-            return
-        if pipe.busy:
-            pipe.wait()  # the plain path below reads and writes now
+    st, mv, dst = c.src[STATIONARY], c.src[MOVING], c.dst[DST]
     if c.attrs.get("is_transpose"):
         nc.write_raw(dst, S.nc_transpose(nc.read_raw(st)).reshape(dst.shape))
         return
     double = c.attrs.get("perf_mode") == "double_row"
-    if nc.fast_paths and not double:
+    decode = nc.decode
+    if decode is not None and not double:
         # the same values, decoded once per write of the tile, the stationary one already in
         # the layout the specification copies it into (so its copies are no-ops)
-        res = S.nc_matmul(nc.read_cached(st, transposed=True), nc.read_cached(mv), False)
+        res = S.nc_matmul(decode.read(st, transposed=True), decode.read(mv), False)
     else:
         res = S.nc_matmul(nc.read(st), nc.read(mv), double)
     _psum_accumulate(nc, dst, res, c.attrs.get("accumulate"))

@@ -721,7 +721,7 @@ def sendrecv(
         "dma_engine": _enum_name(dma_engine),
     }
     _run(Op.SENDRECV, {"dst": dst}, {"src": src}, attrs)
-    prog.core.sync()  # the deferred data work up to here (trnsim.core.deferred)
+    prog.core.sync()  # the deferred data work up to here (trnsim.core.accel)
     payload = np.array(src.array()) if prog.core.functional else None
     with launch.lock:
         launch.mailbox[("sendrecv", int(pipe_id), me, int(send_to_rank))] = payload
