@@ -11,6 +11,7 @@ semantics function (``trnsim.core.semantics``, the specification), cast on write
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from math import prod
@@ -37,7 +38,7 @@ from trnsim.core.memory import (
 )
 from trnsim.core.options import CoreOptions
 from trnsim.core.rules import Call, Checker, check
-from trnsim.core.spec import DST, MOVING, STATIONARY
+from trnsim.core.spec import DST, MOVING, SPECS, STATIONARY
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format
 
@@ -865,6 +866,58 @@ def _dma_compute(nc: NeuronCore, c: Call) -> None:
     nc.write(dst, acc)
 
 
+def _generic(nc: NeuronCore, c: Call) -> None:
+    """The executor of a ``run="generic"`` spec entry: the semantics function gets each source
+    by role name (``[P, F]`` float32, raw values for a ``raw`` role; a scalar given for a
+    ``scalar`` role as a number), each attribute by name, ``shape`` (the dst's ``[P, F]``) and
+    ``state`` (the Vector engine's XORWOW state of the dst's lanes, or of all lanes without a
+    dst) if it asks for them; it returns the dst's values, the new state, or both."""
+    entry = SPECS[c.op]
+    fn = entry.semantics
+    assert fn is not None
+    wants = _PARAMS.get(fn)
+    if wants is None:
+        wants = _PARAMS[fn] = frozenset(inspect.signature(fn).parameters)
+    kw: dict[str, Any] = {}
+    dst = c.dst.get(DST)
+    for role in entry.operands:
+        if role.dst:
+            continue
+        v = c.src.get(role.name)
+        if v is None:
+            if role.name in c.attrs:
+                kw[role.name] = c.attrs[role.name]
+            elif role.optional:
+                kw[role.name] = None
+            continue
+        kw[role.name] = _p2(nc.read_raw(v) if role.raw else nc.read(v))
+    for a in entry.attrs:
+        if a.name in wants:
+            kw[a.name] = c.attrs.get(a.name, a.default)
+    lanes = slice(0, nc.spec.partitions)
+    if dst is not None:
+        lanes = slice(dst.partition_start, dst.partition_start + dst.partitions)
+        if "shape" in wants:
+            kw["shape"] = (dst.partitions, dst.free_size)
+    if "state" in wants:
+        kw["state"] = nc.rng_state[lanes]
+    res = fn(**kw)
+    if "state" in wants:
+        if dst is None:
+            nc.rng_state[lanes] = res
+            return
+        res, nc.rng_state[lanes] = res
+    assert dst is not None
+    role = entry.role(DST)
+    if role is not None and role.raw:
+        nc.write_raw(dst, np.asarray(res).astype(dst.fmt.dtype))
+    else:
+        nc.write(dst, res)
+
+
+_PARAMS: dict[Callable[..., Any], frozenset[str]] = {}
+
+
 def _sync_noop(nc: NeuronCore, c: Call) -> None:
     """Barriers and send/receive are carried out by the launcher (LNC=2 threads)."""
 
@@ -881,4 +934,6 @@ def _not_implemented(op: Op) -> Executor:
 
 
 for _op in Op:
+    if SPECS[_op].run == "generic":
+        EXECUTORS.setdefault(_op, _generic)
     EXECUTORS.setdefault(_op, _not_implemented(_op))

@@ -453,6 +453,15 @@ def _vector_operands(call: Call) -> str | None:
     return None
 
 
+@rule("shape", lambda e: any(r.shape == sp.ONE for r in e.operands))
+def _one_value(call: Call) -> str | None:
+    for role, v, _ in call.views():
+        r = SPECS[call.op].role(role)
+        if r is not None and r.shape == sp.ONE and (v.partitions != 1 or v.free_size != 1):
+            return f"{call.op.value} {role} must have shape [1, 1], got {list(v.shape)}"
+    return None
+
+
 @rule("shape", key="quantize-mx-shape")
 def _quantize_mx_shape(call: Call) -> str | None:
     src, dst, scale = call.src[SRC], call.dst[DST], call.dst[DST_SCALE]
@@ -585,6 +594,34 @@ def _rng_state_shape(call: Call) -> str | None:
         return (
             f"{call.op.value} on the Vector engine needs {words} uint32 per partition "
             f"(4 XORWOW generators x 6 words), got {list(v.shape)}"
+        )
+    return None
+
+
+@rule("dtype", key="dropout-dtype")
+def _dropout_dtype(call: Call) -> str | None:
+    data, dst = call.src[DATA].fmt, call.dst[DST].fmt
+    if dst.name != data.name:
+        return f"dropout dst dtype {dst.name} must equal data dtype {data.name}"
+    prob = call.src.get("prob")
+    if prob is not None:
+        need = ("float32",) if data.kind == "int" else None
+        bad = prob.fmt.name not in need if need else prob.fmt.kind not in ("float",)
+        if bad:
+            want = "float32" if need else "a float type"
+            return (
+                f"dropout prob dtype {prob.fmt.name} not allowed with {data.name} data; "
+                f"allowed: {want}"
+            )
+    return None
+
+
+@rule("not-implemented", key="vector-prng")
+def _vector_prng(call: Call) -> str | None:
+    if call.engine is not Engine.VECTOR:
+        return (
+            f"{call.op.value} on the {call.engine.value} engine: trnsim models the Vector "
+            "engine's PRNG only"
         )
     return None
 

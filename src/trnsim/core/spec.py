@@ -76,6 +76,8 @@ SAME = "same"
 """As many partitions and elements per partition as ``dst``."""
 COLUMN = "column"
 """One value per partition of ``dst``: ``[P, 1]`` (a per-partition scalar operand)."""
+ONE = "one"
+"""A single value: ``[1, 1]``."""
 
 # ---- dtype sets ---------------------------------------------------------------------------
 
@@ -243,6 +245,7 @@ _OP = Attr("op", str)
 _REDUCE_OP = Attr("reduce_op", (str, type(None)), None)
 _REV0 = Attr("reverse0", bool, False)
 _REV1 = Attr("reverse1", bool, False)
+_OPT_INT = (int, type(None))
 
 
 def _reduce_cmd(default: str) -> Attr:
@@ -653,6 +656,50 @@ register(
     )
 )
 
+register(
+    Instr(
+        "dropout",
+        Engine.VECTOR,
+        (out(raw=True), inp(DATA, shape=SAME, raw=True), inp("prob", shape=COLUMN, scalar=True)),
+        rules=("dropout-dtype",),
+        cost=("stream",),
+        cost_source="assumed: the generic VectorE streaming cost (the docstring gives none)",
+        semantics=S.dropout,
+        in_order=True,  # the Vector engine's XORWOW state
+        run="generic",
+        **_V,
+    )
+)
+register(
+    Instr(
+        "rng",
+        Engine.VECTOR,
+        (out(dtypes=INT_DTYPES, raw=True),),
+        rules=("vector-prng",),
+        cost=("stream",),
+        cost_source="assumed: the generic VectorE streaming cost (the docstring gives none)",
+        semantics=S.rng,
+        engines=frozenset({Engine.VECTOR, Engine.GPSIMD}),
+        in_order=True,
+        run="generic",
+        reads=SB,
+        writes=ON_CHIP,
+    )
+)
+register(
+    Instr(
+        "set_rng_seed",
+        Engine.VECTOR,
+        (inp(SRC_SEEDS, dtypes=WORD32, shape=ONE, raw=True),),
+        cost=("rng_state",),
+        semantics=S.set_rng_seed,
+        in_order=True,
+        run="generic",
+        reads=ON_CHIP,
+        writes=ON_CHIP,
+    )
+)
+
 # =================================================================================================
 # GpSimd engine
 # =================================================================================================
@@ -700,7 +747,7 @@ register(
         (out(), inp("src_buffer"), inp(INDEX)),
         (
             Attr("num_elem_per_idx", int, 1),
-            Attr("group", int, None),
+            Attr("group", _OPT_INT, None),
             Attr("num_valid_indices", (int, type(None)), None, modelled=False),
         ),
         cost=("gpsimd",),
@@ -722,8 +769,8 @@ register(
         (
             Attr("dge_mode", str, "unknown", ("unknown", "swdge", "hwdge", "none")),
             Attr("oob_mode", str, "error", OOB_MODES),
-            Attr("priority", int, None),
-            Attr("dge_engine", str, None),
+            Attr("priority", _OPT_INT, None),
+            Attr("dge_engine", (str, type(None)), None),
         ),
         rules=("dma-shape", "indirect", "dge-mode", "dma-dtype"),
         doc="bit-exact for equal formats, else via fp32 (no semantics function: a cast)",
@@ -736,9 +783,9 @@ register(
         Engine.DMA,
         (out(), inp(SRC)),
         (
-            Attr("axes", tuple, None),
+            Attr("axes", (tuple, type(None)), None),
             Attr("dge_mode", str, "unknown", ("unknown", "swdge", "hwdge", "none")),
-            Attr("priority", int, None, modelled=False),
+            Attr("priority", _OPT_INT, None, modelled=False),
             Attr("oob_mode", str, "error", OOB_MODES, modelled=False),
         ),
         semantics=S.dma_transpose,

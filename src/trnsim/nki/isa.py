@@ -8,6 +8,7 @@ the running ``NeuronCore`` (``trnsim.core``), which checks, records and executes
 from __future__ import annotations
 
 import enum
+import inspect
 from typing import Any
 
 import numpy as np
@@ -138,6 +139,80 @@ def _unmodelled(op: Op, attrs: dict[str, Any], **given: Any) -> dict[str, Any]:
 def _opt(d: dict[str, Any], **kv: Any) -> dict[str, Any]:
     d.update({k: v for k, v in kv.items() if v is not None})
     return d
+
+
+def instruction(op: Op) -> Any:
+    """The NKI call of ``op``, built from its ``trnsim.core.spec`` entry: parameters are the
+    operands (dst first) then the attributes, in the entry's order, then ``engine`` (if the
+    entry has engine choices) and ``name``; defaults are the entry's. A tensor argument of a
+    role goes to ``dst`` / ``src``, a number given for a ``scalar`` role and each attribute go
+    to the attributes (enums by name, ``nl`` operators by name); an unmodelled attribute goes
+    only when it is not at its default (so the checker refuses it)."""
+    entry = SPECS[op]
+    params = [
+        inspect.Parameter(
+            r.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None if r.optional else _REQ
+        )
+        for r in entry.operands
+    ]
+    params += [
+        inspect.Parameter(
+            a.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=_REQ
+            if a.default is None and a.modelled and a.kind is not type(None)
+            else a.default,
+        )
+        for a in entry.attrs
+    ]
+    if entry.engines is not None:
+        default = engine[entry.engine.value]
+        params.append(inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY, default=default))
+        params[-1] = params[-1].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params.append(inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
+    sig = inspect.Signature(
+        [p.replace(default=inspect.Parameter.empty) if p.default is _REQ else p for p in params]
+    )
+
+    def call(*args: Any, **kwargs: Any) -> None:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise fail("arguments", f"nki.isa.{op.value}: {exc}") from None
+        bound.apply_defaults()
+        given = bound.arguments
+        dst: dict[str, Any] = {}
+        src: dict[str, Any] = {}
+        attrs: dict[str, Any] = {}
+        for r in entry.operands:
+            v = given[r.name]
+            if v is None and r.optional:
+                continue
+            if r.scalar and not isinstance(v, View):
+                attrs[r.name] = float(v)
+            else:
+                (dst if r.dst else src)[r.name] = v
+        for a in entry.attrs:
+            v = given[a.name]
+            v = _enum_name(v) if isinstance(v, enum.Enum) else v
+            if a.kind is str and v is not None and not isinstance(v, str):
+                v = _op(v)
+            if v is None or (not a.modelled and v == a.default):
+                continue
+            attrs[a.name] = v
+        _run(op, dst, src, attrs, given.get("engine"))
+
+    call.__name__ = call.__qualname__ = op.value
+    call.__signature__ = sig  # type: ignore[attr-defined]
+    call.__doc__ = f"``nki.isa.{op.value}``, built from its ``trnsim.core.spec`` entry. {entry.doc}"
+    return call
+
+
+_REQ = object()
+
+
+def _optional(kind: Any) -> bool:
+    return isinstance(kind, tuple) and type(None) in kind
 
 
 # ---- Tensor engine ---------------------------------------------------------------------------
@@ -748,16 +823,20 @@ def _not_here(name: str):
     return fn
 
 
+# ---- built from the specification -------------------------------------------------------------
+
+dropout = instruction(Op.DROPOUT)
+rng = instruction(Op.RNG)
+set_rng_seed = instruction(Op.SET_RNG_SEED)
+
+
 for _n in (
-    "set_rng_seed",
-    "rng",
     "tensor_scalar_reduce",
     "tensor_scalar_cumulative",
     "nc_match_replace8",
     "nc_stream_shuffle",
     "nc_n_gather",
     "sequence_bounds",
-    "dropout",
     "register_alloc",
     "register_load",
     "register_move",
