@@ -132,8 +132,8 @@ from trnsim.core.memory import HBM, PSUM, SBUF, OnChipMemory, Storage, View
 from trnsim.core.spec import INDEX_DTYPES, SPECS
 
 if TYPE_CHECKING:
-    from trnsim.core.machine import NeuronCore
-    from trnsim.core.rules import Call
+    from trnsim.core.call import Call
+    from trnsim.core.call import Core as NeuronCore
     from trnsim.hw import CoreSpec
 
 VECTOR, SCALAR = "vector", "scalar"

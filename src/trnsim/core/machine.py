@@ -24,6 +24,7 @@ from trnsim.core import indirect
 from trnsim.core import semantics as S
 from trnsim.core.accel.decode import AccMemo, DecodeCache
 from trnsim.core.accel.deferred import Deferred
+from trnsim.core.call import Call
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
@@ -37,7 +38,7 @@ from trnsim.core.memory import (
     user_dtype,
 )
 from trnsim.core.options import CoreOptions
-from trnsim.core.rules import Call, Checker, check
+from trnsim.core.rules import Checker, check
 from trnsim.core.spec import DST, MOVING, SPECS, STATIONARY
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format

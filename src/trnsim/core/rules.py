@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from trnsim.core import spec as sp
+from trnsim.core.call import Call
 from trnsim.core.indirect import IndirectView, indirect_roles
 from trnsim.core.isa import ALL_OPS, DMA_OPS, Engine, Op
 from trnsim.core.location import fail
@@ -39,43 +39,6 @@ from trnsim.core.spec import (
     STATIONARY,
     Instr,
 )
-from trnsim.hw import CoreSpec
-
-
-@dataclass(slots=True)
-class Call:
-    """What a rule sees: the op, its engine, named operand views, attributes and the target.
-
-    A slotted dataclass (``dataclasses.replace`` works on it); ``views()`` and ``on_chip()``
-    are computed once per call."""
-
-    op: Op
-    engine: Engine
-    dst: dict[str, View]
-    src: dict[str, View]
-    attrs: dict[str, Any]
-    spec: CoreSpec
-    _views: list[tuple[str, View, bool]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-    _on_chip: list[tuple[str, View, bool]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-
-    def views(self) -> list[tuple[str, View, bool]]:
-        """(role, view, is_dst) of every operand, dst first (computed once)."""
-        if self._views is None:
-            self._views = [(r, v, True) for r, v in self.dst.items()] + [
-                (r, v, False) for r, v in self.src.items()
-            ]
-        return self._views
-
-    def on_chip(self) -> list[tuple[str, View, bool]]:
-        """The SBUF/PSUM operands among ``views()``."""
-        if self._on_chip is None:
-            self._on_chip = [(r, v, d) for r, v, d in self.views() if v.on_chip]
-        return self._on_chip
-
 
 Check = Callable[[Call], str | None]
 

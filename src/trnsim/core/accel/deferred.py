@@ -55,14 +55,14 @@ import numpy as np
 
 from trnsim.core import location
 from trnsim.core import semantics as S
+from trnsim.core.call import Call
 from trnsim.core.isa import IN_ORDER, Op
 from trnsim.core.memory import PSUM, SBUF, OnChipMemory, View
-from trnsim.core.rules import Call
 from trnsim.core.spec import DST, MOVING, STATIONARY
 from trnsim.errors import KernelError
 
 if TYPE_CHECKING:
-    from trnsim.core.machine import NeuronCore
+    from trnsim.core.call import Core as NeuronCore
 
 F32 = np.float32
 
