@@ -131,10 +131,20 @@ def test_device_print_sees_the_writes_before_it(monkeypatch, capsys):
     assert "nan" not in deferred.printed[0].lower()
 
 
-def _memset_then(bad_second: bool):
+def _reduce_never_started() -> None:
+    """select_reduce continuing a max accumulation that no reset_reduce started: an error
+    only the executor finds (it depends on the Vector engine's state)."""
+    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=1.0)
+    p = nl.ndarray((128, 64), nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=p, value=1)
+    r = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(t, p, t, 0.0, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reduce)
+
+
+def _state_error_then(bad_second: bool):
     def k():
-        t = nl.ndarray((128, 64), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
-        nisa.memset(dst=t, value=7)  # a packed memset supports only 0 (an executor check)
+        _reduce_never_started()  # an executor check (engine state)
         if bad_second:
             nl.ndarray((129, 4), nl.float32, buffer=nl.sbuf)  # a front-end error, later
 
@@ -150,10 +160,10 @@ def _error(monkeypatch, kernel, deferred: bool) -> KernelError:
 
 @pytest.mark.parametrize("bad_second", [False, True])
 def test_deferred_error_same_rule_line_and_precedence(monkeypatch, bad_second):
-    kernel = _memset_then(bad_second)
+    kernel = _state_error_then(bad_second)
     plain = _error(monkeypatch, kernel, False)
     deferred = _error(monkeypatch, kernel, True)
-    assert plain.rule == "memset-value"  # the earlier failure wins in both paths
+    assert plain.rule == "reduce-cmd"  # the earlier failure wins in both paths
     assert (deferred.rule, deferred.message, deferred.kernel_file, deferred.kernel_line) == (
         plain.rule,
         plain.message,
@@ -246,7 +256,7 @@ def _overflow_then(kind: str):
         ps = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
         if kind == "fail":
             nisa.nc_matmul(dst=ps, stationary=st, moving=st)  # pending, reads st
-            nisa.iota(dst=st, pattern=[[1, 64]])  # an ordered action that fails (shape)
+            _reduce_never_started()  # an in-order instruction that fails (engine state)
         bg = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=bg, src=big)
         ps2 = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)

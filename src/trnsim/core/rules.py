@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from math import prod
 
 from trnsim.core import spec as sp
 from trnsim.core.call import Call
@@ -586,6 +587,40 @@ def _vector_prng(call: Call) -> str | None:
             f"{call.op.value} on the {call.engine.value} engine: trnsim models the Vector "
             "engine's PRNG only"
         )
+    return None
+
+
+@rule("memset-value", key="memset-value")
+def _memset_value(call: Call) -> str | None:
+    dst, value = call.dst[DST], call.attrs.get("value")
+    if dst.fmt.kind == "packed" and value != 0:
+        return f"memset of {dst.fmt.name} supports only 0, got {value}"
+    return None
+
+
+@rule("shape", key="iota-shape")
+def _iota_shape(call: Call) -> str | None:
+    dst = call.dst[DST]
+    n = dst.partitions * prod(int(size) for _, size in call.attrs.get("pattern", ()))
+    if n != dst.size:
+        return f"iota pattern makes {n} elements, dst has {dst.size}"
+    return None
+
+
+@rule("shape", key="local-gather-shape")
+def _local_gather_shape(call: Call) -> str | None:
+    dst, index = call.dst[DST], call.src[INDEX]
+    n = index.partitions * index.free_size * call.attrs.get("num_elem_per_idx", 1)
+    if n != dst.size:
+        return f"local_gather produces {n} elements, dst has {dst.size}"
+    return None
+
+
+@rule("rand2-range", key="rand2-range")
+def _rand2_range(call: Call) -> str | None:
+    lo, hi = call.attrs.get("min"), call.attrs.get("max")
+    if lo is not None and hi is not None and not lo < hi:
+        return f"rand2 needs min < max, got min {lo}, max {hi}"
     return None
 
 

@@ -504,6 +504,7 @@ register(
         Engine.VECTOR,
         (out(),),
         (Attr("value", (int, float)),),
+        rules=("memset-value",),
         cost=("memset",),
         engines=frozenset({Engine.VECTOR, Engine.GPSIMD}),
         doc="a fill (no semantics function)",
@@ -620,6 +621,7 @@ register(
         "rand2",
         Engine.VECTOR,
         (out(), column("min"), column("max")),
+        rules=("rand2-range",),
         cost=("rand2",),
         semantics=S.rand2,
         min_generation=4,
@@ -710,6 +712,7 @@ register(
         Engine.GPSIMD,
         (out(),),
         (Attr("pattern", tuple), Attr("offset", int, 0), Attr("channel_multiplier", int, 0)),
+        rules=("iota-shape",),
         cost=("gpsimd",),
         semantics=S.iota,
     )
@@ -750,6 +753,7 @@ register(
             Attr("group", _OPT_INT, None),
             Attr("num_valid_indices", (int, type(None)), None, modelled=False),
         ),
+        rules=("local-gather-shape",),
         cost=("gpsimd",),
         semantics=S.local_gather,
     )
