@@ -236,10 +236,62 @@ def k_attribute():
     nisa.nc_matmul(ps((128, 128)), sb((128, 128), BF16), sb((128, 128), BF16), perf_mode="fp8x4")
 
 
+def _ti_index(p: int, k: int = 1):
+    idx = sb((p, k), nl.uint32)
+    nisa.iota(idx, [[0, k]], offset=0, channel_multiplier=1)
+    return idx
+
+
+def k_ti_operand():
+    d = sb((16, 32))
+    view = d.indirect(_ti_index(16), num_elem=16)
+    mark()
+    nisa.reciprocal(sb((16, 16)), view)
+
+
+def k_ti_generation():
+    d = sb((16, 32))
+    view = d.indirect(_ti_index(16), num_elem=16)
+    mark()
+    nisa.tensor_copy(sb((16, 16)), view)
+
+
+def k_ti_tiling():
+    s = sb((32, 32), BF16)
+    m = s.indirect(_ti_index(32), num_elem=32)
+    mark()
+    nisa.nc_matmul(ps((32, 32)), s, m, tile_position=(0, 0), tile_size=(32, 32))
+
+
+def k_ti_dtype():
+    s = sb((16, 32)).indirect(_ti_index(16), num_elem=8)
+    mark()
+    nisa.nc_matmul(ps((8, 8)), s, sb((16, 8)))
+
+
+def k_ti_psum_scatter():
+    p = ps((16, 32))
+    mark()
+    nisa.activation(p.indirect(_ti_index(16)), nl.exp, sb((16, 16)))
+
+
+def k_ti_index():
+    d = sb((16, 32))
+    view = d.indirect(_ti_index(16), num_elem=17)
+    mark()
+    nisa.tensor_copy(sb((16, 17)), view)
+
+
 A = np.ones((128, 64), np.float32)
 
 # (rule key or check function name, kernel, args, target, lnc, rule name, values in the message)
 CASES = [
+    ("_ti_operand", k_ti_operand, (), "gen4", 1, "ti-operand", ("reciprocal", "data")),
+    ("_ti_generation", k_ti_generation, (), "gen3", 1, "ti-generation", ("v4", "v3")),
+    ("_ti_tiling", k_ti_tiling, (), "gen4", 1, "ti-tiling", ("tile_position=(0, 0)",)),
+    ("_ti_dtype", k_ti_dtype, (), "gen4", 1, "ti-dtype", ("fp16/bf16/fp8", "float32")),
+    ("_ti_psum_scatter", k_ti_psum_scatter, (), "gen4", 1, "ti-psum-scatter", ("Scalar",)),
+    ("_ti_index", k_ti_index, (), "gen4", 1, "ti-index", ("num_elem 17", "num_elem <= 16")),
     ("_generation", k_generation, (), "gen3", 1, "generation", ("exponential", "v4", "v3")),
     ("_unmodelled", k_unmodelled, (), "gen4", 1, "not-implemented", ("reduce_cmd='reset'",)),
     ("_indirect_elsewhere", k_indirect_operand, (A,), "gen4", 1, "indirect-operand", ("src",)),

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
 
+from trnsim.core import indirect
 from trnsim.core import spec as sp
 from trnsim.core.call import Call
 from trnsim.core.indirect import IndirectView, indirect_roles
@@ -125,6 +126,65 @@ def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
 
 
 # ---- generic rules ---------------------------------------------------------------------------
+
+
+# ---- tensor indirection (trnsim.core.indirect, T4-T6; checked first) ---------------------------
+
+
+def _TI_OPS(e: Instr) -> bool:
+    return any(r.ti for r in e.operands)
+
+
+@rule("ti-operand")
+def _ti_operand(call: Call) -> str | None:
+    return indirect.ti_operand_error(call.op, call.dst, call.src)
+
+
+@rule("ti-generation", _TI_OPS)
+def _ti_generation(call: Call) -> str | None:
+    tis = indirect.ti_views(call.dst, call.src)
+    if tis and call.spec.generation < indirect.TI_MIN_GENERATION:
+        return (
+            f"{call.op.value} {tis[0][0]}: tensor indirection (.indirect) needs NeuronCore-v"
+            f"{indirect.TI_MIN_GENERATION} or later; target is {call.spec.name} "
+            f"(v{call.spec.generation})"
+        )
+    return None
+
+
+@rule("ti-tiling", lambda e: _TI_OPS(e) and e.attr("tile_position") is not None)
+def _ti_tiling(call: Call) -> str | None:
+    if indirect.ti_views(call.dst, call.src):
+        return indirect.ti_tiling_error(call.op, call.attrs)
+    return None
+
+
+def _ti_limit(which: str) -> Check:
+    def check(call: Call) -> str | None:
+        for role, v, is_dst in indirect.ti_views(call.dst, call.src):
+            got = indirect.ti_operand_limits(call.op, call.engine, role, v, is_dst)
+            if got is not None and got[0] == which:
+                return got[1]
+        return None
+
+    check.__name__ = f"_{which.replace('-', '_')}"
+    return check
+
+
+rule("ti-dtype", _TI_OPS)(_ti_limit("ti-dtype"))
+rule("ti-psum-scatter", _TI_OPS)(_ti_limit("ti-psum-scatter"))
+
+
+@rule("ti-index", _TI_OPS)
+def _ti_index(call: Call) -> str | None:
+    for role, v, _ in indirect.ti_views(call.dst, call.src):
+        msg = indirect.ti_groups_error(call.op, role, call.engine, v)
+        if msg is not None:
+            return msg
+    return None
+
+
+# ---- generic rules (continued) -------------------------------------------------------------------
 
 
 @rule("generation", lambda e: e.min_generation > 2)
