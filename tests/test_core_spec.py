@@ -72,3 +72,32 @@ def _instr(op, engine):
 
     o = Operand("dst", "sbuf", "float32", 4, 0, 0, 0, (1, 128), ((1, 64),))
     return Instruction(op, engine, (o,), (o._replace(role="src"),), (), "k.py", 1)
+
+
+def test_front_end_built_from_the_spec_has_the_nki_signature_and_refuses_bad_calls():
+    import inspect
+
+    import trnsim.nki as nki
+    import trnsim.nki.language as nl
+    from trnsim.errors import KernelError
+
+    assert list(inspect.signature(nisa.quantize_mx).parameters) == [
+        "dst",
+        "src",
+        "dst_scale",
+        "name",
+    ]
+    assert list(inspect.signature(nisa.tensor_partition_reduce).parameters)[:3] == [
+        "dst",
+        "op",
+        "data",
+    ]
+    assert inspect.signature(nisa.tensor_copy).parameters["engine"].default == nisa.engine.unknown
+
+    def k():
+        nisa.max8(nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf))
+
+    with pytest.raises(KernelError) as info:
+        nki.run(k)
+    assert info.value.rule == "arguments" and "nki.isa.max8" in str(info.value)
+    assert "test_core_spec.py" in str(info.value)

@@ -156,7 +156,8 @@ class Attr:
 
 @dataclass(frozen=True, slots=True)
 class Instr:
-    """Everything about one instruction (see the module docstring)."""
+    """Everything about one instruction (see the module docstring). ``params``: the NKI
+    call's parameter order when it is not operands (dst first) then attributes."""
 
     name: str
     engine: Engine
@@ -172,6 +173,7 @@ class Instr:
     reads: frozenset[str] = SB
     writes: frozenset[str] = SB
     run: str = "executor"
+    params: tuple[str, ...] = ()
     doc: str = ""
     _roles: dict[str, Role] = field(default_factory=dict, compare=False, repr=False)
 
@@ -611,6 +613,7 @@ register(
             inp(SRC, dtypes=frozenset({"float16", "bfloat16"})),
         ),
         rules=("quantize-mx-shape",),
+        params=(DST, SRC, DST_SCALE),
         cost=("quantize_mx",),
         semantics=S.quantize_mx,
         min_generation=4,
@@ -741,6 +744,7 @@ register(
         (_OP,),
         cost=("gpsimd",),
         semantics=S.tensor_partition_reduce,
+        params=(DST, "op", DATA),
     )
 )
 register(

@@ -149,26 +149,24 @@ def instruction(op: Op) -> Any:
     to the attributes (enums by name, ``nl`` operators by name); an unmodelled attribute goes
     only when it is not at its default (so the checker refuses it)."""
     entry = SPECS[op]
-    params = [
-        inspect.Parameter(
+    by_name: dict[str, inspect.Parameter] = {}
+    for r in entry.operands:
+        by_name[r.name] = inspect.Parameter(
             r.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None if r.optional else _REQ
         )
-        for r in entry.operands
-    ]
-    params += [
-        inspect.Parameter(
+    for a in entry.attrs:
+        by_name[a.name] = inspect.Parameter(
             a.name,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=_REQ
-            if a.default is None and a.modelled and a.kind is not type(None)
-            else a.default,
+            default=_REQ if a.default is None and not _optional(a.kind) else a.default,
         )
-        for a in entry.attrs
-    ]
+    order = list(entry.params) + [n for n in by_name if n not in entry.params]
+    params = [by_name[n] for n in order]
     if entry.engines is not None:
-        default = engine[entry.engine.value]
-        params.append(inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY, default=default))
-        params[-1] = params[-1].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        default = engine.unknown  # the instruction's default engine (the spec's ``engine``)
+        params.append(
+            inspect.Parameter("engine", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
+        )
     params.append(inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
     sig = inspect.Signature(
         [p.replace(default=inspect.Parameter.empty) if p.default is _REQ else p for p in params]
@@ -289,9 +287,7 @@ def nc_transpose(
     current().core.execute(Op.NC_TRANSPOSE, {"dst": dst}, {"data": data}, {}, eng)
 
 
-def quantize_mx(dst: View, src: View, dst_scale: View, name: str | None = None) -> None:
-    _run(Op.QUANTIZE_MX, {"dst": dst, "dst_scale": dst_scale}, {"src": src}, {})
-
+quantize_mx = instruction(Op.QUANTIZE_MX)
 
 # ---- Scalar engine ---------------------------------------------------------------------------
 
@@ -389,15 +385,7 @@ def exponential(
     _run(Op.EXPONENTIAL, dsts, s, attrs)
 
 
-def tensor_tensor(
-    dst: View,
-    data1: View,
-    data2: View,
-    op: Any,
-    engine: Any = engine.unknown,
-    name: str | None = None,
-) -> None:
-    _run(Op.TENSOR_TENSOR, {"dst": dst}, {"data1": data1, "data2": data2}, {"op": _op(op)}, engine)
+tensor_tensor = instruction(Op.TENSOR_TENSOR)
 
 
 def tensor_scalar(
@@ -450,14 +438,9 @@ def tensor_reduce(
     )
 
 
-def tensor_partition_reduce(dst: View, op: Any, data: View, name: str | None = None) -> None:
-    _run(Op.TENSOR_PARTITION_REDUCE, {"dst": dst}, {"data": data}, {"op": _op(op)})
+tensor_partition_reduce = instruction(Op.TENSOR_PARTITION_REDUCE)
 
-
-def tensor_copy(
-    dst: View, src: View, engine: Any = engine.unknown, name: str | None = None
-) -> None:
-    _run(Op.TENSOR_COPY, {"dst": dst}, {"src": src}, {}, engine)
+tensor_copy = instruction(Op.TENSOR_COPY)
 
 
 def tensor_copy_predicated(
@@ -516,8 +499,7 @@ def scalar_tensor_tensor(
     _run(Op.SCALAR_TENSOR_TENSOR, {"dst": dst}, src, attrs)
 
 
-def memset(dst: View, value: Any, engine: Any = engine.unknown, name: str | None = None) -> None:
-    _run(Op.MEMSET, {"dst": dst}, {}, {"value": value}, engine)
+memset = instruction(Op.MEMSET)
 
 
 def iota(
@@ -595,24 +577,15 @@ def range_select(
     )
 
 
-def reciprocal(dst: View, data: View, name: str | None = None) -> None:
-    _run(Op.RECIPROCAL, {"dst": dst}, {"data": data}, {})
+reciprocal = instruction(Op.RECIPROCAL)
 
+bn_stats = instruction(Op.BN_STATS)
 
-def bn_stats(dst: View, data: View, name: str | None = None) -> None:
-    _run(Op.BN_STATS, {"dst": dst}, {"data": data}, {})
+bn_aggr = instruction(Op.BN_AGGR)
 
+max8 = instruction(Op.MAX8)
 
-def bn_aggr(dst: View, data: View, name: str | None = None) -> None:
-    _run(Op.BN_AGGR, {"dst": dst}, {"data": data}, {})
-
-
-def max8(dst: View, src: View, name: str | None = None) -> None:
-    _run(Op.MAX8, {"dst": dst}, {"src": src}, {})
-
-
-def nc_find_index8(dst: View, data: View, vals: View, name: str | None = None) -> None:
-    _run(Op.NC_FIND_INDEX8, {"dst": dst}, {"data": data, "vals": vals}, {})
+nc_find_index8 = instruction(Op.NC_FIND_INDEX8)
 
 
 def local_gather(
