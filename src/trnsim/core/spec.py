@@ -8,13 +8,18 @@ attribute trnsim does not model is ``modelled=False``: any non-default value is 
 ``not-implemented`` error), the names of its op-specific rules (``trnsim.core.rules``), the
 first NeuronCore generation that has it, ``in_order=True`` if it reads or writes engine state
 beyond memory (random state, accumulators), the semantics function, and its cost rule names
-(``trnsim.core.costs``). (3) Add one front-end line in ``trnsim.nki.isa``
-(``name = instruction(Op.NAME)`` builds the NKI call from this entry; write a function only
-for arguments that need translating). An entry whose semantics function follows the generic
-convention (``run="generic"``: sources decoded, attributes by name, result written to
-``dst``) needs no executor; others name one in ``trnsim.core.machine``. ``Op`` (``trnsim.core.
-isa``), the property sets, the rule tables, the cost table, the deferred path's in-order set
-and the tensor-indirection roles are all derived from this registry, so nothing else changes.
+(``trnsim.core.costs``). An entry whose semantics function follows the generic convention
+(``run="generic"``: sources by role name, decoded or ``raw``; attributes by name; ``shape``
+and the Vector engine's random ``state`` if asked for; the result written to ``dst``) needs
+no executor; others name one in ``trnsim.core.machine``. (3) Add one front-end line in
+``trnsim.nki.isa``: ``name = instruction(Op.NAME)`` builds the NKI call from the entry (in
+the order of ``params`` where the NKI signature is not operands-then-attributes); write a
+function only for arguments that need translating. A legality check the generic rules
+(memories, dtypes, shape classes, generation, attribute values) do not express is a named
+rule in ``trnsim.core.rules`` (``@rule(name, key=...)``) listed in the entry's ``rules``, with
+a failing-kernel case in ``tests/test_core_rules.py``. ``Op`` (``trnsim.core.isa``), the
+property sets, the rule tables, the cost table, the deferred path's in-order set and the
+tensor-indirection roles all derive from this registry, so nothing else changes;
 ``tests/test_core_spec.py`` checks every entry is complete.
 
 Sources: SDK ``nki/api/nki.isa.rst`` (the instruction list) and the per-instruction docstrings
