@@ -20,6 +20,7 @@ from trnsim.core.memory import View
 from trnsim.core.spec import (
     DATA,
     DST,
+    FP32_MIN,
     INDEX,
     MOVING,
     MOVING_SCALE,
@@ -27,13 +28,10 @@ from trnsim.core.spec import (
     REDUCE_RES,
     SPECS,
     SRC,
-    SRC_SEEDS,
     STATIONARY,
     STATIONARY_SCALE,
 )
 from trnsim.nki.context import current
-
-FP32_MIN = -3.4028234663852886e38  # float32 lowest, the only legal range_select fill
 
 
 class engine(enum.Enum):
@@ -432,17 +430,7 @@ def tensor_reduce(
     name: str | None = None,
 ) -> None:
     axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
-    axes = tuple(int(a) % len(data.shape) for a in axes)
-    if (
-        0 in axes
-        or axes[-1] != len(data.shape) - 1
-        or list(axes) != list(range(axes[0], axes[0] + len(axes)))
-    ):
-        raise fail(
-            "reduce-axis",
-            f"tensor_reduce axes {axes} of {list(data.shape)} must be consecutive free axes "
-            "ending at the last one (axis 0 is the partition axis)",
-        )
+    axes = tuple(int(a) % len(data.shape) for a in axes)  # (rule reduce-axis checks them)
     _run(
         Op.TENSOR_REDUCE,
         {DST: dst},
@@ -566,11 +554,8 @@ def range_select(
     on_false_value: float = -3.4028235e38,
     name: str | None = None,
 ) -> None:
-    if np.float32(on_false_value) != np.float32(FP32_MIN):
-        raise fail(
-            "range-select-fill",
-            f"range_select on_false_value must be FP32_MIN ({FP32_MIN:g}), got {on_false_value}",
-        )
+    fill = float(on_false_value)  # (rule range-select-fill: FP32_MIN only)
+    fill = FP32_MIN if np.float32(fill) == np.float32(FP32_MIN) else fill
     if reduce_op is not None and _op(reduce_op) != "maximum":
         raise fail("reduce-op", f"range_select reduce_op must be nl.maximum, got {_op(reduce_op)}")
     dsts: dict[str, Any] = {DST: dst}
@@ -584,7 +569,7 @@ def range_select(
             "comp_op0": _op(comp_op0),
             "comp_op1": _op(comp_op1),
             "range_start": float(range_start),
-            "on_false_value": FP32_MIN,
+            "on_false_value": fill,
             **_unmodelled(Op.RANGE_SELECT, {}, reduce_cmd=reduce_cmd),
         },
     )
@@ -655,24 +640,9 @@ def rand2(dst: View, min: Any, max: Any, name: str | None = None) -> None:
     _run(Op.RAND2, {DST: dst}, src, attrs)
 
 
-def _vector_only(fn: str, eng: Any) -> None:
-    if _eng(eng) not in (None, Engine.VECTOR):
-        raise fail(
-            "not-implemented",
-            f"nki.isa.{fn}(engine={eng}): trnsim models the Vector-engine PRNG only",
-        )
+rand_set_state = instruction(Op.RAND_SET_STATE)
 
-
-def rand_set_state(src_seeds: View, engine: Any = engine.unknown, name: str | None = None) -> None:
-    """Load the XORWOW state of each lane (partition): 24 uint32 = 4 generators x 6 words."""
-    _vector_only("rand_set_state", engine)
-    _run(Op.RAND_SET_STATE, {}, {SRC_SEEDS: src_seeds}, {})
-
-
-def rand_get_state(dst: View, engine: Any = engine.unknown, name: str | None = None) -> None:
-    """Store the XORWOW state of each lane (partition) into ``dst [P, 24]`` uint32."""
-    _vector_only("rand_get_state", engine)
-    _run(Op.RAND_GET_STATE, {DST: dst}, {}, {})
+rand_get_state = instruction(Op.RAND_GET_STATE)
 
 
 # ---- DMA ---------------------------------------------------------------------------------------
