@@ -293,10 +293,16 @@ def k_range_select_fill():
     nisa.range_select(t, t, nl.greater_equal, nl.less, b, b, on_false_value=-1.0)
 
 
+def k_engine():
+    mark()
+    nisa.tensor_tensor(sb((128, 8)), sb((128, 8)), sb((128, 8)), nl.add, engine=nisa.scalar_engine)
+
+
 A = np.ones((128, 64), np.float32)
 
 # (rule key or check function name, kernel, args, target, lnc, rule name, values in the message)
 CASES = [
+    ("_engine", k_engine, (), "gen4", 1, "engine", ("tensor_tensor", "scalar", "gpsimd, vector")),
     ("reduce-axis", k_reduce_axis, (), "gen4", 1, "reduce-axis", ("(1,)", "[128, 4, 8]")),
     ("range-select-fill", k_range_select_fill, (), "gen4", 1, "range-select-fill", ("-1.0",)),
     ("_ti_operand", k_ti_operand, (), "gen4", 1, "ti-operand", ("reciprocal", "data")),

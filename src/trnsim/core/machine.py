@@ -26,7 +26,7 @@ from trnsim.core.accel.decode import AccMemo, DecodeCache
 from trnsim.core.accel.deferred import Deferred
 from trnsim.core.call import Call
 from trnsim.core.instruction import Instruction
-from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
+from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
 from trnsim.core.memory import (
     PSUM,
@@ -214,10 +214,7 @@ class NeuronCore:
                 f"{op.value} would be instruction {len(self.record) + 1} of core {self.index}; "
                 f"the budget is {budget} (CoreOptions.max_instructions)",
             )
-        chosen = engine or DEFAULT_ENGINE[op]
-        if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
-            allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
-            raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
+        chosen = engine or DEFAULT_ENGINE[op]  # (rule engine: one of the spec's choices)
         # rules.check, with the verdict cached per signature (rules.Checker): bounds of each
         # operand first (dst then src), then the rules unless an equal call passed before.
         # Views of other kinds (indirect views describe themselves) take the plain path.

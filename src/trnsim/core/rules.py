@@ -131,6 +131,15 @@ def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
 # ---- generic rules ---------------------------------------------------------------------------
 
 
+@rule("engine", lambda e: e.engines is not None)
+def _engine(call: Call) -> str | None:
+    choices = SPECS[call.op].choices
+    if call.engine not in choices:
+        allowed = ", ".join(sorted(e.value for e in choices))
+        return f"{call.op.value} cannot run on {call.engine.value}; allowed: {allowed}"
+    return None
+
+
 # ---- tensor indirection (trnsim.core.indirect, T4-T6; checked first) ---------------------------
 
 
