@@ -1,4 +1,5 @@
-"""The deferred data path (``trnsim.core.deferred``) against the plain, synchronous one.
+"""The deferred accelerator (``trnsim.core.accel.deferred``, ``CoreOptions(deferred=True)``,
+which ``TRNSIM_DEFERRED=1`` selects for ``nki.run``) against the plain, synchronous path.
 
 Each promise of the module docstring has a check here: same outputs bit for bit and the same
 record (so the same allocations and liveness) on every example kernel; reads that see the
@@ -19,7 +20,6 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import machine
 from trnsim.errors import KernelError
 
 BF16 = ml_dtypes.bfloat16
@@ -34,11 +34,16 @@ def _load(name: str):
     return mod
 
 
+def _env(deferred: bool) -> str:
+    """``TRNSIM_DEFERRED`` for a run on the deferred (True) or the plain (False) path."""
+    return "1" if deferred else "0"
+
+
 def _both(monkeypatch, kernel, *args, **kwargs):
     """(plain run, deferred run) of ``kernel`` on copies of ``args``."""
     runs = []
     for deferred in (False, True):
-        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        monkeypatch.setenv("TRNSIM_DEFERRED", _env(deferred))
         copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         runs.append(nki.run(kernel, *copies, **kwargs))
     return runs
@@ -126,10 +131,20 @@ def test_device_print_sees_the_writes_before_it(monkeypatch, capsys):
     assert "nan" not in deferred.printed[0].lower()
 
 
-def _memset_then(bad_second: bool):
+def _reduce_never_started() -> None:
+    """select_reduce continuing a max accumulation that no reset_reduce started: an error
+    only the executor finds (it depends on the Vector engine's state)."""
+    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=1.0)
+    p = nl.ndarray((128, 64), nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=p, value=1)
+    r = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(t, p, t, 0.0, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reduce)
+
+
+def _state_error_then(bad_second: bool):
     def k():
-        t = nl.ndarray((128, 64), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
-        nisa.memset(dst=t, value=7)  # a packed memset supports only 0 (an executor check)
+        _reduce_never_started()  # an executor check (engine state)
         if bad_second:
             nl.ndarray((129, 4), nl.float32, buffer=nl.sbuf)  # a front-end error, later
 
@@ -137,7 +152,7 @@ def _memset_then(bad_second: bool):
 
 
 def _error(monkeypatch, kernel, deferred: bool) -> KernelError:
-    monkeypatch.setattr(machine, "DEFERRED", deferred)
+    monkeypatch.setenv("TRNSIM_DEFERRED", _env(deferred))
     with pytest.raises(KernelError) as info:
         nki.run(kernel)
     return info.value
@@ -145,10 +160,10 @@ def _error(monkeypatch, kernel, deferred: bool) -> KernelError:
 
 @pytest.mark.parametrize("bad_second", [False, True])
 def test_deferred_error_same_rule_line_and_precedence(monkeypatch, bad_second):
-    kernel = _memset_then(bad_second)
+    kernel = _state_error_then(bad_second)
     plain = _error(monkeypatch, kernel, False)
     deferred = _error(monkeypatch, kernel, True)
-    assert plain.rule == "memset-value"  # the earlier failure wins in both paths
+    assert plain.rule == "reduce-cmd"  # the earlier failure wins in both paths
     assert (deferred.rule, deferred.message, deferred.kernel_file, deferred.kernel_line) == (
         plain.rule,
         plain.message,
@@ -168,7 +183,7 @@ def test_commit_warning_has_the_kernel_line(monkeypatch):
     a = np.ones((128, 128), BF16)
     seen = []
     for deferred in (False, True):
-        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        monkeypatch.setenv("TRNSIM_DEFERRED", _env(deferred))
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
             nki.run(k, a)
@@ -185,7 +200,7 @@ def test_no_threads_with_stochastic_rounding(monkeypatch):
         t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=a)
 
-    monkeypatch.setattr(machine, "DEFERRED", True)
+    monkeypatch.setenv("TRNSIM_DEFERRED", _env(True))
     nki.run(k, np.ones((128, 8), np.float32), rounding="stochastic")
     assert not any(n.startswith("trnsim-") for n in names)
     nki.run(k, np.ones((128, 8), np.float32))
@@ -206,7 +221,7 @@ def test_recycled_memory_still_shows_the_sentinel(monkeypatch):
         nisa.dma_copy(dst=out, src=t)
         return out
 
-    monkeypatch.setattr(machine, "DEFERRED", True)
+    monkeypatch.setenv("TRNSIM_DEFERRED", _env(True))
     for _ in range(3):
         nki.run(fill, np.ones((128, 2048), np.float32))
         assert np.isnan(nki.run(read_uninitialised).outputs).all()
@@ -241,7 +256,7 @@ def _overflow_then(kind: str):
         ps = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
         if kind == "fail":
             nisa.nc_matmul(dst=ps, stationary=st, moving=st)  # pending, reads st
-            nisa.iota(dst=st, pattern=[[1, 64]])  # an ordered action that fails (shape)
+            _reduce_never_started()  # an in-order instruction that fails (engine state)
         bg = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=bg, src=big)
         ps2 = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
@@ -261,7 +276,7 @@ def test_warnings_in_program_order_and_none_after_a_failure(monkeypatch, kind, a
     big = np.full((128, 128), 3e38, np.float32)
     seen = []
     for deferred in (False, True):
-        monkeypatch.setattr(machine, "DEFERRED", deferred)
+        monkeypatch.setenv("TRNSIM_DEFERRED", _env(deferred))
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter(action)
             try:

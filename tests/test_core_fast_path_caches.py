@@ -1,5 +1,6 @@
-"""The core's data caches (decoded SBUF tiles, open PSUM accumulation groups) never serve stale
-or mis-typed data: each case runs with ``fast_paths`` on and off and must give the same bits.
+"""The fast-path accelerator's caches (``trnsim.core.accel.decode``: decoded SBUF tiles, open
+PSUM accumulation groups) never serve stale or mis-typed data: each case runs with
+``CoreOptions(fast_paths=...)`` on and off and must give the same bits.
 
 Cases: the same bytes read through views of another format (bf16 vs fp16; a bf16 PSUM view with
 the fp32 view's element offsets), and tensor-indirection scatters, which write storage outside
@@ -11,15 +12,14 @@ import numpy as np
 
 from trnsim.core.isa import Engine, Op
 from trnsim.core.machine import NeuronCore
+from trnsim.core.options import CoreOptions
 from trnsim.nki.tensor import NkiTensor
 
 BF16 = ml_dtypes.bfloat16
 
 
 def _core(fast: bool) -> NeuronCore:
-    nc = NeuronCore("gen4")
-    nc.fast_paths = fast
-    return nc
+    return NeuronCore("gen4", options=CoreOptions(fast_paths=fast))
 
 
 def _tile(nc, shape, dtype, mem="sbuf", rng=None):

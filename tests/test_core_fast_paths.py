@@ -1,5 +1,7 @@
 """The emulator's fast paths agree with the plain ones they shortcut.
 
+- The fast-path accelerator (``CoreOptions(fast_paths=True)``, ``trnsim.core.accel.decode``)
+  gives the plain interpreter's bits and record on matmul kernels.
 - Rule verdicts cached per signature (``rules.Checker``) equal the plain ``rules.check``.
 - The slicing fast path (``a:b`` keys) builds the same view as the general slice path.
 - Views are re-checked for bounds unless known in bounds; a hand-built bad view still fails.
@@ -21,6 +23,7 @@ from trnsim.core import rules
 from trnsim.core.isa import DEFAULT_ENGINE, Op
 from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import View
+from trnsim.core.options import CoreOptions
 from trnsim.core.timing import region_of, regions_overlap, schedule
 from trnsim.errors import KernelError
 from trnsim.nki.simulate import record_run
@@ -206,8 +209,6 @@ def test_matmul_fast_path_is_bit_equal_to_the_spec_path(monkeypatch, which):
     import importlib.util
     import pathlib
 
-    from trnsim.core import machine
-
     rng = np.random.default_rng(3)
     if which == "rewrite":
         kernel = _rewrite_kernel
@@ -223,9 +224,8 @@ def test_matmul_fast_path_is_bit_equal_to_the_spec_path(monkeypatch, which):
         spec.loader.exec_module(mod)
         kernel = mod.matmul_blocked if which == "blocked" else mod.matmul_tiled
         args = mod.make_inputs(rng, K=512, M=512, N=1024)
-    fast = nki.run(kernel, *args)
-    monkeypatch.setattr(machine, "FAST_PATHS", False)
-    plain = nki.run(kernel, *args)
+    fast = nki.run(kernel, *args, options=CoreOptions(fast_paths=True))
+    plain = nki.run(kernel, *args)  # the default: the plain interpreter
     assert not plain.cores[0].fast_paths and fast.cores[0].fast_paths
     assert fast.outputs.dtype == plain.outputs.dtype
     assert np.array_equal(fast.outputs.view(np.uint8), plain.outputs.view(np.uint8))

@@ -36,9 +36,12 @@ from math import ceil
 
 from trnsim.core.instruction import Instruction, Operand
 from trnsim.core.isa import Engine, Op
+from trnsim.core.spec import DATA, MOVING, REDUCE_RES, SPECS, STATIONARY
 from trnsim.hw import ChipSpec, CoreSpec
 
 NOTES = "shared/reference/nki-notes.md"
+DMA_COST = "dma"
+"""The cost name of DMA instructions in ``spec`` entries: seconds from ``dma_cost``."""
 ISA_DOC = "SDK-2.26 general/nki/api/nki/isa/__init__.py (instruction docstrings)"
 
 # ---- named constants not in trnsim.hw (each with its source) ---------------------------------
@@ -132,15 +135,21 @@ class CostRule:
     """One row of the cost table: which instructions it covers, its formula, its source."""
 
     name: str
-    ops: frozenset[Op]
     engines: frozenset[Engine]
     formula: Callable[[Instruction, CoreSpec], float]
     text: str
     source: str
 
+    @property
+    def ops(self) -> frozenset[Op]:
+        """The instructions whose ``spec`` entry names this rule (all, for an engine rule)."""
+        if self.name in ENGINE_RULES.values():
+            return frozenset(Op)
+        return frozenset(Op(e.name) for e in SPECS.values() if self.name in e.cost)
+
 
 def _mm_cycles(instr: Instruction, spec: CoreSpec) -> float:
-    st, mv = instr.operand("stationary"), instr.operand("moving")
+    st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
     if st is None or mv is None:
         return float(spec.min_ii_cycles)
     rate = spec.tensor.rate
@@ -155,14 +164,14 @@ def _mm_cycles(instr: Instruction, spec: CoreSpec) -> float:
 
 
 def _mm_mx_cycles(instr: Instruction, spec: CoreSpec) -> float:
-    st, mv = instr.operand("stationary"), instr.operand("moving")
+    st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
     if st is None or mv is None:
         return float(spec.min_ii_cycles)
     return max(min(spec.min_ii_cycles, st.free_size), mv.free_size)
 
 
 def _pe_transpose_cycles(instr: Instruction, spec: CoreSpec) -> float:
-    data = instr.operand("data") or instr.src[0]
+    data = instr.operand(DATA) or instr.src[0]
     return max(data.partitions, min(spec.min_ii_cycles, data.free_size))
 
 
@@ -227,7 +236,7 @@ def _copy_predicated(instr: Instruction, spec: CoreSpec) -> float:
 
 
 def _activation(instr: Instruction, spec: CoreSpec) -> float:
-    extra = spec.min_ii_cycles if instr.operand("reduce_res") is not None else 0
+    extra = spec.min_ii_cycles if instr.operand(REDUCE_RES) is not None else 0
     return max(spec.min_ii_cycles, _free(instr)) + extra
 
 
@@ -267,7 +276,6 @@ _VS = _V | _S
 RULES: tuple[CostRule, ...] = (
     CostRule(
         "matmul",
-        frozenset({Op.NC_MATMUL}),
         _T,
         _mm_cycles,
         "max(min(MIN_II, N_st), N_mv) x 4 (fp32) / 2 (fp8 double_row, v3+)",
@@ -275,7 +283,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "matmul_mx",
-        frozenset({Op.NC_MATMUL_MX}),
         _T,
         _mm_mx_cycles,
         "max(min(MIN_II, N_st), N_mv) words; 4 K-values per word (4x bf16 work)",
@@ -283,7 +290,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "pe_transpose",
-        frozenset({Op.NC_TRANSPOSE}),
         _T,
         _pe_transpose_cycles,
         "max(P, min(MIN_II, F))",
@@ -291,7 +297,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "activation",
-        frozenset({Op.ACTIVATION, Op.ACTIVATE2}),
         _VS,
         _activation,
         "max(MIN_II, N) (+ MIN_II with a reduction); scale and bias free",
@@ -299,7 +304,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "exponential",
-        frozenset({Op.EXPONENTIAL}),
         _VS,
         _exponential,
         "max(MIN_II, N / 4) (v4 fast exp, 4x ScalarE)",
@@ -307,7 +311,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "tensor_tensor",
-        frozenset({Op.TENSOR_TENSOR}),
         _VS,
         _tensor_tensor,
         "max(MIN_II, N) if PSUM+SBUF or bf16 SBUF add/mul/sub contiguous, else 2N; / perf mode",
@@ -315,16 +318,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "stream",
-        frozenset(
-            {
-                Op.TENSOR_SCALAR,
-                Op.TENSOR_COPY,
-                Op.BN_STATS,
-                Op.RANGE_SELECT,
-                Op.SELECT_REDUCE,
-                Op.NC_TRANSPOSE,
-            }
-        ),
         _VS,
         _stream(),
         "max(MIN_II, N / perf mode speedup)",
@@ -333,7 +326,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "tensor_reduce",
-        frozenset({Op.TENSOR_REDUCE}),
         _VS,
         _tensor_reduce,
         "max(MIN_II, N/2) bf16 add/max, else N",
@@ -341,7 +333,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "memset",
-        frozenset({Op.MEMSET}),
         _VS,
         _memset,
         "max(MIN_II, N/2) zero fill of 16-bit, else N",
@@ -349,7 +340,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "reciprocal",
-        frozenset({Op.RECIPROCAL}),
         _VS,
         _stream(RECIPROCAL_FACTOR),
         "max(MIN_II, 8N)",
@@ -357,7 +347,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "scan",
-        frozenset({Op.TENSOR_TENSOR_SCAN}),
         _VS,
         _stream(2.0),
         "max(MIN_II, 2N)",
@@ -365,7 +354,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "scalar_tensor_tensor",
-        frozenset({Op.SCALAR_TENSOR_TENSOR}),
         _VS,
         _scalar_tensor_tensor,
         "N for bf16 with even N, else 2N",
@@ -373,7 +361,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "copy_predicated",
-        frozenset({Op.TENSOR_COPY_PREDICATED}),
         _VS,
         _copy_predicated,
         "max(MIN_II, N) SBUF/PSUM mix, else 2N",
@@ -381,7 +368,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "bn_aggr",
-        frozenset({Op.BN_AGGR}),
         _VS,
         _stream(BN_AGGR_FACTOR),
         "max(MIN_II, 13 N / 3)",
@@ -389,7 +375,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "max8",
-        frozenset({Op.MAX8, Op.NC_FIND_INDEX8}),
         _VS,
         _plain,
         "N",
@@ -397,7 +382,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "quantize_mx",
-        frozenset({Op.QUANTIZE_MX}),
         _VS,
         _per_cycle(QUANTIZE_MX_ELEMS_PER_CYCLE),
         "max(MIN_II, N / 4)",
@@ -405,7 +389,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "rand2",
-        frozenset({Op.RAND2}),
         _VS,
         _per_cycle(RAND2_ELEMS_PER_CYCLE),
         "max(MIN_II, N / 4)",
@@ -413,7 +396,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "rng_state",
-        frozenset({Op.RAND_SET_STATE, Op.RAND_GET_STATE}),
         _V,
         _stream(),
         "max(MIN_II, N) with N = 24 state words per lane (= MIN_II)",
@@ -422,7 +404,6 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "gpsimd",
-        frozenset(Op),
         _G,
         _gpsimd,
         "GPSIMD_START + N (2N for tensor_tensor)",
@@ -430,20 +411,30 @@ RULES: tuple[CostRule, ...] = (
     ),
     CostRule(
         "sync",
-        frozenset({Op.CORE_BARRIER, Op.SENDRECV}),
         _ALL,
         _sync,
         "0 (a barrier: waits for every earlier instruction of the kernel)",
         "assumed; nki-notes 4.2 (LNC)",
     ),
 )
-"""The table walked by ``instruction_cycles``: the first rule whose ops and engines match."""
+"""The cost rules. Which instructions a rule covers is written in the instructions' ``spec``
+entries (``cost``: rule names, the first whose engines include the instruction's engine
+applies), except for the engine rules of ``ENGINE_RULES``."""
 
+ENGINE_RULES: dict[Engine, str] = {Engine.GPSIMD: "gpsimd"}
+"""Engines whose every instruction is costed by one rule (GpSimd: a software sequencer)."""
+
+_BY_NAME: dict[str, CostRule] = {r.name: r for r in RULES}
 _BY_KEY: dict[tuple[Op, Engine], CostRule] = {}
-for _rule in RULES:
-    for _op in _rule.ops:
-        for _eng in _rule.engines:
-            _BY_KEY.setdefault((_op, _eng), _rule)
+for _eng, _name in ENGINE_RULES.items():
+    for _op in Op:
+        _BY_KEY[(_op, _eng)] = _BY_NAME[_name]
+for _entry in SPECS.values():
+    for _name in _entry.cost:
+        if _name == DMA_COST:
+            continue
+        for _eng in _BY_NAME[_name].engines:
+            _BY_KEY.setdefault((Op(_entry.name), _eng), _BY_NAME[_name])
 
 
 def rule_for(instr: Instruction) -> CostRule:
@@ -512,13 +503,13 @@ def matmul_flops(instr: Instruction) -> float:
     """
     instr = tensor_indirect_access(instr)
     if instr.opcode is Op.NC_MATMUL and not instr.attr("is_transpose"):
-        st, mv = instr.operand("stationary"), instr.operand("moving")
+        st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
         if st is not None and mv is not None:
             double_row = instr.attr("perf_mode") == "double_row" and len(st.shape) >= 3
             rows = st.shape[1] if double_row else 1  # [K / r, r, ...M]: the rule checks r
             return 2.0 * st.partitions * st.free_size * mv.free_size / rows
     if instr.opcode is Op.NC_MATMUL_MX:
-        st, mv = instr.operand("stationary"), instr.operand("moving")
+        st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
         if st is not None and mv is not None:
             return 2.0 * 4 * st.partitions * st.free_size * mv.free_size
     return 0.0
@@ -526,8 +517,8 @@ def matmul_flops(instr: Instruction) -> float:
 
 def matmul_rate_class(instr: Instruction) -> str:
     """The tensor.rate key whose peak a matmul should be compared with (for MFU)."""
-    st = instr.operand("stationary")
-    mv = instr.operand("moving")
+    st = instr.operand(STATIONARY)
+    mv = instr.operand(MOVING)
     classes = {dtype_class(o.dtype) for o in (st, mv) if o is not None}
     if instr.opcode is Op.NC_MATMUL_MX:
         return "mxfp4" if classes == {"mxfp4"} else "mxfp8"

@@ -129,13 +129,13 @@ from trnsim.core.instruction import Operand
 from trnsim.core.isa import DMA_OPS, Engine, Op
 from trnsim.core.location import fail
 from trnsim.core.memory import HBM, PSUM, SBUF, OnChipMemory, Storage, View
+from trnsim.core.spec import INDEX_DTYPES, SPECS
 
 if TYPE_CHECKING:
-    from trnsim.core.machine import NeuronCore
-    from trnsim.core.rules import Call
+    from trnsim.core.call import Call
+    from trnsim.core.call import Core as NeuronCore
     from trnsim.hw import CoreSpec
 
-INDEX_DTYPES = frozenset({"uint32", "int32"})
 VECTOR, SCALAR = "vector", "scalar"
 
 
@@ -471,23 +471,14 @@ TI_TENSOR_GATHER_DTYPES = frozenset(
 )
 """What the Tensor engine can gather through TI: "FP16, BF16, and FP8" (BIR705)."""
 TI_ROLES: dict[Op, frozenset[str]] = {
-    Op.NC_MATMUL: frozenset({"dst", "stationary", "moving"}),
-    Op.NC_MATMUL_MX: frozenset({"dst", "stationary", "moving"}),
-    Op.TENSOR_COPY: frozenset({"dst", "src"}),
-    Op.TENSOR_TENSOR: frozenset({"dst", "data1", "data2"}),
-    Op.TENSOR_SCALAR: frozenset({"dst", "data"}),
-    Op.TENSOR_REDUCE: frozenset({"dst", "data"}),
-    Op.TENSOR_COPY_PREDICATED: frozenset({"dst", "predicate"}),
-    Op.ACTIVATION: frozenset({"dst", "data"}),
-    Op.ACTIVATE2: frozenset({"dst", "data"}),
-    Op.EXPONENTIAL: frozenset({"dst", "src"}),
+    Op(e.name): roles
+    for e in SPECS.values()
+    if (roles := frozenset(r.name for r in e.operands if r.ti))
 }
-"""Operand roles that may be TI views, per op (T6): the streamed data and the output. Scalar /
+"""Operand roles that may be TI views, per op (T6; the ``ti`` roles of ``trnsim.core.spec``):
+the streamed data and the output. Scalar /
 vector operands (bias, scale, operand0/1) and reduction outputs are read per partition, not
 along F, and stay plain."""
-
-TI_USED = False
-"""Set when the first TI view is made: until then ``NeuronCore.execute`` skips the TI scan."""
 
 
 class TensorIndirectView(View):
@@ -558,7 +549,6 @@ _refuse_view_methods(
 def tensor_view(base: View, index: Any, num_elem: Any = None) -> TensorIndirectView:
     """Check ``base.indirect(index, num_elem)`` (T2-T4, the parts known before the consuming
     instruction) and build the view."""
-    global TI_USED
     if type(base) in (IndirectView, TensorIndirectView):
         raise fail("ti-view", ".indirect() of an indirect view; index the plain tensor")
     if not base.on_chip:
@@ -601,7 +591,6 @@ def tensor_view(base: View, index: Any, num_elem: Any = None) -> TensorIndirectV
     n = index.size if num_elem is None else num_elem
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
         raise fail("ti-index", f".indirect(): num_elem must be a positive int, got {num_elem!r}")
-    TI_USED = True
     return TensorIndirectView(base, index, int(n))
 
 
@@ -610,6 +599,18 @@ def tensor_view(base: View, index: Any, num_elem: Any = None) -> TensorIndirectV
 
 def _index_role(role: str, several: bool) -> str:
     return f"index_{role}" if several else "index"
+
+
+def ti_views(
+    dst: dict[str, View], src: dict[str, View]
+) -> list[tuple[str, TensorIndirectView, bool]]:
+    """``(role, view, is_dst)`` of the TI operands, dst first."""
+    return [
+        (r, v, d)
+        for views, d in ((dst, True), (src, False))
+        for r, v in views.items()
+        if type(v) is TensorIndirectView
+    ]
 
 
 def prepare(
@@ -621,77 +622,15 @@ def prepare(
     spec: CoreSpec,
 ) -> list[tuple[str, TensorIndirectView, bool, int]] | None:
     """The hook ``NeuronCore.execute`` calls before checking an instruction: ``None`` when no
-    operand is a TI view; else check the TI rules that depend on the instruction (T4-T6), add
-    the index tiles as read operands and the ``tensor_indirect`` attribute (T9), and return
-    ``[(role, view, is_dst, G), ...]`` for ``run``."""
-    tis = [
-        (r, v, d)
-        for views, d in ((dst, True), (src, False))
-        for r, v in views.items()
-        if type(v) is TensorIndirectView
-    ]
-    if not tis:
-        return None
-    role0 = tis[0][0]
-    if op in DMA_OPS:
-        raise fail(
-            "ti-operand",
-            f"{op.value} {role0} is a tensor-indirection view (.indirect); DMA gathers/scatters "
-            "through .ap(vector_offset=idx_tile, indirect_dim=0) on an HBM tensor instead",
-        )
-    roles = TI_ROLES.get(op)
-    if roles is None:
-        raise fail(
-            "ti-operand",
-            f"{op.value} does not accept a tensor-indirection view ({role0}); ops that do: "
-            f"{', '.join(sorted(o.value for o in TI_ROLES))}",
-        )
-    if spec.generation < TI_MIN_GENERATION:
-        raise fail(
-            "ti-generation",
-            f"{op.value} {role0}: tensor indirection (.indirect) needs NeuronCore-v"
-            f"{TI_MIN_GENERATION} or later; target is {spec.name} (v{spec.generation})",
-        )
-    if op in (Op.NC_MATMUL, Op.NC_MATMUL_MX):
-        if attrs.get("is_transpose"):
-            raise fail("ti-tiling", f"{op.value} is_transpose=True cannot use tensor indirection")
-        pos, size = attrs.get("tile_position") or (), attrs.get("tile_size") or ()
-        if pos or size:
-            raise fail(
-                "ti-tiling",
-                f"{op.value} with PE tiling (tile_position={tuple(pos)}, tile_size="
-                f"{tuple(size)}) cannot use tensor indirection; drop the tiling or the .indirect "
-                "view",
-            )
-    if op == Op.TENSOR_COPY_PREDICATED and "src" in src:
-        raise fail(
-            "ti-operand",
-            "tensor_copy_predicated takes a tensor-indirection view only with a scalar src "
-            "(a tensor src cannot be combined with .indirect)",
-        )
+    operand is a TI view; else add the index tiles as read operands and the
+    ``tensor_indirect`` attribute (T9), and return ``[(role, view, is_dst, G), ...]`` for
+    ``run``. The TI rules (T4-T6) are rules of the checker (``trnsim.core.rules``, the
+    ``ti-*`` rules), which runs next."""
+    tis = ti_views(dst, src)
+    if not tis or engine not in TI_GROUP:
+        return None  # (a TI view on a DMA or sync instruction: the ti-operand rule refuses it)
     g = TI_GROUP[engine]
-    out = []
-    for role, v, is_dst in tis:
-        if role not in roles:
-            raise fail(
-                "ti-operand",
-                f"{op.value} {role} cannot be a tensor-indirection view; roles that can: "
-                f"{', '.join(sorted(roles))}",
-            )
-        if not is_dst and engine == Engine.TENSOR and v.fmt.name not in TI_TENSOR_GATHER_DTYPES:
-            raise fail(
-                "ti-dtype",
-                f"{op.value} {role}: the Tensor engine gathers only fp16/bf16/fp8 through "
-                f"tensor indirection, got {v.fmt.name}",
-            )
-        if is_dst and engine == Engine.SCALAR and v.memory == PSUM:
-            raise fail(
-                "ti-psum-scatter",
-                f"{op.value} {role}: the Scalar engine cannot scatter (tensor indirection) to "
-                "PSUM; scatter into SBUF or use the Vector engine",
-            )
-        _check_groups(op, role, engine, v, g)
-        out.append((role, v, is_dst, g))
+    out = [(role, v, is_dst, g) for role, v, is_dst in tis]
     several = len(out) > 1
     for role, v, _, _ in out:
         src[_index_role(role, several)] = v.index
@@ -699,26 +638,92 @@ def prepare(
     return out
 
 
-def _check_groups(op: Op, role: str, engine: Engine, v: TensorIndirectView, g: int) -> None:
-    """T4: ``num_elem`` offsets fit the index tile under the engine's group size."""
+def ti_operand_error(op: Op, dst: dict[str, View], src: dict[str, View]) -> str | None:
+    """T6: the ops and roles that take a TI view (rule ``ti-operand``)."""
+    tis = ti_views(dst, src)
+    if not tis:
+        return None
+    role0 = tis[0][0]
+    if op in DMA_OPS:
+        return (
+            f"{op.value} {role0} is a tensor-indirection view (.indirect); DMA gathers/scatters "
+            "through .ap(vector_offset=idx_tile, indirect_dim=0) on an HBM tensor instead"
+        )
+    roles = TI_ROLES.get(op)
+    if roles is None:
+        return (
+            f"{op.value} does not accept a tensor-indirection view ({role0}); ops that do: "
+            f"{', '.join(sorted(o.value for o in TI_ROLES))}"
+        )
+    if op == Op.TENSOR_COPY_PREDICATED and "src" in src:
+        return (
+            "tensor_copy_predicated takes a tensor-indirection view only with a scalar src "
+            "(a tensor src cannot be combined with .indirect)"
+        )
+    for role, _, _ in tis:
+        if role not in roles:
+            return (
+                f"{op.value} {role} cannot be a tensor-indirection view; roles that can: "
+                f"{', '.join(sorted(roles))}"
+            )
+    return None
+
+
+def ti_tiling_error(op: Op, attrs: dict[str, Any]) -> str | None:
+    """T6: no ``is_transpose`` matmul and no PE tiling with TI (rule ``ti-tiling``)."""
+    if attrs.get("is_transpose"):
+        return f"{op.value} is_transpose=True cannot use tensor indirection"
+    pos, size = attrs.get("tile_position") or (), attrs.get("tile_size") or ()
+    if pos or size:
+        return (
+            f"{op.value} with PE tiling (tile_position={tuple(pos)}, tile_size="
+            f"{tuple(size)}) cannot use tensor indirection; drop the tiling or the .indirect "
+            "view"
+        )
+    return None
+
+
+def ti_operand_limits(
+    op: Op, engine: Engine, role: str, v: TensorIndirectView, is_dst: bool
+) -> tuple[str, str] | None:
+    """T6 engine limits of one TI operand: ``(rule, message)`` (``ti-dtype``,
+    ``ti-psum-scatter``)."""
+    if not is_dst and engine == Engine.TENSOR and v.fmt.name not in TI_TENSOR_GATHER_DTYPES:
+        return (
+            "ti-dtype",
+            f"{op.value} {role}: the Tensor engine gathers only fp16/bf16/fp8 through "
+            f"tensor indirection, got {v.fmt.name}",
+        )
+    if is_dst and engine == Engine.SCALAR and v.memory == PSUM:
+        return (
+            "ti-psum-scatter",
+            f"{op.value} {role}: the Scalar engine cannot scatter (tensor indirection) to "
+            "PSUM; scatter into SBUF or use the Vector engine",
+        )
+    return None
+
+
+def ti_groups_error(op: Op, role: str, engine: Engine, v: TensorIndirectView) -> str | None:
+    """T4: ``num_elem`` offsets fit the index tile under the engine's group size (rule
+    ``ti-index``)."""
+    g = TI_GROUP[engine]
     p, n = v.shape[0], v.num_elem
     k = v.index.free_size
     if n > g * k:
-        raise fail(
-            "ti-index",
+        return (
             f"{op.value} {role}: num_elem {n} needs ceil({n}/{g}) = {-(-n // g)} index columns "
             f"per {g}-partition group on the {engine.value} engine (offset i is index[g*{g} + "
             f"i % {g}, i // {g}]), but the index tile {list(v.index.shape)} has {k}; pass "
-            f"num_elem <= {g * k}",
+            f"num_elem <= {g * k}"
         )
     last = p - (p - 1) // g * g  # partitions of the last group
     if last < min(g, n):
-        raise fail(
-            "ti-index",
+        return (
             f"{op.value} {role}: {p} partitions leave a last {g}-partition group of {last} "
             f"partitions on the {engine.value} engine, but num_elem {n} reads index partitions "
-            f"up to {min(g, n) - 1} of each group",
+            f"up to {min(g, n) - 1} of each group"
         )
+    return None
 
 
 def _offsets(nc: NeuronCore, op: Op, role: str, v: TensorIndirectView, g: int) -> np.ndarray:
@@ -785,10 +790,10 @@ def run(
         cells = tuple(c.reshape(-1)[keep] for c in _cells(v, off))
         v.base.array()[cells] = s.array().reshape(-1)[keep]
         alloc = v.base.storage.alloc
-        alloc.version += 1  # the core's decoded-tile cache keys on it (NeuronCore.read_cached)
+        alloc.version += 1  # the decoded-tile cache keys on it (core.accel.decode)
         if v.memory == PSUM:
             v.base.acc_array()[cells] = s.acc_array().reshape(-1)[keep]
-            alloc.marks_version += 1  # and its open-accumulation memo (NeuronCore.acc_open)
+            alloc.marks_version += 1  # and the open-accumulation memo (core.accel.decode)
 
 
 def _last_writes(off: np.ndarray, bound: int) -> np.ndarray:

@@ -11,10 +11,8 @@ semantics function (``trnsim.core.semantics``, the specification), cast on write
 
 from __future__ import annotations
 
-import copy
-import os
+import inspect
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from math import prod
 from typing import Any
@@ -24,10 +22,11 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import indirect
 from trnsim.core import semantics as S
-from trnsim.core.arraypool import ArrayPool
-from trnsim.core.deferred import Pipeline, Region, Stream
+from trnsim.core.accel.decode import AccMemo, DecodeCache
+from trnsim.core.accel.deferred import Deferred
+from trnsim.core.call import Call
 from trnsim.core.instruction import Instruction
-from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
+from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
 from trnsim.core.memory import (
     PSUM,
@@ -38,28 +37,28 @@ from trnsim.core.memory import (
     View,
     user_dtype,
 )
-from trnsim.core.rules import Call, Checker, check
+from trnsim.core.options import CoreOptions
+from trnsim.core.rules import Checker, check
+from trnsim.core.spec import (
+    DATA,
+    DST,
+    DST_SCALE,
+    INDEX,
+    MOVING,
+    MOVING_SCALE,
+    PREDICATE,
+    REDUCE_RES,
+    SPECS,
+    SRC,
+    SRC_SEEDS,
+    STATIONARY,
+    STATIONARY_SCALE,
+)
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format
 
 F32 = np.float32
 _FULL_MARK = {1: 0x01, 2: 0x0101, 4: 0x01010101, 8: 0x0101010101010101}
-
-FAST_PATHS = True
-"""Default of ``NeuronCore.fast_paths``: the nc_matmul operand cache and the PSUM
-accumulation-state memo (same bits as the plain path; tests/test_core_fast_paths.py)."""
-DECODE_CACHE_BYTES = 32 << 20
-"""Budget of decoded float32 SBUF tiles kept per core (least recently used dropped first): a
-blocked matmul re-reads each tile once per output tile of its block."""
-DEFERRED = os.environ.get("TRNSIM_DEFERRED", "1") != "0" and (os.cpu_count() or 1) > 1
-"""Whether ``trnsim.nki`` runs move the data work off the kernel's thread, with the tile
-products of ``nc_matmul`` on two more threads (``NeuronCore.start_async``; the same bits,
-errors and record as the plain path, see ``trnsim.core.deferred``). Only with the fast paths
-on and round-to-nearest-even, and on a machine with more than one core.
-``TRNSIM_DEFERRED=0`` turns it off (then an error an executor raises has the kernel's line
-in its traceback too, not only in its message)."""
-ACC_MEMO_ENTRIES = 4096
-"""PSUM views remembered as 'accumulation group open everywhere' (then forgotten at once)."""
 
 
 def resolve_target(target: str | CoreSpec) -> CoreSpec:
@@ -78,8 +77,10 @@ class NeuronCore:
         rounding: str = "rne",
         seed: int = 0,
         functional: bool = True,
+        options: CoreOptions | None = None,
     ) -> None:
         self.spec = resolve_target(target)
+        self.options = opts = options if options is not None else CoreOptions()
         self.index = index
         s = self.spec
         self.sbuf = OnChipMemory(
@@ -106,15 +107,10 @@ class NeuronCore:
         self.record: list[Instruction] = []
         self.lock = threading.Lock()
         self.checker = Checker()
-        self.fast_paths = FAST_PATHS
-        self._decoded: OrderedDict[tuple, tuple[int, np.ndarray]] = OrderedDict()
-        self._decoded_bytes = 0
-        # shape -> [(buffer, the last job of the pipeline that may still read it)]
-        self._spare: dict[tuple[int, ...], list[tuple[np.ndarray, int]]] = {}
-        self.pipeline: Pipeline | None = None
-        self.stream: Stream | None = None
-        self.in_stream = False
-        self._acc_open: dict[tuple, int] = {}
+        # the accelerators (trnsim.core.accel), off in the plain interpreter
+        self.decode = DecodeCache(self.read) if opts.accelerated else None
+        self.acc_memo = AccMemo() if opts.accelerated else None
+        self.deferred: Deferred | None = None
         self._frozen: dict[tuple, tuple[tuple[str, Any], ...]] = {}
         self.sbuf.fill_sentinel = self.psum.fill_sentinel = functional
 
@@ -147,17 +143,16 @@ class NeuronCore:
                 shape = (1,)
             free = prod(shape[1:])
             mem = self.sbuf if memory == SBUF else self.psum
-            stream = self.stream
-            if stream is None:
+            deferred = self.deferred
+            if deferred is None:
                 alloc = mem.allocate(shape[0], free * isz, align=isz, name=name, address=address)
             else:  # the sentinel fill runs in program order, behind the deferred data work
-                if stream.error is not None:
-                    stream.drain()
+                deferred.raise_pending()
                 alloc = mem.allocate(
                     shape[0], free * isz, align=isz, name=name, address=address, fill=False
                 )
                 if mem.fill_sentinel:
-                    stream.submit(_queue_fill, (self, mem, alloc), kernel_location())
+                    deferred.fill(mem, alloc)
             storage = Storage(alloc, fmt, shape)
             strides = (1, *_c_strides(shape[1:]))
         else:
@@ -168,40 +163,34 @@ class NeuronCore:
         # a fresh allocation is in bounds by construction
         return view_type.trusted(storage, shape, strides, 0, 0, fmt, user_dtype(fmt), True)
 
-    # ---- deferred data work (trnsim.core.deferred) ------------------------------------------
+    # ---- deferred data work (trnsim.core.accel.deferred) ------------------------------------
+
+    @property
+    def fast_paths(self) -> bool:
+        """Whether the fast paths (``trnsim.core.accel.decode``) are on."""
+        return self.decode is not None
 
     def start_async(self) -> None:
-        """Run the data work on other threads until ``finish`` (``trnsim.core.deferred``).
-        Not in timing-only runs (no data), nor with stochastic rounding."""
-        if self.stream is None and self.functional and self.fast_paths and self.rng is None:
-            self.pipeline = Pipeline(f"trnsim-products-{self.index}")
-            self.stream = Stream(f"trnsim-stream-{self.index}")
+        """With ``CoreOptions(deferred=True)``: run the data work on other threads until
+        ``finish`` (``trnsim.core.accel.deferred``). Not in timing-only runs (no data), nor
+        with stochastic rounding."""
+        if self.options.deferred and self.deferred is None and self.functional and self.rng is None:
+            self.deferred = Deferred(self, EXECUTORS, _psum_accumulate)
 
     def sync(self) -> None:
         """Wait for the deferred work (raising the first failure among it)."""
-        if self.stream is not None:
-            self.stream.drain()
-        if self.pipeline is not None and self.pipeline.busy:
-            self.pipeline.wait()
+        if self.deferred is not None:
+            self.deferred.sync()
 
     def finish(self) -> None:
-        """Wait for the deferred work and stop the threads (raising a failure)."""
-        stream, pipeline = self.stream, self.pipeline
-        errors: list[BaseException] = []
-        if stream is not None:
-            try:
-                stream.close()  # runs the queued work first (which feeds the pipeline)
-            except BaseException as exc:
-                errors.append(exc)
-        if pipeline is not None:
-            try:
-                pipeline.close()
-            except BaseException as exc:  # work the pipeline holds came first
-                errors.insert(0, exc)
-        self.stream = self.pipeline = None
-        self.release_buffers()
-        if errors:
-            raise errors[0]
+        """Wait for the deferred work and stop its threads (raising a failure)."""
+        deferred, self.deferred = self.deferred, None
+        try:
+            if deferred is not None:
+                deferred.close()
+        finally:
+            if self.decode is not None:
+                self.decode.release()
 
     # ---- execution ------------------------------------------------------------------------
 
@@ -215,20 +204,21 @@ class NeuronCore:
     ) -> None:
         if attrs is None:
             attrs = {}
-        stream = self.stream
-        if stream is not None and stream.error is not None:
-            stream.drain()
-        chosen = engine or DEFAULT_ENGINE[op]
-        if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
-            allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
-            raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
-        # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect)
-        ti = indirect.prepare(op, chosen, dst, src, attrs, self.spec) if indirect.TI_USED else None
+        deferred = self.deferred
+        if deferred is not None:
+            deferred.raise_pending()
+        budget = self.options.max_instructions
+        if budget is not None and len(self.record) >= budget:
+            raise fail(
+                "instruction-budget",
+                f"{op.value} would be instruction {len(self.record) + 1} of core {self.index}; "
+                f"the budget is {budget} (CoreOptions.max_instructions)",
+            )
+        chosen = engine or DEFAULT_ENGINE[op]  # (rule engine: one of the spec's choices)
         # rules.check, with the verdict cached per signature (rules.Checker): bounds of each
         # operand first (dst then src), then the rules unless an equal call passed before.
         # Views of other kinds (indirect views describe themselves) take the plain path.
-        frozen = _freeze_attrs(attrs, self._frozen)
-        signature: list[Any] = [op, chosen, frozen]
+        signature: list[Any] = [op, chosen, None]
         dst_ops = []
         src_ops = []
         plain = True
@@ -252,12 +242,17 @@ class NeuronCore:
                 src_ops.append(d[0])
                 signature.append(d[1])
         call = None
+        ti = None
         if plain:
+            frozen = signature[2] = _freeze_attrs(attrs, self._frozen)
             key = tuple(signature)
             if not self.checker.known(key):
                 call = Call(op, chosen, dst, src, attrs, self.spec)
                 self.checker.check_rules(call, key)
         else:
+            # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect)
+            ti = indirect.prepare(op, chosen, dst, src, attrs, self.spec)
+            frozen = _freeze_attrs(attrs, self._frozen)
             call = Call(op, chosen, dst, src, attrs, self.spec)
             check(call)
             dst_ops = [v.operand(r) for r, v in dst.items()]
@@ -266,21 +261,12 @@ class NeuronCore:
         fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
         self.record.append(tuple.__new__(Instruction, fields))  # = Instruction(*fields)
         if self.functional:
-            if stream is not None:
-                if plain and not ti and not _views_in(attrs):
-                    # detached views: queued work does not extend the tensors' lifetimes
-                    queued = Call(
-                        op,
-                        chosen,
-                        {r: v.detached() for r, v in dst.items()},
-                        {r: v.detached() for r, v in src.items()},
-                        _own_copy(attrs),
-                        self.spec,
-                    )
-                    stream.submit(_run_deferred, (self, op, queued), (file, line))
+            call = call or Call(op, chosen, dst, src, attrs, self.spec)
+            if deferred is not None:
+                if plain and not _views_in(attrs):
+                    deferred.submit(call, (file, line))
                     return
                 self.sync()  # offsets read from data, or views with their own addressing
-            call = call or Call(op, chosen, dst, src, attrs, self.spec)
             if ti:
                 indirect.run(self, call, ti, EXECUTORS[op])
             else:
@@ -302,96 +288,21 @@ class NeuronCore:
     def read_raw(self, v: View) -> np.ndarray:
         return v.array()
 
-    def read_cached(self, v: View, transposed: bool = False) -> np.ndarray:
-        """``read(v)`` of a narrow-float SBUF tile, decoded once per write of its allocation
-        (values equal to ``read``; callers must not modify the array). ``transposed``: laid
-        out in Fortran order, so that ``.T`` is C-contiguous (the layout ``nc_matmul`` copies
-        a stationary tile into). Other views: plain ``read``."""
-        fmt = v.fmt
-        alloc = v.storage.alloc
-        if alloc.kind != SBUF or fmt.kind == "packed" or fmt.dtype == F32:
-            return self.read(v)
-        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides, transposed)
-        hit = self._decoded.get(key)
-        if hit is not None:
-            if hit[0] == alloc.version:
-                self._decoded.move_to_end(key)
-                return hit[1]
-            del self._decoded[key]
-            self._recycle(hit[1])
-        raw = v.array()
-        flip = transposed and raw.ndim == 2
-        # a buffer of a dropped entry if one fits: a fresh array would fault in new pages,
-        # which costs more than the decode itself
-        shape = raw.shape[::-1] if flip else raw.shape
-        buf = self._take_spare(shape)
-        if buf is None:
-            buf = SPARE_BUFFERS.take(shape, F32)
-        if flip:  # rows are contiguous: decode row by row, then transpose
-            np.copyto(buf, raw.astype(F32).T)
-            vals = buf.T
-        else:
-            np.copyto(buf, raw, casting="unsafe")
-            vals = buf
-        self._decoded[key] = (alloc.version, vals)
-        self._decoded_bytes += vals.nbytes
-        while self._decoded_bytes > DECODE_CACHE_BYTES:
-            _, (_, old) = self._decoded.popitem(last=False)
-            self._recycle(old)
-        return vals
-
-    def _recycle(self, vals: np.ndarray) -> None:
-        """Keep the buffer of a dropped decoded tile for the next tile of its shape."""
-        self._decoded_bytes -= vals.nbytes
-        buf = vals if vals.flags.c_contiguous else vals.T
-        pipe = self.pipeline
-        spares = self._spare.setdefault(buf.shape, [])
-        if len(spares) < SPARES_PER_SHAPE:
-            spares.append((buf, pipe.submitted if pipe is not None else 0))
-
-    def _take_spare(self, shape: tuple[int, ...]) -> np.ndarray | None:
-        """A dropped buffer of ``shape`` that no pending product reads any more."""
-        spares = self._spare.get(shape)
-        if spares:
-            pipe = self.pipeline
-            done = pipe.retired if pipe is not None else 0
-            for i, (buf, last_job) in enumerate(spares):
-                if last_job <= done:
-                    del spares[i]
-                    return buf
-        return None
-
-    def release_buffers(self) -> None:
-        """Hand the decoded-tile buffers to the next core (end of a run: the executors that
-        read them hold none of them beyond their instruction)."""
-        bufs = [v for _, v in self._decoded.values()]
-        bufs += [b for spares in self._spare.values() for b, _ in spares]
-        self._decoded.clear()
-        self._spare.clear()
-        self._decoded_bytes = 0
-        for vals in bufs:
-            SPARE_BUFFERS.give(vals if vals.flags.c_contiguous else vals.T)
-
     def acc_open(self, v: View) -> bool:
         """Whether every element of the PSUM view ``v`` is in an open accumulation group
-        (all marks full); remembered per view until the allocation's marks change."""
-        alloc = v.storage.alloc
-        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides)
-        if self.fast_paths and self._acc_open.get(key) == alloc.marks_version:
+        (all marks full); with the fast paths, remembered per view until the marks change."""
+        memo = self.acc_memo
+        if memo is not None and memo.known_open(v):
             return True
         if not (v.acc_array() == _FULL_MARK[v.itemsize]).all():
             return False
-        self._remember_open(v)
+        if memo is not None:
+            memo.remember(v)
         return True
 
     def _remember_open(self, v: View) -> None:
-        if not self.fast_paths:
-            return
-        if len(self._acc_open) >= ACC_MEMO_ENTRIES:
-            self._acc_open.clear()
-        alloc = v.storage.alloc
-        key = (alloc, v.fmt.name, v.p0, v.offset, v.shape, v.strides)
-        self._acc_open[key] = alloc.marks_version
+        if self.acc_memo is not None:
+            self.acc_memo.remember(v)
 
     def write(self, v: View, values: np.ndarray, *, mark_acc: bool = False) -> None:
         """Cast float32 ``values`` to ``v``'s format (run's rounding) and store them."""
@@ -430,76 +341,8 @@ class NeuronCore:
         return x
 
 
-def _own_copy(attrs: dict[str, Any]) -> dict[str, Any]:
-    """``attrs`` for queued work: the values as they are now (an array or list the kernel
-    changes after the call must not reach the deferred executor)."""
-    for v in attrs.values():
-        if isinstance(v, _MUTABLE):
-            return {k: copy.deepcopy(v) for k, v in attrs.items()}
-    return attrs
-
-
-_MUTABLE = (np.ndarray, list, dict, set, bytearray)
-
-
 def _views_in(attrs: dict[str, Any]) -> bool:
     return any(isinstance(v, View) for v in attrs.values())
-
-
-_IN_ORDER = frozenset({Op.SELECT_REDUCE, Op.RAND2, Op.RAND_SET_STATE, Op.RAND_GET_STATE})
-"""Ops with core state beyond memory (the Vector engine's accumulator and RNG state): on the
-stream they run once everything before them has retired."""
-
-
-def _region(v: View) -> Region:
-    """The memory rectangle of ``v``'s allocation (what hazards are checked on)."""
-    return _alloc_region(v.storage.alloc)
-
-
-def _alloc_region(a: Any) -> Region:
-    if a.kind == SBUF or a.kind == PSUM:
-        p = a.partition_start
-        return (a.memory, p, p + a.partitions, a.byte_offset, a.byte_offset + a.nbytes)
-    return (a, 0, 1, 0, 1)
-
-
-def _run_deferred(nc: NeuronCore, op: Op, call: Call) -> None:
-    """One queued instruction, on the stream's thread: at once, or as an ordered action of
-    the pipeline when it touches memory that pending work writes (or writes what it reads)."""
-    pipe = nc.pipeline
-    if pipe is not None and pipe.busy and op is not Op.NC_MATMUL:
-        if op in _IN_ORDER:
-            pipe.wait()
-        else:
-            reads = tuple([_region(v) for v in call.src.values()])
-            writes = tuple([_region(v) for v in call.dst.values()])
-            if pipe.conflict(reads, writes):
-                pipe.action(EXECUTORS[op], (nc, call), reads, writes, kernel_location())
-                return
-    nc.in_stream = True  # an fp32-PSUM nc_matmul hands its product to the pipeline
-    try:
-        EXECUTORS[op](nc, call)
-    finally:
-        nc.in_stream = False
-
-
-def _queue_fill(nc: NeuronCore, mem: OnChipMemory, alloc: Any) -> None:
-    """A new allocation's sentinel fill, on the stream's thread, behind the work on the
-    memory it reuses."""
-    pipe = nc.pipeline
-    if pipe is not None and pipe.busy:
-        region = _alloc_region(alloc)
-        if pipe.conflict((), (region,)):
-            pipe.action(mem.fill, (alloc,), (), (region,), kernel_location())
-            return
-    mem.fill(alloc)
-
-
-SPARES_PER_SHAPE = 16
-"""Dropped decoded-tile buffers a core keeps per shape for its next decodes."""
-SPARE_BUFFERS = ArrayPool(64 << 20)
-"""Decoded-tile buffers of finished runs kept for the next core's decode cache
-(``ArrayPool``): a fresh buffer faults in new pages, which costs more than the decode."""
 
 
 _PLAIN_VIEW: dict[type, bool] = {}
@@ -631,49 +474,18 @@ def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: 
         nc.write(dst, np.where(marks == full, old + result, result), mark_acc=True)
 
 
-def _defer_matmul(nc: NeuronCore, pipe: Pipeline, c: Call) -> bool:
-    """Decode the operands now and hand the product to the pipeline, which commits it into
-    PSUM in program order with the plain path's ``_psum_accumulate`` (marks, warnings,
-    overwrite or add all decided then). False (nothing done): operands outside SBUF."""
-    st, mv, dst = c.src["stationary"], c.src["moving"], c.dst["dst"]
-    if st.storage.alloc.kind != SBUF or mv.storage.alloc.kind != SBUF:
-        return False
-    if pipe.busy:  # the operands are decoded now: wait for pending writes of them
-        seq = pipe.conflict((_region(st), _region(mv)), ())
-        if seq:
-            pipe.wait(seq)
-    a = nc.read_cached(st, transposed=True).reshape(st.partitions, -1)
-    b = nc.read_cached(mv).reshape(mv.partitions, -1)
-    # an fp32 operand is not decoded into a buffer of its own: the product reads SBUF later
-    reads = tuple([_region(v) for v in (st, mv) if v.fmt.dtype == F32])
-    args = (nc, dst, c.attrs.get("accumulate"))
-    pipe.product(a, b, _commit_product, args, reads, (_region(dst),), kernel_location())
-    return True
-
-
-def _commit_product(res: np.ndarray, nc: NeuronCore, dst: View, accumulate: Any) -> None:
-    _psum_accumulate(nc, dst, res, accumulate)
-
-
 @executor(Op.NC_MATMUL)
 def _nc_matmul(nc: NeuronCore, c: Call) -> None:
-    st, mv, dst = c.src["stationary"], c.src["moving"], c.dst["dst"]
-    pipe = nc.pipeline
-    if nc.in_stream and pipe is not None:
-        double = c.attrs.get("perf_mode") == "double_row"
-        plain = double or c.attrs.get("is_transpose")
-        if not plain and _defer_matmul(nc, pipe, c):
-            return
-        if pipe.busy:
-            pipe.wait()  # the plain path below reads and writes now
+    st, mv, dst = c.src[STATIONARY], c.src[MOVING], c.dst[DST]
     if c.attrs.get("is_transpose"):
         nc.write_raw(dst, S.nc_transpose(nc.read_raw(st)).reshape(dst.shape))
         return
     double = c.attrs.get("perf_mode") == "double_row"
-    if nc.fast_paths and not double:
+    decode = nc.decode
+    if decode is not None and not double:
         # the same values, decoded once per write of the tile, the stationary one already in
         # the layout the specification copies it into (so its copies are no-ops)
-        res = S.nc_matmul(nc.read_cached(st, transposed=True), nc.read_cached(mv), False)
+        res = S.nc_matmul(decode.read(st, transposed=True), decode.read(mv), False)
     else:
         res = S.nc_matmul(nc.read(st), nc.read(mv), double)
     _psum_accumulate(nc, dst, res, c.attrs.get("accumulate"))
@@ -681,28 +493,28 @@ def _nc_matmul(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.NC_MATMUL_MX)
 def _nc_matmul_mx(nc: NeuronCore, c: Call) -> None:
-    st, mv = c.src["stationary"], c.src["moving"]
+    st, mv = c.src[STATIONARY], c.src[MOVING]
     k = st.partitions
     rows = S.mx_scale_rows(k)
     scales = []
-    for role in ("stationary_scale", "moving_scale"):
+    for role in (STATIONARY_SCALE, MOVING_SCALE):
         raw = _p2(nc.read_raw(c.src[role]).view(np.uint8))[rows]
         scales.append(np.exp2(raw.astype(np.float64) - 127))
     a = nc.read(st).reshape(k, -1, 4)
     b = nc.read(mv).reshape(k, -1, 4)
     res = S.nc_matmul_mx(a, b, scales[0], scales[1])
-    _psum_accumulate(nc, c.dst["dst"], res, c.attrs.get("accumulate"))
+    _psum_accumulate(nc, c.dst[DST], res, c.attrs.get("accumulate"))
 
 
 @executor(Op.NC_TRANSPOSE)
 def _nc_transpose(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
-    nc.write_raw(dst, S.nc_transpose(nc.read_raw(c.src["data"])))
+    dst = c.dst[DST]
+    nc.write_raw(dst, S.nc_transpose(nc.read_raw(c.src[DATA])))
 
 
 @executor(Op.QUANTIZE_MX)
 def _quantize_mx(nc: NeuronCore, c: Call) -> None:
-    src, dst, scale = c.src["src"], c.dst["dst"], c.dst["dst_scale"]
+    src, dst, scale = c.src[SRC], c.dst[DST], c.dst[DST_SCALE]
     elem = dst.fmt.element
     assert elem is not None
     vals, codes = S.quantize_mx(_p2(nc.read(src)), elem.emax, elem.max)
@@ -714,7 +526,7 @@ def _quantize_mx(nc: NeuronCore, c: Call) -> None:
 
 
 def _reduce_into(nc: NeuronCore, c: Call, red: np.ndarray | None) -> None:
-    res = c.dst.get("reduce_res")
+    res = c.dst.get(REDUCE_RES)
     if res is not None and red is not None:
         nc.write(res, red)
 
@@ -726,12 +538,12 @@ def _activation(nc: NeuronCore, c: Call) -> None:
     scale = c.src.get("scale")
     out, red = S.activation(
         a["op"],
-        nc.read(c.src["data"]),
+        nc.read(c.src[DATA]),
         None if bias is None else nc.read(bias),
         nc.read(scale) if scale is not None else a.get("scale", 1.0),
         a.get("reduce_op"),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     _reduce_into(nc, c, red)
 
 
@@ -741,7 +553,7 @@ def _activate2(nc: NeuronCore, c: Call) -> None:
     imm = [nc.operand_value(c.src[k]) if k in c.src else a.get(k) for k in ("imm0", "imm1")]
     out, red = S.activate2(
         a["op"],
-        nc.read(c.src["data"]),
+        nc.read(c.src[DATA]),
         a["op0"],
         imm[0],
         a["op1"],
@@ -750,7 +562,7 @@ def _activate2(nc: NeuronCore, c: Call) -> None:
         a.get("reverse1", False),
         a.get("reduce_op"),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     _reduce_into(nc, c, red)
 
 
@@ -758,9 +570,9 @@ def _activate2(nc: NeuronCore, c: Call) -> None:
 def _exponential(nc: NeuronCore, c: Call) -> None:
     mx = c.src.get("max_value")
     out, sums = S.exponential(
-        nc.read(c.src["src"]), nc.read(mx) if mx is not None else c.attrs.get("max_value", 0.0)
+        nc.read(c.src[SRC]), nc.read(mx) if mx is not None else c.attrs.get("max_value", 0.0)
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     _reduce_into(nc, c, sums + F32(c.attrs.get("reduce_init", 0.0)))
 
 
@@ -771,7 +583,7 @@ def _is_int(v: View) -> bool:
 @executor(Op.TENSOR_TENSOR)
 def _tensor_tensor(nc: NeuronCore, c: Call) -> None:
     op = c.attrs["op"]
-    d1, d2, dst = c.src["data1"], c.src["data2"], c.dst["dst"]
+    d1, d2, dst = c.src["data1"], c.src["data2"], c.dst[DST]
     if op in S.BITVEC_OPS:
         a, b = _p2(nc.read_raw(d1)), _p2(nc.read_raw(d2))
         nc.write_raw(dst, S.tensor_tensor(op, a, b.astype(a.dtype)).astype(dst.fmt.dtype))
@@ -786,7 +598,7 @@ def _tensor_tensor(nc: NeuronCore, c: Call) -> None:
 @executor(Op.TENSOR_SCALAR)
 def _tensor_scalar(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
-    data, dst = c.src["data"], c.dst["dst"]
+    data, dst = c.src[DATA], c.dst[DST]
     ops = {a.get("op0"), a.get("op1")}
     bitvec = bool(ops & set(S.BITVEC_OPS))
     x = _p2(nc.read_raw(data)) if bitvec else _p2(nc.read(data))
@@ -807,7 +619,7 @@ def _tensor_scalar(nc: NeuronCore, c: Call) -> None:
 @executor(Op.TENSOR_REDUCE)
 def _tensor_reduce(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
-    data, dst = c.src["data"], c.dst["dst"]
+    data, dst = c.src[DATA], c.dst[DST]
     op = a["op"]
     x = nc.read_raw(data) if op in S.BITVEC_OPS else nc.read(data)
     out = S.tensor_reduce(op, x, tuple(a["axis"]), a.get("negate", False), a.get("keepdims", False))
@@ -819,7 +631,7 @@ def _tensor_reduce(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.TENSOR_PARTITION_REDUCE)
 def _tensor_partition_reduce(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.tensor_partition_reduce(c.attrs["op"], _p2(nc.read(c.src["data"]))))
+    nc.write(c.dst[DST], S.tensor_partition_reduce(c.attrs["op"], _p2(nc.read(c.src[DATA]))))
 
 
 def _copy(nc: NeuronCore, src: View, dst: View) -> None:
@@ -834,18 +646,18 @@ def _copy(nc: NeuronCore, src: View, dst: View) -> None:
 
 @executor(Op.TENSOR_COPY)
 def _tensor_copy(nc: NeuronCore, c: Call) -> None:
-    _copy(nc, c.src["src"], c.dst["dst"])
+    _copy(nc, c.src[SRC], c.dst[DST])
 
 
 @executor(Op.TENSOR_COPY_PREDICATED)
 def _tensor_copy_predicated(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
-    src = c.src.get("src")
+    dst = c.dst[DST]
+    src = c.src.get(SRC)
     sval = _p2(nc.read_raw(src)) if src is not None else c.attrs["src"]
     out = S.tensor_copy_predicated(
         _p2(nc.read_raw(dst)),
         sval,
-        _p2(nc.read_raw(c.src["predicate"])),
+        _p2(nc.read_raw(c.src[PREDICATE])),
         c.attrs.get("reverse_pred", False),
     )
     if src is None:
@@ -867,7 +679,7 @@ def _tensor_tensor_scan(nc: NeuronCore, c: Call) -> None:
         a.get("reverse0", False),
         a.get("reverse1", False),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
 
 
 @executor(Op.SCALAR_TENSOR_TENSOR)
@@ -875,7 +687,7 @@ def _scalar_tensor_tensor(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     o0 = nc.operand_value(c.src["operand0"]) if "operand0" in c.src else a["operand0"]
     out = S.scalar_tensor_tensor(
-        _p2(nc.read(c.src["data"])),
+        _p2(nc.read(c.src[DATA])),
         a["op0"],
         o0,
         a["op1"],
@@ -883,16 +695,14 @@ def _scalar_tensor_tensor(nc: NeuronCore, c: Call) -> None:
         a.get("reverse0", False),
         a.get("reverse1", False),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
 
 
 @executor(Op.MEMSET)
 def _memset(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
+    dst = c.dst[DST]
     value = c.attrs["value"]
-    if dst.fmt.kind == "packed":
-        if value != 0:
-            raise fail("memset-value", f"memset of {dst.fmt.name} supports only 0, got {value}")
+    if dst.fmt.kind == "packed":  # only 0 (rule memset-value)
         nc.write_raw(dst, np.zeros(dst.shape, dtype=dst.fmt.dtype))
         return
     nc.write(dst, np.full(dst.shape, value, dtype=np.float64 if dst.fmt.kind == "int" else F32))
@@ -900,39 +710,37 @@ def _memset(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.IOTA)
 def _iota(nc: NeuronCore, c: Call) -> None:
-    a, dst = c.attrs, c.dst["dst"]
+    a, dst = c.attrs, c.dst[DST]
     vals = S.iota(
         dst.partitions, list(a["pattern"]), a.get("offset", 0), a.get("channel_multiplier", 0)
     )
-    if vals.size != dst.size:
-        raise fail("shape", f"iota pattern makes {vals.size} elements, dst has {dst.size}")
     nc.write(dst, vals.astype(np.int64) if dst.fmt.kind == "int" else vals.astype(F32))
 
 
 @executor(Op.RECIPROCAL)
 def _reciprocal(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.reciprocal(nc.read(c.src["data"])))
+    nc.write(c.dst[DST], S.reciprocal(nc.read(c.src[DATA])))
 
 
 @executor(Op.BN_STATS)
 def _bn_stats(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.bn_stats(nc.read(c.src["data"])))
+    nc.write(c.dst[DST], S.bn_stats(nc.read(c.src[DATA])))
 
 
 @executor(Op.BN_AGGR)
 def _bn_aggr(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.bn_aggr(_p2(nc.read(c.src["data"]))))
+    nc.write(c.dst[DST], S.bn_aggr(_p2(nc.read(c.src[DATA]))))
 
 
 @executor(Op.MAX8)
 def _max8(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.max8(nc.read(c.src["src"])))
+    nc.write(c.dst[DST], S.max8(nc.read(c.src[SRC])))
 
 
 @executor(Op.NC_FIND_INDEX8)
 def _find_index8(nc: NeuronCore, c: Call) -> None:
-    out = S.nc_find_index8(nc.read(c.src["data"]), nc.read(c.src["vals"]))
-    dst = c.dst["dst"]
+    out = S.nc_find_index8(nc.read(c.src[DATA]), nc.read(c.src["vals"]))
+    dst = c.dst[DST]
     if dst.fmt.kind == "int":
         nc.write_raw(dst, out.astype(dst.fmt.dtype))
     else:
@@ -943,14 +751,14 @@ def _find_index8(nc: NeuronCore, c: Call) -> None:
 def _affine_select(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     out = S.affine_select(
-        nc.read(c.src["data"]),
+        nc.read(c.src[DATA]),
         list(a["pattern"]),
         a.get("offset", 0),
         a.get("channel_multiplier", 0),
         a["cmp_op"],
         a["on_false_value"],
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
 
 
 @executor(Op.RANGE_SELECT)
@@ -965,7 +773,7 @@ def _range_select(nc: NeuronCore, c: Call) -> None:
         a.get("range_start", 0.0),
         a["on_false_value"],
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     _reduce_into(nc, c, red)
 
 
@@ -974,12 +782,12 @@ def _select_reduce(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     on_false = nc.operand_value(c.src["on_false"]) if "on_false" in c.src else a["on_false"]
     out, red = S.select_reduce(
-        nc.read_raw(c.src["predicate"]),
+        nc.read_raw(c.src[PREDICATE]),
         nc.read(c.src["on_true"]),
         on_false,
         a.get("reverse_pred", False),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     cmd = a.get("reduce_cmd", "idle")
     if cmd == "reduce":
         if nc.vector_acc is None or nc.vector_acc.shape != red.shape:
@@ -996,7 +804,7 @@ def _select_reduce(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.RAND2)
 def _rand2(nc: NeuronCore, c: Call) -> None:
-    a, dst = c.attrs, c.dst["dst"]
+    a, dst = c.attrs, c.dst[DST]
     lo = nc.operand_value(c.src["min"]) if "min" in c.src else a["min"]
     hi = nc.operand_value(c.src["max"]) if "max" in c.src else a["max"]
     p0, n = dst.partition_start, dst.free_size
@@ -1009,7 +817,7 @@ def _rand2(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.RAND_SET_STATE)
 def _rand_set_state(nc: NeuronCore, c: Call) -> None:
-    src = c.src["src_seeds"]
+    src = c.src[SRC_SEEDS]
     p0 = src.partition_start
     words = _p2(nc.read_raw(src)).astype(np.uint32)
     nc.rng_state[p0 : p0 + src.partitions] = words.reshape(
@@ -1019,7 +827,7 @@ def _rand_set_state(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.RAND_GET_STATE)
 def _rand_get_state(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
+    dst = c.dst[DST]
     p0 = dst.partition_start
     nc.write_raw(dst, nc.rng_state[p0 : p0 + dst.partitions].reshape(dst.partitions, -1))
 
@@ -1029,14 +837,11 @@ def _local_gather(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     out = S.local_gather(
         nc.read_raw(c.src["src_buffer"]),
-        nc.read_raw(c.src["index"]),
+        nc.read_raw(c.src[INDEX]),
         a.get("group", nc.spec.partitions // 8),
         a.get("num_elem_per_idx", 1),
     )
-    dst = c.dst["dst"]
-    if out.size != dst.size:
-        raise fail("shape", f"local_gather produces {out.size} elements, dst has {dst.size}")
-    nc.write_raw(dst, out)
+    nc.write_raw(c.dst[DST], out)
 
 
 @executor(Op.DMA_COPY)
@@ -1044,19 +849,19 @@ def _dma_copy(nc: NeuronCore, c: Call) -> None:
     if "indirect" in c.attrs:  # gather / scatter through an index tile (trnsim.core.indirect)
         indirect.execute(nc, c)
         return
-    _copy(nc, c.src["src"], c.dst["dst"])
+    _copy(nc, c.src[SRC], c.dst[DST])
 
 
 @executor(Op.DMA_TRANSPOSE)
 def _dma_transpose(nc: NeuronCore, c: Call) -> None:
-    src = c.src["src"]
+    src = c.src[SRC]
     axes = c.attrs.get("axes") or tuple({2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}[len(src.shape)])
-    nc.write_raw(c.dst["dst"], S.dma_transpose(nc.read_raw(src), tuple(axes)))
+    nc.write_raw(c.dst[DST], S.dma_transpose(nc.read_raw(src), tuple(axes)))
 
 
 @executor(Op.DMA_COMPUTE)
 def _dma_compute(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
+    dst = c.dst[DST]
     op = c.attrs.get("reduce_op", "add")
     acc = None
     for role in sorted(r for r in c.src if r.startswith("src")):
@@ -1064,6 +869,58 @@ def _dma_compute(nc: NeuronCore, c: Call) -> None:
         acc = x if acc is None else S.alu(op, acc, x)
     assert acc is not None
     nc.write(dst, acc)
+
+
+def _generic(nc: NeuronCore, c: Call) -> None:
+    """The executor of a ``run="generic"`` spec entry: the semantics function gets each source
+    by role name (``[P, F]`` float32, raw values for a ``raw`` role; a scalar given for a
+    ``scalar`` role as a number), each attribute by name, ``shape`` (the dst's ``[P, F]``) and
+    ``state`` (the Vector engine's XORWOW state of the dst's lanes, or of all lanes without a
+    dst) if it asks for them; it returns the dst's values, the new state, or both."""
+    entry = SPECS[c.op]
+    fn = entry.semantics
+    assert fn is not None
+    wants = _PARAMS.get(fn)
+    if wants is None:
+        wants = _PARAMS[fn] = frozenset(inspect.signature(fn).parameters)
+    kw: dict[str, Any] = {}
+    dst = c.dst.get(DST)
+    for role in entry.operands:
+        if role.dst:
+            continue
+        v = c.src.get(role.name)
+        if v is None:
+            if role.name in c.attrs:
+                kw[role.name] = c.attrs[role.name]
+            elif role.optional:
+                kw[role.name] = None
+            continue
+        kw[role.name] = _p2(nc.read_raw(v) if role.raw else nc.read(v))
+    for a in entry.attrs:
+        if a.name in wants:
+            kw[a.name] = c.attrs.get(a.name, a.default)
+    lanes = slice(0, nc.spec.partitions)
+    if dst is not None:
+        lanes = slice(dst.partition_start, dst.partition_start + dst.partitions)
+        if "shape" in wants:
+            kw["shape"] = (dst.partitions, dst.free_size)
+    if "state" in wants:
+        kw["state"] = nc.rng_state[lanes]
+    res = fn(**kw)
+    if "state" in wants:
+        if dst is None:
+            nc.rng_state[lanes] = res
+            return
+        res, nc.rng_state[lanes] = res
+    assert dst is not None
+    role = entry.role(DST)
+    if role is not None and role.raw:
+        nc.write_raw(dst, np.asarray(res).astype(dst.fmt.dtype))
+    else:
+        nc.write(dst, res)
+
+
+_PARAMS: dict[Callable[..., Any], frozenset[str]] = {}
 
 
 def _sync_noop(nc: NeuronCore, c: Call) -> None:
@@ -1082,4 +939,6 @@ def _not_implemented(op: Op) -> Executor:
 
 
 for _op in Op:
+    if SPECS[_op].run == "generic":
+        EXECUTORS.setdefault(_op, _generic)
     EXECUTORS.setdefault(_op, _not_implemented(_op))

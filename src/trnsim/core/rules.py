@@ -20,75 +20,72 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from math import prod
 
-from trnsim.core.indirect import INDEX_DTYPES, IndirectView, indirect_roles
-from trnsim.core.isa import (
-    ALL_OPS,
-    COMPUTE_OPS,
-    DMA_OPS,
-    MIN_GENERATION,
-    READS_PSUM,
-    WRITES_PSUM,
-    Engine,
-    Op,
-)
+import numpy as np
+
+from trnsim.core import indirect
+from trnsim.core import spec as sp
+from trnsim.core.call import Call
+from trnsim.core.indirect import IndirectView, indirect_roles
+from trnsim.core.isa import ALL_OPS, DMA_OPS, Engine, Op
 from trnsim.core.location import fail
-from trnsim.core.memory import HBM, PSUM, SBUF, View
-from trnsim.hw import CoreSpec
-
-
-@dataclass(slots=True)
-class Call:
-    """What a rule sees: the op, its engine, named operand views, attributes and the target.
-
-    A slotted dataclass (``dataclasses.replace`` works on it); ``views()`` and ``on_chip()``
-    are computed once per call."""
-
-    op: Op
-    engine: Engine
-    dst: dict[str, View]
-    src: dict[str, View]
-    attrs: dict[str, Any]
-    spec: CoreSpec
-    _views: list[tuple[str, View, bool]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-    _on_chip: list[tuple[str, View, bool]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-
-    def views(self) -> list[tuple[str, View, bool]]:
-        """(role, view, is_dst) of every operand, dst first (computed once)."""
-        if self._views is None:
-            self._views = [(r, v, True) for r, v in self.dst.items()] + [
-                (r, v, False) for r, v in self.src.items()
-            ]
-        return self._views
-
-    def on_chip(self) -> list[tuple[str, View, bool]]:
-        """The SBUF/PSUM operands among ``views()``."""
-        if self._on_chip is None:
-            self._on_chip = [(r, v, d) for r, v, d in self.views() if v.on_chip]
-        return self._on_chip
-
+from trnsim.core.memory import PSUM, SBUF, View
+from trnsim.core.spec import (
+    DATA,
+    DST,
+    DST_SCALE,
+    FP32_MIN,
+    INDEX,
+    MOVING,
+    SPECS,
+    SRC,
+    SRC_SEEDS,
+    STATIONARY,
+    Instr,
+)
 
 Check = Callable[[Call], str | None]
 
 
 @dataclass(frozen=True)
 class Rule:
+    """``name``: what the error starts with. ``key``: how a ``spec`` entry names an op-specific
+    rule (its ``rules``); generic rules have ``key=""`` and apply where ``applies`` says."""
+
     name: str
     ops: frozenset[Op]
     check: Check = field(compare=False)
+    key: str = ""
 
 
 RULES: list[Rule] = []
+"""Every rule, in check order (the first broken one is reported)."""
 
 
-def rule(name: str, ops: frozenset[Op] | set[Op] = ALL_OPS) -> Callable[[Check], Check]:
+def _ops_where(pred: Callable[[Instr], bool]) -> frozenset[Op]:
+    return frozenset(Op(e.name) for e in SPECS.values() if pred(e))
+
+
+def rule(
+    name: str,
+    ops: frozenset[Op] | set[Op] | Callable[[Instr], bool] = ALL_OPS,
+    *,
+    key: str = "",
+) -> Callable[[Check], Check]:
+    """Register a rule. Generic rules give ``ops`` (a set, or a predicate on the ``spec``
+    entry); op-specific ones give ``key`` and apply to the entries whose ``rules`` name it."""
+
     def register(fn: Check) -> Check:
-        RULES.append(Rule(name, frozenset(ops), fn))
+        if key:
+            if any(r.key == key for r in RULES):
+                raise ValueError(f"rule key {key!r} registered twice")
+            applies = _ops_where(lambda e: key in e.rules)
+        elif callable(ops):
+            applies = _ops_where(ops)
+        else:
+            applies = frozenset(ops)
+        RULES.append(Rule(name, applies, fn, key))
         return fn
 
     return register
@@ -100,24 +97,31 @@ FLOAT_MATMUL_IN = frozenset(
     {"float8_e4m3", "float8_e5m2", "bfloat16", "float16", "tfloat32", "float32"}
 )
 FP8 = frozenset({"float8_e4m3", "float8_e5m2", "float8_e4m3fn"})
-MX_DATA = frozenset({"float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"})
-MX_SCALE = frozenset({"uint8", "float8_e8m0fnu"})
 
-# (op, role) -> allowed format names; generation-dependent entries are checked in functions.
+# (op, role) -> allowed format names (the ``dtypes`` of the spec's roles); generation-dependent
+# sets are checked in op-specific rules.
 DTYPES: dict[tuple[Op, str], frozenset[str]] = {
-    (Op.QUANTIZE_MX, "src"): frozenset({"float16", "bfloat16"}),
-    (Op.QUANTIZE_MX, "dst"): frozenset({"float8_e5m2_x4", "float8_e4m3fn_x4"}),
-    (Op.QUANTIZE_MX, "dst_scale"): MX_SCALE,
-    (Op.NC_MATMUL_MX, "stationary"): MX_DATA,
-    (Op.NC_MATMUL_MX, "moving"): MX_DATA,
-    (Op.NC_MATMUL_MX, "stationary_scale"): MX_SCALE,
-    (Op.NC_MATMUL_MX, "moving_scale"): MX_SCALE,
-    (Op.TENSOR_COPY_PREDICATED, "predicate"): frozenset({"uint8", "uint16", "uint32"}),
-    (Op.NC_FIND_INDEX8, "dst"): frozenset({"uint32", "int32", "uint16", "float32"}),
-    (Op.SELECT_REDUCE, "predicate"): frozenset({"int8", "uint8", "int16", "uint16"}),
-    (Op.RAND_SET_STATE, "src_seeds"): frozenset({"uint32"}),
-    (Op.RAND_GET_STATE, "dst"): frozenset({"uint32"}),
+    (Op(e.name), r.name): r.dtypes
+    for e in SPECS.values()
+    for r in e.operands
+    if r.dtypes is not None
 }
+SAME_SHAPE_ROLES: dict[Op, tuple[str, ...]] = {
+    Op(e.name): roles
+    for e in SPECS.values()
+    if (roles := tuple(r.name for r in e.operands if not r.dst and r.shape == sp.SAME))
+}
+"""Sources that must have ``dst``'s partitions and elements per partition (spec ``SAME``)."""
+COLUMN_ROLES: dict[Op, tuple[tuple[str, bool], ...]] = {
+    Op(e.name): roles
+    for e in SPECS.values()
+    if (
+        roles := tuple(
+            (r.name, r.dst) for r in sorted(e.operands, key=lambda r: r.dst) if r.shape == sp.COLUMN
+        )
+    )
+}
+"""(role, is_dst) of the ``[P, 1]`` per-partition operands (spec ``COLUMN``), sources first."""
 
 
 def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
@@ -127,9 +131,77 @@ def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
 # ---- generic rules ---------------------------------------------------------------------------
 
 
-@rule("generation", set(MIN_GENERATION))
+@rule("engine", lambda e: e.engines is not None)
+def _engine(call: Call) -> str | None:
+    choices = SPECS[call.op].choices
+    if call.engine not in choices:
+        allowed = ", ".join(sorted(e.value for e in choices))
+        return f"{call.op.value} cannot run on {call.engine.value}; allowed: {allowed}"
+    return None
+
+
+# ---- tensor indirection (trnsim.core.indirect, T4-T6; checked first) ---------------------------
+
+
+def _TI_OPS(e: Instr) -> bool:
+    return any(r.ti for r in e.operands)
+
+
+@rule("ti-operand")
+def _ti_operand(call: Call) -> str | None:
+    return indirect.ti_operand_error(call.op, call.dst, call.src)
+
+
+@rule("ti-generation", _TI_OPS)
+def _ti_generation(call: Call) -> str | None:
+    tis = indirect.ti_views(call.dst, call.src)
+    if tis and call.spec.generation < indirect.TI_MIN_GENERATION:
+        return (
+            f"{call.op.value} {tis[0][0]}: tensor indirection (.indirect) needs NeuronCore-v"
+            f"{indirect.TI_MIN_GENERATION} or later; target is {call.spec.name} "
+            f"(v{call.spec.generation})"
+        )
+    return None
+
+
+@rule("ti-tiling", lambda e: _TI_OPS(e) and e.attr("tile_position") is not None)
+def _ti_tiling(call: Call) -> str | None:
+    if indirect.ti_views(call.dst, call.src):
+        return indirect.ti_tiling_error(call.op, call.attrs)
+    return None
+
+
+def _ti_limit(which: str) -> Check:
+    def check(call: Call) -> str | None:
+        for role, v, is_dst in indirect.ti_views(call.dst, call.src):
+            got = indirect.ti_operand_limits(call.op, call.engine, role, v, is_dst)
+            if got is not None and got[0] == which:
+                return got[1]
+        return None
+
+    check.__name__ = f"_{which.replace('-', '_')}"
+    return check
+
+
+rule("ti-dtype", _TI_OPS)(_ti_limit("ti-dtype"))
+rule("ti-psum-scatter", _TI_OPS)(_ti_limit("ti-psum-scatter"))
+
+
+@rule("ti-index", _TI_OPS)
+def _ti_index(call: Call) -> str | None:
+    for role, v, _ in indirect.ti_views(call.dst, call.src):
+        msg = indirect.ti_groups_error(call.op, role, call.engine, v)
+        if msg is not None:
+            return msg
+    return None
+
+
+# ---- generic rules (continued) -------------------------------------------------------------------
+
+
+@rule("generation", lambda e: e.min_generation > 2)
 def _generation(call: Call) -> str | None:
-    need = MIN_GENERATION[call.op]
+    need = SPECS[call.op].min_generation
     if call.spec.generation < need:
         return (
             f"{call.op.value} needs NeuronCore-v{need} or newer; target is {call.spec.name} "
@@ -138,8 +210,19 @@ def _generation(call: Call) -> str | None:
     return None
 
 
+@rule("not-implemented", lambda e: any(not a.modelled for a in e.attrs))
+def _unmodelled(call: Call) -> str | None:
+    for a in SPECS[call.op].attrs:
+        if not a.modelled and a.name in call.attrs and call.attrs[a.name] != a.default:
+            return (
+                f"{call.op.value} {a.name}={call.attrs[a.name]!r} is not modelled by trnsim; "
+                f"only the default ({a.default!r}) is accepted"
+            )
+    return None
+
+
 # (registered before "memory" so an indirect view on a compute op gets this message)
-@rule("indirect-operand", ALL_OPS - {Op.DMA_COPY})
+@rule("indirect-operand", lambda e: not any(r.ap for r in e.operands))
 def _indirect_elsewhere(call: Call) -> str | None:
     for v in (*call.dst.values(), *call.src.values()):  # the common case: one cheap pass
         if type(v) is IndirectView:
@@ -156,32 +239,23 @@ def _indirect_elsewhere(call: Call) -> str | None:
 
 @rule("memory")
 def _memory(call: Call) -> str | None:
+    entry = SPECS[call.op]
     for role, v, is_dst in call.views():
         mem = v.memory
-        if call.op in DMA_OPS:
-            ok = mem in (HBM, SBUF) or (call.op == Op.DMA_COMPUTE and mem == PSUM and False)
-        elif call.op in COMPUTE_OPS:
-            ok = mem == SBUF or (
-                mem == PSUM and (call.op in WRITES_PSUM if is_dst else call.op in READS_PSUM)
-            )
-            if call.op in (Op.NC_MATMUL, Op.NC_MATMUL_MX) or (
-                call.op == Op.NC_TRANSPOSE and call.engine == Engine.TENSOR
-            ):
-                ok = mem == (PSUM if is_dst else SBUF)
-            if call.engine == Engine.GPSIMD and mem == PSUM:
-                ok = False
-        else:
-            ok = True
-        if not ok:
+        if mem not in entry.memories(role, is_dst, call.engine):
             return (
                 f"{call.op.value} {role} is in {mem.upper()}, which {call.op.value} cannot "
                 + ("write" if is_dst else "read")
                 + f" on the {call.engine.value} engine"
             )
-    if call.op in (Op.TENSOR_TENSOR, Op.TENSOR_COPY_PREDICATED):
-        ins = [v for _, v, d in call.views() if not d]
-        if len(ins) >= 2 and all(v.memory == PSUM for v in ins[:2]):
-            return f"{call.op.value}: both inputs are in PSUM; at most one may be"
+    return None
+
+
+@rule("memory", key="psum-inputs")
+def _psum_inputs(call: Call) -> str | None:
+    ins = [v for _, v, d in call.views() if not d]
+    if len(ins) >= 2 and all(v.memory == PSUM for v in ins[:2]):
+        return f"{call.op.value}: both inputs are in PSUM; at most one may be"
     return None
 
 
@@ -205,7 +279,7 @@ def _contiguous(call: Call) -> str | None:
     return None
 
 
-@rule("start-partition", COMPUTE_OPS)
+@rule("start-partition", lambda e: e.compute)
 def _start_partition(call: Call) -> str | None:
     quad = call.spec.partitions // 4
     for role, v, _ in _on_chip(call):
@@ -235,11 +309,11 @@ def _dtype(call: Call) -> str | None:
 # ---- Tensor engine ---------------------------------------------------------------------------
 
 
-@rule("dtype", {Op.NC_MATMUL})
+@rule("dtype", key="matmul-dtype")
 def _matmul_dtype(call: Call) -> str | None:
     allowed = FLOAT_MATMUL_IN | ({"float8_e4m3fn"} if call.spec.generation >= 4 else set())
     names = {}
-    for role in ("stationary", "moving"):
+    for role in (STATIONARY, MOVING):
         name = call.src[role].fmt.name
         names[role] = name
         if name not in allowed:
@@ -248,7 +322,7 @@ def _matmul_dtype(call: Call) -> str | None:
                 f"allowed: {', '.join(sorted(allowed))}"
             )
     wide = {"float32", "tfloat32"}
-    if (names["stationary"] in wide) != (names["moving"] in wide):
+    if (names[STATIONARY] in wide) != (names[MOVING] in wide):
         return (
             f"nc_matmul: fp32/tf32 input must be paired with fp32/tf32, got stationary "
             f"{names['stationary']} and moving {names['moving']}"
@@ -264,13 +338,13 @@ def _matmul_dtype(call: Call) -> str | None:
     return None
 
 
-@rule("dtype", {Op.NC_MATMUL, Op.NC_MATMUL_MX})
+@rule("dtype", key="matmul-dst-dtype")
 def _matmul_dst_dtype(call: Call) -> str | None:
-    name = call.dst["dst"].fmt.name
+    name = call.dst[DST].fmt.name
     allowed = {"float32", "bfloat16"} if call.spec.supports_bf16_psum else {"float32"}
     if call.attrs.get("is_transpose"):
-        allowed = allowed | {call.src["stationary"].fmt.name}
-        if call.src["stationary"].fmt.name in FP8:
+        allowed = allowed | {call.src[STATIONARY].fmt.name}
+        if call.src[STATIONARY].fmt.name in FP8:
             allowed |= {"bfloat16", "float16"}
     if name not in allowed:
         return (
@@ -280,9 +354,9 @@ def _matmul_dst_dtype(call: Call) -> str | None:
     return None
 
 
-@rule("shape", {Op.NC_MATMUL})
+@rule("shape", key="matmul-shape")
 def _matmul_shape(call: Call) -> str | None:
-    st, mv, dst = call.src["stationary"], call.src["moving"], call.dst["dst"]
+    st, mv, dst = call.src[STATIONARY], call.src[MOVING], call.dst[DST]
     double = call.attrs.get("perf_mode") == "double_row"
     if st.partitions != mv.partitions:
         return (
@@ -304,9 +378,9 @@ def _matmul_shape(call: Call) -> str | None:
     return None
 
 
-@rule("stationary-fmax", {Op.NC_MATMUL, Op.NC_MATMUL_MX})
+@rule("stationary-fmax", key="stationary-fmax")
 def _stationary_fmax(call: Call) -> str | None:
-    st = call.src["stationary"]
+    st = call.src[STATIONARY]
     m = st.free_size // (2 if call.attrs.get("perf_mode") == "double_row" else 1)
     limit = call.spec.tensor.stationary_fmax
     tile = call.attrs.get("tile_size") or ()
@@ -320,9 +394,9 @@ def _stationary_fmax(call: Call) -> str | None:
     return None
 
 
-@rule("moving-fmax", {Op.NC_MATMUL, Op.NC_MATMUL_MX})
+@rule("moving-fmax", key="moving-fmax")
 def _moving_fmax(call: Call) -> str | None:
-    mv, dst = call.src["moving"], call.dst["dst"]
+    mv, dst = call.src[MOVING], call.dst[DST]
     n = mv.free_size // (2 if call.attrs.get("perf_mode") == "double_row" else 1)
     fmax = call.spec.tensor.moving_fmax
     key = "bf16" if dst.fmt.name == "bfloat16" else "fp32"
@@ -335,7 +409,7 @@ def _moving_fmax(call: Call) -> str | None:
     return None
 
 
-@rule("tile-position", {Op.NC_MATMUL, Op.NC_MATMUL_MX})
+@rule("tile-position", key="tile-position")
 def _tile_position(call: Call) -> str | None:
     pos, size = call.attrs.get("tile_position") or (), call.attrs.get("tile_size") or ()
     if bool(pos) != bool(size):
@@ -352,9 +426,9 @@ def _tile_position(call: Call) -> str | None:
     return None
 
 
-@rule("shape", {Op.NC_MATMUL_MX})
+@rule("shape", key="matmul-mx-shape")
 def _matmul_mx_shape(call: Call) -> str | None:
-    st, mv, dst = call.src["stationary"], call.src["moving"], call.dst["dst"]
+    st, mv, dst = call.src[STATIONARY], call.src[MOVING], call.dst[DST]
     quad = call.spec.partitions // 4
     if st.partitions != mv.partitions or st.partitions % quad:
         return (
@@ -371,9 +445,9 @@ def _matmul_mx_shape(call: Call) -> str | None:
     return None
 
 
-@rule("shape", {Op.NC_TRANSPOSE})
+@rule("shape", key="transpose-shape")
 def _transpose_shape(call: Call) -> str | None:
-    data, dst = call.src["data"], call.dst["dst"]
+    data, dst = call.src[DATA], call.dst[DST]
     limit = call.spec.partitions if call.engine == Engine.TENSOR else call.spec.partitions // 4
     if data.partitions > limit or data.free_size > limit:
         return (
@@ -389,26 +463,10 @@ def _transpose_shape(call: Call) -> str | None:
 
 # ---- Vector / Scalar / GpSimd ----------------------------------------------------------------
 
-SAME_SHAPE_ROLES: dict[Op, tuple[str, ...]] = {
-    Op.TENSOR_TENSOR: ("data1", "data2"),
-    Op.TENSOR_SCALAR: ("data",),
-    Op.TENSOR_COPY: ("src",),
-    Op.ACTIVATION: ("data",),
-    Op.ACTIVATE2: ("data",),
-    Op.EXPONENTIAL: ("src",),
-    Op.RECIPROCAL: ("data",),
-    Op.TENSOR_COPY_PREDICATED: ("src", "predicate"),
-    Op.SCALAR_TENSOR_TENSOR: ("data", "operand1"),
-    Op.TENSOR_TENSOR_SCAN: ("data0", "data1"),
-    Op.AFFINE_SELECT: ("data",),
-    Op.RANGE_SELECT: ("on_true_tile",),
-    Op.SELECT_REDUCE: ("on_true", "predicate"),
-}
 
-
-@rule("shape", set(SAME_SHAPE_ROLES))
+@rule("shape", lambda e: Op(e.name) in SAME_SHAPE_ROLES)
 def _same_shape(call: Call) -> str | None:
-    dst = call.dst["dst"]
+    dst = call.dst[DST]
     for role in SAME_SHAPE_ROLES[call.op]:
         v = call.src.get(role)
         if v is None:
@@ -421,49 +479,28 @@ def _same_shape(call: Call) -> str | None:
     return None
 
 
-@rule(
-    "shape",
-    {
-        Op.ACTIVATION,
-        Op.TENSOR_SCALAR,
-        Op.EXPONENTIAL,
-        Op.ACTIVATE2,
-        Op.SELECT_REDUCE,
-        Op.RAND2,
-        Op.RANGE_SELECT,
-        Op.TENSOR_TENSOR_SCAN,
-    },
-)
+@rule("shape", lambda e: Op(e.name) in COLUMN_ROLES)
 def _vector_operands(call: Call) -> str | None:
-    p = call.dst["dst"].partitions
-    for role in (
-        "bias",
-        "scale",
-        "operand0",
-        "operand1",
-        "max_value",
-        "imm0",
-        "imm1",
-        "on_false",
-        "min",
-        "max",
-        "bound0",
-        "bound1",
-        "initial",
-    ):
-        v = call.src.get(role)
-        if v is not None and (v.partitions != p or v.free_size != 1):
-            return f"{call.op.value} {role} must have shape [{p}, 1], got {list(v.shape)}"
-    for role in ("reduce_res",):
-        v = call.dst.get(role)
+    p = call.dst[DST].partitions
+    for role, is_dst in COLUMN_ROLES[call.op]:
+        v = (call.dst if is_dst else call.src).get(role)
         if v is not None and (v.partitions != p or v.free_size != 1):
             return f"{call.op.value} {role} must have shape [{p}, 1], got {list(v.shape)}"
     return None
 
 
-@rule("shape", {Op.QUANTIZE_MX})
+@rule("shape", lambda e: any(r.shape == sp.ONE for r in e.operands))
+def _one_value(call: Call) -> str | None:
+    for role, v, _ in call.views():
+        r = SPECS[call.op].role(role)
+        if r is not None and r.shape == sp.ONE and (v.partitions != 1 or v.free_size != 1):
+            return f"{call.op.value} {role} must have shape [1, 1], got {list(v.shape)}"
+    return None
+
+
+@rule("shape", key="quantize-mx-shape")
 def _quantize_mx_shape(call: Call) -> str | None:
-    src, dst, scale = call.src["src"], call.dst["dst"], call.dst["dst_scale"]
+    src, dst, scale = call.src[SRC], call.dst[DST], call.dst[DST_SCALE]
     quad = call.spec.partitions // 4
     if src.partitions % quad or src.free_size % 4:
         return (
@@ -481,9 +518,9 @@ def _quantize_mx_shape(call: Call) -> str | None:
     return None
 
 
-@rule("shape", {Op.BN_STATS})
+@rule("shape", key="bn-stats-shape")
 def _bn_stats_shape(call: Call) -> str | None:
-    data, dst = call.src["data"], call.dst["dst"]
+    data, dst = call.src[DATA], call.dst[DST]
     limit = call.spec.psum_bank_bytes // 4  # bn_stats_fmax: one PSUM bank of fp32 (512)
     if data.free_size > limit:
         return f"bn_stats free size {data.free_size} exceeds bn_stats_fmax {limit}"
@@ -505,14 +542,13 @@ INDIRECT_MIN_GENERATION = 3  # nki-dge.rst mode table: swdge "Any (indirect: v3+
 HWDGE_ENGINES = frozenset({"sync", "scalar"})  # dma_copy ``engine=``: the HWDGE trigger
 PRIORITY_MIN_GENERATION = 4  # dma_copy ``priority``: "NeuronCore-v4+ only"
 PRIORITY_LEVELS = range(4)  # "level 0-3 where lower is higher priority"
-DTYPES[(Op.DMA_COPY, "index")] = INDEX_DTYPES
 
 
-@rule("shape", {Op.DMA_COPY, Op.DMA_COMPUTE})
+@rule("shape", key="dma-shape")
 def _dma_shape(call: Call) -> str | None:
-    dst = call.dst["dst"]
+    dst = call.dst[DST]
     for role, v in call.src.items():
-        if role != "index" and v.size != dst.size:
+        if role != INDEX and v.size != dst.size:
             return (
                 f"{call.op.value} {role} has {v.size} elements {list(v.shape)}, dst has "
                 f"{dst.size} {list(dst.shape)}"
@@ -520,14 +556,14 @@ def _dma_shape(call: Call) -> str | None:
     return None
 
 
-@rule("indirect", {Op.DMA_COPY})
+@rule("indirect", key="indirect")
 def _indirect_annotated(call: Call) -> str | None:
-    if indirect_roles(call) and "index" not in call.src:
+    if indirect_roles(call) and INDEX not in call.src:
         return "dma_copy got an indirect view but no index operand (front end did not annotate)"
     return None
 
 
-@rule("dge-mode", {Op.DMA_COPY})
+@rule("dge-mode", key="dge-mode")
 def _dge_mode(call: Call) -> str | None:
     a, gen, name = call.attrs, call.spec.generation, call.spec.name
     mode = a.get("dge_mode") or "unknown"
@@ -566,9 +602,9 @@ def _dge_mode(call: Call) -> str | None:
     return None
 
 
-@rule("dtype", {Op.DMA_COPY})
+@rule("dtype", key="dma-dtype")
 def _dma_dtype(call: Call) -> str | None:
-    src, dst = call.src["src"].fmt, call.dst["dst"].fmt
+    src, dst = call.src[SRC].fmt, call.dst[DST].fmt
     if src.name == dst.name:
         return None
     if call.attrs.get("dge_mode") == "hwdge":
@@ -585,9 +621,9 @@ def _dma_dtype(call: Call) -> str | None:
     return None
 
 
-@rule("shape", {Op.RAND_SET_STATE, Op.RAND_GET_STATE})
+@rule("shape", key="rng-state-shape")
 def _rng_state_shape(call: Call) -> str | None:
-    v = call.src.get("src_seeds") or call.dst.get("dst")
+    v = call.src.get(SRC_SEEDS) or call.dst.get(DST)
     assert v is not None
     words = 4 * 6  # 4 XORWOW generators x 6 uint32 per Vector-engine lane (nki-notes 5)
     if v.free_size != words:
@@ -598,16 +634,115 @@ def _rng_state_shape(call: Call) -> str | None:
     return None
 
 
-@rule("sendrecv", {Op.SENDRECV})
+@rule("dtype", key="dropout-dtype")
+def _dropout_dtype(call: Call) -> str | None:
+    data, dst = call.src[DATA].fmt, call.dst[DST].fmt
+    if dst.name != data.name:
+        return f"dropout dst dtype {dst.name} must equal data dtype {data.name}"
+    prob = call.src.get("prob")
+    if prob is not None:
+        need = ("float32",) if data.kind == "int" else None
+        bad = prob.fmt.name not in need if need else prob.fmt.kind not in ("float",)
+        if bad:
+            want = "float32" if need else "a float type"
+            return (
+                f"dropout prob dtype {prob.fmt.name} not allowed with {data.name} data; "
+                f"allowed: {want}"
+            )
+    return None
+
+
+@rule("not-implemented", key="vector-prng")
+def _vector_prng(call: Call) -> str | None:
+    if call.engine is not Engine.VECTOR:
+        return (
+            f"{call.op.value} on the {call.engine.value} engine: trnsim models the Vector "
+            "engine's PRNG only"
+        )
+    return None
+
+
+@rule("memset-value", key="memset-value")
+def _memset_value(call: Call) -> str | None:
+    dst, value = call.dst[DST], call.attrs.get("value")
+    if dst.fmt.kind == "packed" and value != 0:
+        return f"memset of {dst.fmt.name} supports only 0, got {value}"
+    return None
+
+
+@rule("shape", key="iota-shape")
+def _iota_shape(call: Call) -> str | None:
+    dst = call.dst[DST]
+    n = dst.partitions * prod(int(size) for _, size in call.attrs.get("pattern", ()))
+    if n != dst.size:
+        return f"iota pattern makes {n} elements, dst has {dst.size}"
+    return None
+
+
+@rule("shape", key="local-gather-shape")
+def _local_gather_shape(call: Call) -> str | None:
+    dst, index = call.dst[DST], call.src[INDEX]
+    n = index.partitions * index.free_size * call.attrs.get("num_elem_per_idx", 1)
+    if n != dst.size:
+        return f"local_gather produces {n} elements, dst has {dst.size}"
+    return None
+
+
+@rule("rand2-range", key="rand2-range")
+def _rand2_range(call: Call) -> str | None:
+    lo, hi = call.attrs.get("min"), call.attrs.get("max")
+    if lo is not None and hi is not None and not lo < hi:
+        return f"rand2 needs min < max, got min {lo}, max {hi}"
+    return None
+
+
+@rule("reduce-axis", key="reduce-axis")
+def _reduce_axis(call: Call) -> str | None:
+    axes, ndim = tuple(call.attrs.get("axis", ())), len(call.src[DATA].shape)
+    if (
+        not axes
+        or 0 in axes
+        or axes[-1] != ndim - 1
+        or list(axes) != list(range(axes[0], axes[0] + len(axes)))
+    ):
+        return (
+            f"tensor_reduce axes {axes} of {list(call.src[DATA].shape)} must be consecutive free "
+            "axes ending at the last one (axis 0 is the partition axis)"
+        )
+    return None
+
+
+@rule("range-select-fill", key="range-select-fill")
+def _range_select_fill(call: Call) -> str | None:
+    v = call.attrs.get("on_false_value", FP32_MIN)
+    if np.float32(v) != np.float32(FP32_MIN):
+        return f"range_select on_false_value must be FP32_MIN ({FP32_MIN:g}), got {v}"
+    return None
+
+
+@rule("sendrecv", key="sendrecv")
 def _sendrecv(call: Call) -> str | None:
-    src, dst = call.src["src"], call.dst["dst"]
-    for role, v in (("src", src), ("dst", dst)):
+    src, dst = call.src[SRC], call.dst[DST]
+    for role, v in ((SRC, src), (DST, dst)):
         if v.memory != SBUF:
             return f"sendrecv {role} is in {v.memory.upper()}; src and dst must both be in SBUF"
     if src.fmt.name != dst.fmt.name:
         return f"sendrecv src dtype {src.fmt.name} != dst dtype {dst.fmt.name}"
     if src.partitions != dst.partitions or src.free_size != dst.free_size:
         return f"sendrecv src shape {list(src.shape)} != dst shape {list(dst.shape)}"
+    return None
+
+
+@rule("attribute", lambda e: any(a.allowed is not None for a in e.attrs))
+def _attribute_values(call: Call) -> str | None:
+    """Attribute values outside the spec's ``allowed`` (checked last: an op-specific rule with
+    a more precise message comes first)."""
+    for a in SPECS[call.op].attrs:
+        if a.allowed is None or a.name not in call.attrs:
+            continue
+        v = call.attrs[a.name]
+        if v != a.default and v not in a.allowed:
+            return f"{call.op.value} {a.name}={v!r} not in {list(a.allowed)}"
     return None
 
 

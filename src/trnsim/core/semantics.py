@@ -543,11 +543,9 @@ def xorwow_seed_state(seed: int, core: int, partitions: int) -> np.ndarray:
     return st
 
 
-def rand2(
-    state: np.ndarray, n: int, lo: float | np.ndarray, hi: float | np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` uniform floats per lane in ``[lo, hi)`` (constants or ``[P, 1]``) from the XORWOW
-    ``state [P, 4, 6]``; returns (values ``[P, n]`` fp32, the advanced state)."""
+def xorwow_bits(state: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` 32-bit draws per lane from the XORWOW ``state [P, 4, 6]``: element ``i`` of a lane
+    from generator ``i % 4``; returns (bits ``[P, n]`` uint32, the advanced state)."""
     st = state.copy()
     p = st.shape[0]
     draws = -(-n // XORWOW_GENERATORS)
@@ -555,11 +553,53 @@ def rand2(
     with np.errstate(over="ignore"):
         for i in range(draws):
             bits[:, i, :] = xorwow_step(st)
-    u = bits.reshape(p, -1)[:, :n]
-    f = (u >> np.uint32(8)).astype(np.float64) * 2.0**-24
+    return bits.reshape(p, -1)[:, :n], st
+
+
+def xorwow_uniform(state: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` uniform floats ``(u >> 8) * 2^-24`` in [0, 1) per lane (float64), and the state."""
+    u, st = xorwow_bits(state, n)
+    return (u >> np.uint32(8)).astype(np.float64) * 2.0**-24, st
+
+
+def rand2(
+    state: np.ndarray, n: int, lo: float | np.ndarray, hi: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` uniform floats per lane in ``[lo, hi)`` (constants or ``[P, 1]``) from the XORWOW
+    ``state [P, 4, 6]``; returns (values ``[P, n]`` fp32, the advanced state)."""
+    f, st = xorwow_uniform(state, n)
     lo64 = np.asarray(lo, dtype=np.float64).reshape(-1, 1) if np.ndim(lo) else float(lo)
     hi64 = np.asarray(hi, dtype=np.float64).reshape(-1, 1) if np.ndim(hi) else float(hi)
     return (lo64 + f * (hi64 - lo64)).astype(F32), st
+
+
+def rng(state: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """``nisa.rng``: 32 random bits per element of a ``[P, F]`` dst from the Vector engine's
+    XORWOW ``state`` (the draw order of ``rand2``); the dst keeps the least significant bits of
+    each (the write's integer truncation). Returns (bits uint32, the advanced state)."""
+    return xorwow_bits(state, shape[1])
+
+
+def dropout(
+    data: np.ndarray, prob: float | np.ndarray, state: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``nisa.dropout``: each element of ``data [P, F]`` (raw values, any dtype) becomes zero
+    with probability ``prob`` (a constant or ``[P, 1]``), else keeps its bits. trnsim's choice:
+    element ``(p, i)`` is dropped when the ``i``-th uniform draw of lane ``p`` (``xorwow_uniform``,
+    in [0, 1)) is below ``prob``, so ``prob`` 0 keeps every element and 1 drops every one.
+    Returns (values, the advanced state)."""
+    f, st = xorwow_uniform(state, data.shape[1])
+    p = np.asarray(prob, dtype=np.float64)
+    drop = f < (p.reshape(-1, 1) if p.ndim else float(p))
+    return np.where(drop, np.zeros((), data.dtype), data), st
+
+
+def set_rng_seed(src_seeds: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """``nisa.set_rng_seed``: the Vector engine's whole XORWOW state from one 32-bit seed
+    (``src_seeds [1, 1]``, its bits as uint32), by ``xorwow_seed_state(seed, 0, lanes)``
+    (trnsim's choice: the same seed gives the same sequence on every core)."""
+    seed = int(np.ascontiguousarray(src_seeds).reshape(-1)[:1].view(np.uint32)[0])
+    return xorwow_seed_state(seed, 0, state.shape[0])
 
 
 def local_gather(src: np.ndarray, index: np.ndarray, group: int, elem_per_idx: int) -> np.ndarray:

@@ -8,6 +8,7 @@ the running ``NeuronCore`` (``trnsim.core``), which checks, records and executes
 from __future__ import annotations
 
 import enum
+import inspect
 from typing import Any
 
 import numpy as np
@@ -16,9 +17,21 @@ from trnsim.core import indirect
 from trnsim.core.isa import Engine, Op
 from trnsim.core.location import fail
 from trnsim.core.memory import View
+from trnsim.core.spec import (
+    DATA,
+    DST,
+    FP32_MIN,
+    INDEX,
+    MOVING,
+    MOVING_SCALE,
+    PREDICATE,
+    REDUCE_RES,
+    SPECS,
+    SRC,
+    STATIONARY,
+    STATIONARY_SCALE,
+)
 from trnsim.nki.context import current
-
-FP32_MIN = -3.4028234663852886e38  # float32 lowest, the only legal range_select fill
 
 
 class engine(enum.Enum):
@@ -121,9 +134,94 @@ def _scalar_or_vector(name: str, x: Any, src: dict[str, Any], attrs: dict[str, A
         attrs[name] = float(x)
 
 
+def _unmodelled(op: Op, attrs: dict[str, Any], **given: Any) -> dict[str, Any]:
+    """Add the arguments trnsim does not model (``modelled=False`` in the op's spec entry) that
+    have a non-default value: the checker refuses them (``not-implemented``), none is ignored."""
+    entry = SPECS[op]
+    for name, value in given.items():
+        a = entry.attr(name)
+        assert a is not None and not a.modelled, (op, name)
+        v = _enum_name(value)
+        if v != a.default:
+            attrs[name] = v
+    return attrs
+
+
 def _opt(d: dict[str, Any], **kv: Any) -> dict[str, Any]:
     d.update({k: v for k, v in kv.items() if v is not None})
     return d
+
+
+def instruction(op: Op) -> Any:
+    """The NKI call of ``op``, built from its ``trnsim.core.spec`` entry: parameters are the
+    operands (dst first) then the attributes, in the entry's order, then ``engine`` (if the
+    entry has engine choices) and ``name``; defaults are the entry's. A tensor argument of a
+    role goes to ``dst`` / ``src``, a number given for a ``scalar`` role and each attribute go
+    to the attributes (enums by name, ``nl`` operators by name); an unmodelled attribute goes
+    only when it is not at its default (so the checker refuses it)."""
+    entry = SPECS[op]
+    by_name: dict[str, inspect.Parameter] = {}
+    for r in entry.operands:
+        by_name[r.name] = inspect.Parameter(
+            r.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None if r.optional else _REQ
+        )
+    for a in entry.attrs:
+        by_name[a.name] = inspect.Parameter(
+            a.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=_REQ if a.default is None and not _optional(a.kind) else a.default,
+        )
+    order = list(entry.params) + [n for n in by_name if n not in entry.params]
+    params = [by_name[n] for n in order]
+    if entry.engines is not None:
+        default = engine.unknown  # the instruction's default engine (the spec's ``engine``)
+        params.append(
+            inspect.Parameter("engine", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
+        )
+    params.append(inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
+    sig = inspect.Signature(
+        [p.replace(default=inspect.Parameter.empty) if p.default is _REQ else p for p in params]
+    )
+
+    def call(*args: Any, **kwargs: Any) -> None:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise fail("arguments", f"nki.isa.{op.value}: {exc}") from None
+        bound.apply_defaults()
+        given = bound.arguments
+        dst: dict[str, Any] = {}
+        src: dict[str, Any] = {}
+        attrs: dict[str, Any] = {}
+        for r in entry.operands:
+            v = given[r.name]
+            if v is None and r.optional:
+                continue
+            if r.scalar and not isinstance(v, View):
+                attrs[r.name] = float(v)
+            else:
+                (dst if r.dst else src)[r.name] = v
+        for a in entry.attrs:
+            v = given[a.name]
+            v = _enum_name(v) if isinstance(v, enum.Enum) else v
+            if a.kind is str and v is not None and not isinstance(v, str):
+                v = _op(v)
+            if v is None or (not a.modelled and v == a.default):
+                continue
+            attrs[a.name] = v
+        _run(op, dst, src, attrs, given.get("engine"))
+
+    call.__name__ = call.__qualname__ = op.value
+    call.__signature__ = sig  # type: ignore[attr-defined]
+    call.__doc__ = f"``nki.isa.{op.value}``, built from its ``trnsim.core.spec`` entry. {entry.doc}"
+    return call
+
+
+_REQ = object()
+
+
+def _optional(kind: Any) -> bool:
+    return isinstance(kind, tuple) and type(None) in kind
 
 
 # ---- Tensor engine ---------------------------------------------------------------------------
@@ -144,10 +242,11 @@ def nc_matmul(
 ) -> None:
     pm = perf_mode._name_ if isinstance(perf_mode, matmul_perf_mode) else str(perf_mode)
     pm = "double_row" if pm in ("double_row", "double_row_gen3") else pm
+    pm = "none" if perf_mode is None else pm
     _run(
         Op.NC_MATMUL,
-        {"dst": dst},
-        {"stationary": stationary, "moving": moving},
+        {DST: dst},
+        {STATIONARY: stationary, MOVING: moving},
         {
             "accumulate": accumulate,
             "is_transpose": bool(is_transpose),
@@ -173,12 +272,12 @@ def nc_matmul_mx(
 ) -> None:
     _run(
         Op.NC_MATMUL_MX,
-        {"dst": dst},
+        {DST: dst},
         {
-            "stationary": stationary,
-            "moving": moving,
-            "stationary_scale": stationary_scale,
-            "moving_scale": moving_scale,
+            STATIONARY: stationary,
+            MOVING: moving,
+            STATIONARY_SCALE: stationary_scale,
+            MOVING_SCALE: moving_scale,
         },
         {
             "accumulate": accumulate,
@@ -196,12 +295,10 @@ def nc_transpose(
         quad = current().core.spec.partitions // 4
         small = data.partitions <= quad and data.free_size <= quad
         eng = Engine.VECTOR if small and dst.memory != "psum" else Engine.TENSOR
-    current().core.execute(Op.NC_TRANSPOSE, {"dst": dst}, {"data": data}, {}, eng)
+    current().core.execute(Op.NC_TRANSPOSE, {DST: dst}, {DATA: data}, {}, eng)
 
 
-def quantize_mx(dst: View, src: View, dst_scale: View, name: str | None = None) -> None:
-    _run(Op.QUANTIZE_MX, {"dst": dst, "dst_scale": dst_scale}, {"src": src}, {})
-
+quantize_mx = instruction(Op.QUANTIZE_MX)
 
 # ---- Scalar engine ---------------------------------------------------------------------------
 
@@ -217,15 +314,16 @@ def activation(
     reduce_cmd: Any = reduce_cmd.idle,
     name: str | None = None,
 ) -> None:
-    src: dict[str, Any] = {"data": data}
+    src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {"op": _op(op)}
     if bias is not None:
         src["bias"] = bias
     _scalar_or_vector("scale", scale, src, attrs)
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
         attrs["reduce_op"] = _op(reduce_op) or "add"
+    _unmodelled(Op.ACTIVATION, attrs, reduce_cmd=reduce_cmd)
     _run(Op.ACTIVATION, dsts, src, attrs)
 
 
@@ -258,7 +356,7 @@ def activate2(
     reduce_cmd: Any = reduce_cmd.idle,
     name: str | None = None,
 ) -> None:
-    src: dict[str, Any] = {"data": data}
+    src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {
         "op": _op(op),
         "op0": _op(op0),
@@ -268,10 +366,11 @@ def activate2(
     }
     _scalar_or_vector("imm0", imm0, src, attrs)
     _scalar_or_vector("imm1", imm1, src, attrs)
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
         attrs["reduce_op"] = _op(reduce_op) or "add"
+    _unmodelled(Op.ACTIVATE2, attrs, relu_param=relu_param, reduce_cmd=reduce_cmd)
     _run(Op.ACTIVATE2, dsts, src, attrs)
 
 
@@ -287,24 +386,17 @@ def exponential(
     reduce_init: float = 0.0,
     name: str | None = None,
 ) -> None:
-    s: dict[str, Any] = {"src": src}
+    s: dict[str, Any] = {SRC: src}
     attrs: dict[str, Any] = {"reduce_init": float(reduce_init)}
     _scalar_or_vector("max_value", max_value, s, attrs)
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
+    _unmodelled(Op.EXPONENTIAL, attrs, reduce_cmd=reduce_cmd)
     _run(Op.EXPONENTIAL, dsts, s, attrs)
 
 
-def tensor_tensor(
-    dst: View,
-    data1: View,
-    data2: View,
-    op: Any,
-    engine: Any = engine.unknown,
-    name: str | None = None,
-) -> None:
-    _run(Op.TENSOR_TENSOR, {"dst": dst}, {"data1": data1, "data2": data2}, {"op": _op(op)}, engine)
+tensor_tensor = instruction(Op.TENSOR_TENSOR)
 
 
 def tensor_scalar(
@@ -319,13 +411,13 @@ def tensor_scalar(
     engine: Any = engine.unknown,
     name: str | None = None,
 ) -> None:
-    src: dict[str, Any] = {"data": data}
+    src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {"op0": _op(op0), "reverse0": reverse0, "reverse1": reverse1}
     if op1 is not None:
         attrs["op1"] = _op(op1)
     _scalar_or_vector("operand0", operand0, src, attrs)
     _scalar_or_vector("operand1", operand1, src, attrs)
-    _run(Op.TENSOR_SCALAR, {"dst": dst}, src, attrs, engine)
+    _run(Op.TENSOR_SCALAR, {DST: dst}, src, attrs, engine)
 
 
 def tensor_reduce(
@@ -338,45 +430,30 @@ def tensor_reduce(
     name: str | None = None,
 ) -> None:
     axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
-    axes = tuple(int(a) % len(data.shape) for a in axes)
-    if (
-        0 in axes
-        or axes[-1] != len(data.shape) - 1
-        or list(axes) != list(range(axes[0], axes[0] + len(axes)))
-    ):
-        raise fail(
-            "reduce-axis",
-            f"tensor_reduce axes {axes} of {list(data.shape)} must be consecutive free axes "
-            "ending at the last one (axis 0 is the partition axis)",
-        )
+    axes = tuple(int(a) % len(data.shape) for a in axes)  # (rule reduce-axis checks them)
     _run(
         Op.TENSOR_REDUCE,
-        {"dst": dst},
-        {"data": data},
+        {DST: dst},
+        {DATA: data},
         {"op": _op(op), "axis": axes, "negate": negate, "keepdims": keepdims},
     )
 
 
-def tensor_partition_reduce(dst: View, op: Any, data: View, name: str | None = None) -> None:
-    _run(Op.TENSOR_PARTITION_REDUCE, {"dst": dst}, {"data": data}, {"op": _op(op)})
+tensor_partition_reduce = instruction(Op.TENSOR_PARTITION_REDUCE)
 
-
-def tensor_copy(
-    dst: View, src: View, engine: Any = engine.unknown, name: str | None = None
-) -> None:
-    _run(Op.TENSOR_COPY, {"dst": dst}, {"src": src}, {}, engine)
+tensor_copy = instruction(Op.TENSOR_COPY)
 
 
 def tensor_copy_predicated(
     dst: View, src: Any, predicate: View, reverse_pred: bool = False, name: str | None = None
 ) -> None:
-    s: dict[str, Any] = {"predicate": predicate}
+    s: dict[str, Any] = {PREDICATE: predicate}
     attrs: dict[str, Any] = {"reverse_pred": reverse_pred}
     if isinstance(src, View):
-        s["src"] = src
+        s[SRC] = src
     else:
-        attrs["src"] = float(src)
-    _run(Op.TENSOR_COPY_PREDICATED, {"dst": dst}, s, attrs)
+        attrs[SRC] = float(src)
+    _run(Op.TENSOR_COPY_PREDICATED, {DST: dst}, s, attrs)
 
 
 def tensor_tensor_scan(
@@ -398,7 +475,7 @@ def tensor_tensor_scan(
         "reverse1": bool(reverse1),
     }
     _scalar_or_vector("initial", initial, src, attrs)
-    _run(Op.TENSOR_TENSOR_SCAN, {"dst": dst}, src, attrs)
+    _run(Op.TENSOR_TENSOR_SCAN, {DST: dst}, src, attrs)
 
 
 def scalar_tensor_tensor(
@@ -412,7 +489,7 @@ def scalar_tensor_tensor(
     reverse1: bool = False,
     name: str | None = None,
 ) -> None:
-    src: dict[str, Any] = {"data": data, "operand1": operand1}
+    src: dict[str, Any] = {DATA: data, "operand1": operand1}
     attrs: dict[str, Any] = {
         "op0": _op(op0),
         "op1": _op(op1),
@@ -420,11 +497,10 @@ def scalar_tensor_tensor(
         "reverse1": reverse1,
     }
     _scalar_or_vector("operand0", operand0, src, attrs)
-    _run(Op.SCALAR_TENSOR_TENSOR, {"dst": dst}, src, attrs)
+    _run(Op.SCALAR_TENSOR_TENSOR, {DST: dst}, src, attrs)
 
 
-def memset(dst: View, value: Any, engine: Any = engine.unknown, name: str | None = None) -> None:
-    _run(Op.MEMSET, {"dst": dst}, {}, {"value": value}, engine)
+memset = instruction(Op.MEMSET)
 
 
 def iota(
@@ -433,7 +509,7 @@ def iota(
     pat = tuple((int(s), int(n)) for s, n in pattern)
     _run(
         Op.IOTA,
-        {"dst": dst},
+        {DST: dst},
         {},
         {"pattern": pat, "offset": int(offset), "channel_multiplier": int(channel_multiplier)},
     )
@@ -452,8 +528,8 @@ def affine_select(
     pat = tuple((int(s), int(n)) for s, n in pattern)
     _run(
         Op.AFFINE_SELECT,
-        {"dst": dst},
-        {"data": on_true_tile},
+        {DST: dst},
+        {DATA: on_true_tile},
         {
             "pattern": pat,
             "offset": int(offset),
@@ -478,16 +554,13 @@ def range_select(
     on_false_value: float = -3.4028235e38,
     name: str | None = None,
 ) -> None:
-    if np.float32(on_false_value) != np.float32(FP32_MIN):
-        raise fail(
-            "range-select-fill",
-            f"range_select on_false_value must be FP32_MIN ({FP32_MIN:g}), got {on_false_value}",
-        )
+    fill = float(on_false_value)  # (rule range-select-fill: FP32_MIN only)
+    fill = FP32_MIN if np.float32(fill) == np.float32(FP32_MIN) else fill
     if reduce_op is not None and _op(reduce_op) != "maximum":
         raise fail("reduce-op", f"range_select reduce_op must be nl.maximum, got {_op(reduce_op)}")
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
     _run(
         Op.RANGE_SELECT,
         dsts,
@@ -496,29 +569,21 @@ def range_select(
             "comp_op0": _op(comp_op0),
             "comp_op1": _op(comp_op1),
             "range_start": float(range_start),
-            "on_false_value": FP32_MIN,
+            "on_false_value": fill,
+            **_unmodelled(Op.RANGE_SELECT, {}, reduce_cmd=reduce_cmd),
         },
     )
 
 
-def reciprocal(dst: View, data: View, name: str | None = None) -> None:
-    _run(Op.RECIPROCAL, {"dst": dst}, {"data": data}, {})
+reciprocal = instruction(Op.RECIPROCAL)
 
+bn_stats = instruction(Op.BN_STATS)
 
-def bn_stats(dst: View, data: View, name: str | None = None) -> None:
-    _run(Op.BN_STATS, {"dst": dst}, {"data": data}, {})
+bn_aggr = instruction(Op.BN_AGGR)
 
+max8 = instruction(Op.MAX8)
 
-def bn_aggr(dst: View, data: View, name: str | None = None) -> None:
-    _run(Op.BN_AGGR, {"dst": dst}, {"data": data}, {})
-
-
-def max8(dst: View, src: View, name: str | None = None) -> None:
-    _run(Op.MAX8, {"dst": dst}, {"src": src}, {})
-
-
-def nc_find_index8(dst: View, data: View, vals: View, name: str | None = None) -> None:
-    _run(Op.NC_FIND_INDEX8, {"dst": dst}, {"data": data, "vals": vals}, {})
+nc_find_index8 = instruction(Op.NC_FIND_INDEX8)
 
 
 def local_gather(
@@ -531,9 +596,13 @@ def local_gather(
 ) -> None:
     _run(
         Op.LOCAL_GATHER,
-        {"dst": dst},
-        {"src_buffer": src_buffer, "index": index},
-        {"num_elem_per_idx": int(num_elem_per_idx)},
+        {DST: dst},
+        {"src_buffer": src_buffer, INDEX: index},
+        _unmodelled(
+            Op.LOCAL_GATHER,
+            {"num_elem_per_idx": int(num_elem_per_idx)},
+            num_valid_indices=num_valid_indices,
+        ),
     )
 
 
@@ -553,12 +622,12 @@ def select_reduce(
     cmd = _enum_name(reduce_cmd)
     if cmd not in ("idle", "reset_reduce", "reduce"):
         raise fail("reduce-cmd", f"select_reduce reduce_cmd {cmd} not in idle/reset_reduce/reduce")
-    src: dict[str, Any] = {"predicate": predicate, "on_true": on_true}
+    src: dict[str, Any] = {PREDICATE: predicate, "on_true": on_true}
     attrs: dict[str, Any] = {"reverse_pred": bool(reverse_pred), "reduce_cmd": cmd}
     _scalar_or_vector("on_false", on_false, src, attrs)
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
     _run(Op.SELECT_REDUCE, dsts, src, attrs)
 
 
@@ -568,29 +637,12 @@ def rand2(dst: View, min: Any, max: Any, name: str | None = None) -> None:
     attrs: dict[str, Any] = {}
     _scalar_or_vector("min", min, src, attrs)
     _scalar_or_vector("max", max, src, attrs)
-    if "min" in attrs and "max" in attrs and not attrs["min"] < attrs["max"]:
-        raise fail("rand2-range", f"rand2 needs min < max, got min {min}, max {max}")
-    _run(Op.RAND2, {"dst": dst}, src, attrs)
+    _run(Op.RAND2, {DST: dst}, src, attrs)
 
 
-def _vector_only(fn: str, eng: Any) -> None:
-    if _eng(eng) not in (None, Engine.VECTOR):
-        raise fail(
-            "not-implemented",
-            f"nki.isa.{fn}(engine={eng}): trnsim models the Vector-engine PRNG only",
-        )
+rand_set_state = instruction(Op.RAND_SET_STATE)
 
-
-def rand_set_state(src_seeds: View, engine: Any = engine.unknown, name: str | None = None) -> None:
-    """Load the XORWOW state of each lane (partition): 24 uint32 = 4 generators x 6 words."""
-    _vector_only("rand_set_state", engine)
-    _run(Op.RAND_SET_STATE, {}, {"src_seeds": src_seeds}, {})
-
-
-def rand_get_state(dst: View, engine: Any = engine.unknown, name: str | None = None) -> None:
-    """Store the XORWOW state of each lane (partition) into ``dst [P, 24]`` uint32."""
-    _vector_only("rand_get_state", engine)
-    _run(Op.RAND_GET_STATE, {"dst": dst}, {}, {})
+rand_get_state = instruction(Op.RAND_GET_STATE)
 
 
 # ---- DMA ---------------------------------------------------------------------------------------
@@ -609,14 +661,14 @@ def dma_copy(
     engine: Any = engine.unknown,
     name: str | None = None,
 ) -> None:
-    srcs: dict[str, Any] = {"src": src}
+    srcs: dict[str, Any] = {SRC: src}
     attrs = _opt(
         {"dge_mode": _enum_name(dge_mode), "oob_mode": _enum_name(oob_mode)},
         priority=priority,
         dge_engine=None if engine in (None, unknown_engine) else _enum_name(engine),
     )
     indirect.annotate(dst, srcs, attrs)  # gather/scatter: the index tile is read too
-    _run(Op.DMA_COPY, {"dst": dst}, srcs, attrs)
+    _run(Op.DMA_COPY, {DST: dst}, srcs, attrs)
 
 
 def dma_transpose(
@@ -630,9 +682,14 @@ def dma_transpose(
 ) -> None:
     _run(
         Op.DMA_TRANSPOSE,
-        {"dst": dst},
-        {"src": src},
-        _opt({"dge_mode": _enum_name(dge_mode)}, axes=tuple(axes) if axes else None),
+        {DST: dst},
+        {SRC: src},
+        _unmodelled(
+            Op.DMA_TRANSPOSE,
+            _opt({"dge_mode": _enum_name(dge_mode)}, axes=tuple(axes) if axes else None),
+            priority=priority,
+            oob_mode=oob_mode,
+        ),
     )
 
 
@@ -648,7 +705,9 @@ def dma_compute(
     if scales is not None:
         raise fail("not-implemented", "dma_compute scales= (not modelled)")
     src = {f"src{i}": s for i, s in enumerate(srcs)}
-    _run(Op.DMA_COMPUTE, {"dst": dst}, src, {"reduce_op": _op(reduce_op) or "add"})
+    attrs = {"reduce_op": _op(reduce_op) or "add"}
+    _unmodelled(Op.DMA_COMPUTE, attrs, unique_indices=unique_indices, oob_mode=oob_mode)
+    _run(Op.DMA_COMPUTE, {DST: dst}, src, attrs)
 
 
 # ---- LNC=2 ---------------------------------------------------------------------------------------
@@ -690,8 +749,8 @@ def sendrecv(
         "pipe_id": int(pipe_id),
         "dma_engine": _enum_name(dma_engine),
     }
-    _run(Op.SENDRECV, {"dst": dst}, {"src": src}, attrs)
-    prog.core.sync()  # the deferred data work up to here (trnsim.core.deferred)
+    _run(Op.SENDRECV, {DST: dst}, {SRC: src}, attrs)
+    prog.core.sync()  # the deferred data work up to here (trnsim.core.accel)
     payload = np.array(src.array()) if prog.core.functional else None
     with launch.lock:
         launch.mailbox[("sendrecv", int(pipe_id), me, int(send_to_rank))] = payload
@@ -718,16 +777,20 @@ def _not_here(name: str):
     return fn
 
 
+# ---- built from the specification -------------------------------------------------------------
+
+dropout = instruction(Op.DROPOUT)
+rng = instruction(Op.RNG)
+set_rng_seed = instruction(Op.SET_RNG_SEED)
+
+
 for _n in (
-    "set_rng_seed",
-    "rng",
     "tensor_scalar_reduce",
     "tensor_scalar_cumulative",
     "nc_match_replace8",
     "nc_stream_shuffle",
     "nc_n_gather",
     "sequence_bounds",
-    "dropout",
     "register_alloc",
     "register_load",
     "register_move",

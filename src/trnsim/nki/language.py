@@ -415,3 +415,50 @@ def is_hbm(x: View) -> bool:
 
 def is_on_chip(x: View) -> bool:
     return x.on_chip
+
+
+# ---- random numbers (issue 12: nisa.rng / rand2 / dropout / set_rng_seed) -----------------------
+
+
+def random_seed(seed: NkiTensor) -> None:
+    """``nl.random_seed(seed)``: seed the Vector engine's PRNG from a [1, 1] 32-bit SBUF/PSUM
+    tensor (``nisa.set_rng_seed``); the same seed gives the same ``rand`` / ``dropout`` values."""
+    from trnsim.nki import isa
+
+    isa.set_rng_seed(seed)
+
+
+def rand(shape: Any, dtype: Any, buffer: Any = None, name: str = "") -> NkiTensor:
+    """``nl.rand``: a new tensor of uniform values in [0, 1) from the Vector engine's PRNG:
+    ``nisa.rand2(t, 0, 1)`` on NeuronCore-v4, else ``nisa.rng`` bits ``u`` as ``(u >> 8) *
+    2^-24`` (the same values from the same state); an HBM tensor is filled through SBUF."""
+    from trnsim.nki import isa
+
+    buf = _buffer(buffer)
+    tile = ndarray(shape, dtype, sbuf if buf.memory == HBM else buf, name=name)
+    if current().core.spec.generation >= 4:
+        isa.rand2(tile, 0.0, 1.0)
+    else:
+        bits = ndarray(shape, uint32, sbuf)
+        isa.rng(bits)
+        isa.tensor_scalar(bits, bits, "right_shift", 8)
+        isa.tensor_scalar(tile, bits, "multiply", 2.0**-24)
+    if buf.memory != HBM:
+        return tile
+    out = ndarray(shape, dtype, buf, name=name)
+    isa.dma_copy(out, tile)
+    return out
+
+
+def dropout(x: NkiTensor, rate: Any, dtype: Any = None) -> NkiTensor:
+    """``nl.dropout``: ``x`` with each element zeroed with probability ``rate`` (a number or a
+    ``(P, 1)`` tile) by ``nisa.dropout``, cast to ``dtype`` if given."""
+    from trnsim.nki import isa
+
+    out = ndarray(x.shape, x.dtype, sbuf)
+    isa.dropout(out, x, rate)
+    if dtype is None or get_format(dtype).name == x.fmt.name:
+        return out
+    res = ndarray(x.shape, dtype, sbuf)
+    isa.tensor_copy(res, out)
+    return res

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from trnsim.core import machine
 from trnsim.core.blas import single_threaded_blas
 from trnsim.core.instruction import Instruction
 from trnsim.core.location import fail
 from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import HBM, Hbm, View
+from trnsim.core.options import CoreOptions
 from trnsim.hw import chip
 from trnsim.nki.context import Launch, Program, enter
 from trnsim.nki.tensor import NkiTensor
@@ -106,6 +106,7 @@ def simulate(
     target: str | None = None,
     rounding: str | None = None,
     seed: int = 0,
+    options: CoreOptions | None = None,
 ) -> Callable[..., Any]:
     """``nki.simulate(kernel)(*arrays)`` -> the kernel's outputs as NumPy arrays.
 
@@ -114,7 +115,9 @@ def simulate(
     """
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        res = run(kernel, *args, target=target, rounding=rounding, seed=seed, **kwargs)
+        res = run(
+            kernel, *args, target=target, rounding=rounding, seed=seed, options=options, **kwargs
+        )
         call.last_run = res  # type: ignore[attr-defined]
         return res.outputs
 
@@ -130,14 +133,17 @@ def run(
     rounding: str | None = None,
     seed: int = 0,
     functional: bool = True,
+    options: CoreOptions | None = None,
     **kwargs: Any,
 ) -> RunResult:
     """Run ``kernel`` on emulated NeuronCore(s) and return outputs plus the records.
 
     ``functional=False`` is a timing-only run: rules are checked and the stream is recorded,
-    but no data moves (outputs hold the uninitialised sentinel).
+    but no data moves (outputs hold the uninitialised sentinel). ``options``: how the cores
+    run (``trnsim.core.options.CoreOptions``); ``None``: the plain interpreter, or the
+    deferred path if the environment sets ``TRNSIM_DEFERRED=1`` (``CoreOptions.from_env``).
     """
-    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, functional, True)
+    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, functional, True, options)
 
 
 def record_run(
@@ -147,6 +153,7 @@ def record_run(
     lnc: int | None = None,
     rounding: str | None = None,
     seed: int = 0,
+    options: CoreOptions | None = None,
     **kwargs: Any,
 ) -> RunResult:
     """A timing-only run kept for its instruction record alone (``outputs`` is None).
@@ -156,7 +163,7 @@ def record_run(
     outputs are not copied out (for the tutorial's large matmuls that handling of a few
     hundred MB costs more than recording 10^5 instructions).
     """
-    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, False, False)
+    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, False, False, options)
 
 
 def _launch(
@@ -169,7 +176,10 @@ def _launch(
     seed: int,
     functional: bool,
     keep_data: bool,
+    options: CoreOptions | None = None,
 ) -> RunResult:
+    if options is None:
+        options = CoreOptions.from_env()
     if isinstance(kernel, Kernel):
         fn, n = kernel.fn, lnc or kernel.lnc
         target = target or kernel.options.get("platform_target")
@@ -183,7 +193,15 @@ def _launch(
     hbm = Hbm(_hbm_bytes(tgt), f"{tgt} HBM")
     hbm.fill_sentinel = keep_data
     cores = [
-        NeuronCore(tgt, index=i, hbm=hbm, rounding=rounding, seed=seed + i, functional=functional)
+        NeuronCore(
+            tgt,
+            index=i,
+            hbm=hbm,
+            rounding=rounding,
+            seed=seed + i,
+            functional=functional,
+            options=options,
+        )
         for i in range(n)
     ]
     launch = Launch(n, cores, threading.Barrier(n))
@@ -204,8 +222,7 @@ def _launch(
 
     def program(i: int) -> None:
         enter(Program(launch, i, cores[i]))
-        if machine.DEFERRED:
-            cores[i].start_async()  # data work off this thread (trnsim.core.deferred)
+        cores[i].start_async()  # with options.deferred: data work off this thread (core.accel)
         try:
             results[i] = fn(*inputs, **kw)
             cores[i].finish()  # the deferred data work, and its errors, before returning

@@ -5,7 +5,8 @@ single-threaded, see ``trnsim.core.blas``) and the rest in Python (interpreting 
 checking rules, recording, decoding tiles, casting). NumPy releases the interpreter lock
 inside BLAS, so the products of one core can run on two threads while Python goes on.
 
-Three parts, per core (``NeuronCore.start_async``; tests/test_core_deferred.py checks each
+Three parts, per core (``Deferred``, made by ``NeuronCore.start_async`` with
+``CoreOptions(deferred=True)``; tests/test_core_deferred.py checks each
 promise below against the plain, synchronous path, bit for bit):
 
 - The kernel's thread checks the rules and records each instruction as always, then queues
@@ -34,7 +35,7 @@ program order, and none after a failure; a product's floating-point warning is N
 (same text, category and location as on the plain path).
 
 Two differences remain, both only for kernels that act on their own instructions' outcome
-in Python (``TRNSIM_DEFERRED=0`` restores the plain behaviour): a warning filter (or
+in Python (the plain path, ``CoreOptions()``, the default, has neither): a warning filter (or
 ``np.errstate``) a kernel sets around one instruction is not in force when that
 instruction's deferred part runs, and an error found while moving data is raised at the next
 wait, so a ``try`` around the one instruction does not catch it.
@@ -42,18 +43,28 @@ wait, so a ``try`` around the one instruction does not catch it.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 import threading
 import warnings
 from queue import SimpleQueue
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trnsim.core import location
 from trnsim.core import semantics as S
+from trnsim.core.call import Call
+from trnsim.core.isa import IN_ORDER, Op
+from trnsim.core.memory import PSUM, SBUF, OnChipMemory, View
+from trnsim.core.spec import DST, MOVING, STATIONARY
 from trnsim.errors import KernelError
+
+if TYPE_CHECKING:
+    from trnsim.core.call import Core as NeuronCore
+
+F32 = np.float32
 
 _STOP = None
 
@@ -292,7 +303,7 @@ def _check_alive(threads: list[threading.Thread]) -> None:
         if not t.is_alive():
             raise RuntimeError(
                 f"trnsim internal error: thread {t.name} stopped; rerun with "
-                "TRNSIM_DEFERRED=0 and please report the kernel"
+                "the plain path (CoreOptions(), TRNSIM_DEFERRED unset) and please report the kernel"
             )
 
 
@@ -377,3 +388,152 @@ class Stream:
                 self.completed += 1
                 if self.completed == self.submitted:
                     self._idle.notify_all()
+
+
+# =================================================================================================
+# The deferred path of one core (``CoreOptions.deferred``): what ``NeuronCore`` hands over
+# =================================================================================================
+
+
+class Deferred:
+    """One core's stream and pipeline. ``executors``: the plain path's executors by op;
+    ``accumulate``: its PSUM commit (``machine._psum_accumulate``), run in program order."""
+
+    def __init__(self, nc: NeuronCore, executors: dict[Op, Any], accumulate: Any) -> None:
+        self.nc = nc
+        self.executors = executors
+        self.accumulate = accumulate
+        self.pipeline = Pipeline(f"trnsim-products-{nc.index}")
+        self.stream = Stream(f"trnsim-stream-{nc.index}")
+        assert nc.decode is not None  # the deferred path decodes through the cache
+        nc.decode.pipeline = self.pipeline
+
+    def raise_pending(self) -> None:
+        """Raise a failure of queued work now (it wins over anything later)."""
+        if self.stream.error is not None:
+            self.stream.drain()
+
+    def fill(self, mem: OnChipMemory, alloc: Any) -> None:
+        """A new allocation's sentinel fill, in program order behind the queued work."""
+        self.stream.submit(_queue_fill, (self, mem, alloc), location.kernel_location())
+
+    def submit(self, call: Call, where: tuple[str, int]) -> None:
+        """Queue ``call`` (plain views, attributes without views) on the stream."""
+        # detached views: queued work does not extend the tensors' lifetimes
+        queued = Call(
+            call.op,
+            call.engine,
+            {r: v.detached() for r, v in call.dst.items()},
+            {r: v.detached() for r, v in call.src.items()},
+            _own_copy(call.attrs),
+            call.spec,
+        )
+        self.stream.submit(_run_deferred, (self, queued), where)
+
+    def sync(self) -> None:
+        """Wait for the queued work (raising the first failure among it)."""
+        self.stream.drain()
+        if self.pipeline.busy:
+            self.pipeline.wait()
+
+    def close(self) -> None:
+        """Wait for the queued work and stop the threads (raising a failure)."""
+        errors: list[BaseException] = []
+        try:
+            self.stream.close()  # runs the queued work first (which feeds the pipeline)
+        except BaseException as exc:
+            errors.append(exc)
+        try:
+            self.pipeline.close()
+        except BaseException as exc:  # work the pipeline holds came first
+            errors.insert(0, exc)
+        if self.nc.decode is not None:
+            self.nc.decode.pipeline = None
+        if errors:
+            raise errors[0]
+
+
+def _own_copy(attrs: dict[str, Any]) -> dict[str, Any]:
+    """``attrs`` for queued work: the values as they are now (an array or list the kernel
+    changes after the call must not reach the deferred executor)."""
+    for v in attrs.values():
+        if isinstance(v, _MUTABLE):
+            return {k: copy.deepcopy(v) for k, v in attrs.items()}
+    return attrs
+
+
+_MUTABLE = (np.ndarray, list, dict, set, bytearray)
+
+
+def _region(v: View) -> Region:
+    """The memory rectangle of ``v``'s allocation (what hazards are checked on)."""
+    return _alloc_region(v.storage.alloc)
+
+
+def _alloc_region(a: Any) -> Region:
+    if a.kind == SBUF or a.kind == PSUM:
+        p = a.partition_start
+        return (a.memory, p, p + a.partitions, a.byte_offset, a.byte_offset + a.nbytes)
+    return (a, 0, 1, 0, 1)
+
+
+def _run_deferred(d: Deferred, call: Call) -> None:
+    """One queued instruction, on the stream's thread: at once, or as an ordered action of
+    the pipeline when it touches memory that pending work writes (or writes what it reads)."""
+    pipe, op, nc = d.pipeline, call.op, d.nc
+    if op is Op.NC_MATMUL:
+        plain = call.attrs.get("perf_mode") == "double_row" or call.attrs.get("is_transpose")
+        if not plain and _defer_matmul(d, call):
+            return
+        if pipe.busy:
+            pipe.wait()  # the plain path reads and writes now
+    elif pipe.busy:
+        if op in IN_ORDER:  # state beyond memory: once everything before it has retired
+            pipe.wait()
+        else:
+            reads = tuple([_region(v) for v in call.src.values()])
+            writes = tuple([_region(v) for v in call.dst.values()])
+            if pipe.conflict(reads, writes):
+                where = location.kernel_location()
+                pipe.action(d.executors[op], (nc, call), reads, writes, where)
+                return
+    d.executors[op](nc, call)
+
+
+def _defer_matmul(d: Deferred, c: Call) -> bool:
+    """Decode the operands now and hand the product to the pipeline, which commits it into
+    PSUM in program order with the plain path's ``_psum_accumulate`` (marks, warnings,
+    overwrite or add all decided then). False (nothing done): operands outside SBUF."""
+    st, mv, dst = c.src[STATIONARY], c.src[MOVING], c.dst[DST]
+    if st.storage.alloc.kind != SBUF or mv.storage.alloc.kind != SBUF:
+        return False
+    pipe, decode = d.pipeline, d.nc.decode
+    assert decode is not None
+    if pipe.busy:  # the operands are decoded now: wait for pending writes of them
+        seq = pipe.conflict((_region(st), _region(mv)), ())
+        if seq:
+            pipe.wait(seq)
+    a = decode.read(st, transposed=True).reshape(st.partitions, -1)
+    b = decode.read(mv).reshape(mv.partitions, -1)
+    # an fp32 operand is not decoded into a buffer of its own: the product reads SBUF later
+    reads = tuple([_region(v) for v in (st, mv) if v.fmt.dtype == F32])
+    args = (d.accumulate, d.nc, dst, c.attrs.get("accumulate"))
+    where = location.kernel_location()
+    pipe.product(a, b, _commit_product, args, reads, (_region(dst),), where)
+    return True
+
+
+def _commit_product(res: np.ndarray, accumulate: Any, nc: NeuronCore, dst: View, acc: Any) -> None:
+    accumulate(nc, dst, res, acc)
+
+
+def _queue_fill(d: Deferred, mem: OnChipMemory, alloc: Any) -> None:
+    """A new allocation's sentinel fill, on the stream's thread, behind the work on the
+    memory it reuses."""
+    pipe = d.pipeline
+    if pipe.busy:
+        region = _alloc_region(alloc)
+        if pipe.conflict((), (region,)):
+            pipe.action(mem.fill, (alloc,), (), (region,), location.kernel_location())
+            return
+    mem.fill(alloc)

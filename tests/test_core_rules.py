@@ -1,0 +1,371 @@
+"""Every named rule of the checker (``trnsim.core.rules.RULES``) has a failing kernel here whose
+error names the rule, the offending values and the kernel's file:line; and every registered
+rule is in the table (a rule added without a case fails ``test_every_rule_has_a_case``)."""
+
+from __future__ import annotations
+
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core import rules
+from trnsim.core.call import Call
+from trnsim.core.isa import Engine, Op
+from trnsim.core.memory import View
+from trnsim.errors import KernelError
+from trnsim.nki.context import current
+
+BF16 = ml_dtypes.bfloat16
+HERE = "test_core_rules.py"
+LINE: dict[str, int] = {}
+
+
+def mark() -> None:
+    """The failing call is on the caller's next line."""
+    LINE["at"] = sys._getframe(1).f_lineno + 1
+
+
+def sb(shape, dtype=nl.float32):
+    return nl.ndarray(shape, dtype, buffer=nl.sbuf)
+
+
+def ps(shape, dtype=nl.float32):
+    return nl.ndarray(shape, dtype, buffer=nl.psum)
+
+
+# ---- one failing kernel per rule ---------------------------------------------------------------
+
+
+def k_generation():
+    mark()
+    nisa.exponential(sb((128, 8)), sb((128, 8)))
+
+
+def k_unmodelled():
+    mark()
+    nisa.activation(sb((128, 8)), nl.exp, sb((128, 8)), reduce_cmd=nisa.reduce_cmd.reset)
+
+
+def k_indirect_operand(a):
+    idx = sb((128, 1), nl.uint32)
+    nisa.memset(idx, 0)
+    view = a.ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=0)
+    mark()
+    nisa.tensor_copy(sb((128, 64)), view)
+
+
+def k_memory():
+    mark()
+    nisa.nc_matmul(sb((128, 128)), sb((128, 128), BF16), sb((128, 128), BF16))
+
+
+def k_psum_inputs():
+    mark()
+    nisa.tensor_tensor(sb((128, 8)), ps((128, 8)), ps((128, 8)), nl.add)
+
+
+def k_partition_dim():
+    # a view over more partitions than the core has is also out of bounds (checked first), so
+    # the rule is a safety net: run it alone on such a view
+    nc = current().core
+    t = nc.allocate((128, 8), np.float32, "sbuf")
+    wide = View(t.storage, (256, 4), (1, 1), 0, 0, t.fmt)
+    mark()
+    rules.check_rules(
+        Call(Op.TENSOR_COPY, Engine.VECTOR, {"dst": wide}, {"src": wide}, {}, nc.spec)
+    )
+
+
+def k_contiguous():
+    t = sb((128, 8))
+    mark()
+    nisa.tensor_copy(sb((64, 8)), t[::2, :])
+
+
+def k_start_partition():
+    t = sb((128, 8))
+    mark()
+    nisa.tensor_copy(t[16:48, :], t[64:96, :])
+
+
+def k_dtype():
+    mark()
+    nisa.tensor_copy_predicated(sb((128, 8)), sb((128, 8)), sb((128, 8)))
+
+
+def k_matmul_dtype():
+    mark()
+    nisa.nc_matmul(ps((128, 128)), sb((128, 128), nl.int8), sb((128, 128), nl.int8))
+
+
+def k_matmul_dst_dtype():
+    mark()
+    nisa.nc_matmul(ps((128, 128), nl.int32), sb((128, 128), BF16), sb((128, 128), BF16))
+
+
+def k_matmul_shape():
+    mark()
+    nisa.nc_matmul(ps((128, 128)), sb((128, 128), BF16), sb((64, 128), BF16))
+
+
+def k_stationary_fmax():
+    st, mv = sb((128, 128), BF16), sb((128, 128), BF16)
+    mark()
+    nisa.nc_matmul(ps((128, 128)), st, mv, tile_position=(0, 0), tile_size=(128, 64))
+
+
+def k_moving_fmax():
+    mark()
+    nisa.nc_matmul(ps((128, 1024)), sb((128, 128), BF16), sb((128, 1024), BF16))
+
+
+def k_tile_position():
+    mark()
+    nisa.nc_matmul(ps((128, 128)), sb((128, 128), BF16), sb((128, 128), BF16), tile_position=(0, 0))
+
+
+def k_matmul_mx_shape():
+    x4 = nl.float8_e4m3fn_x4
+    mark()
+    nisa.nc_matmul_mx(
+        ps((8, 8)), sb((20, 8), x4), sb((20, 8), x4), sb((20, 2), nl.uint8), sb((20, 2), nl.uint8)
+    )
+
+
+def k_transpose_shape():
+    mark()
+    nisa.nc_transpose(ps((64, 64)), sb((64, 32)), engine=nisa.tensor_engine)
+
+
+def k_same_shape():
+    mark()
+    nisa.tensor_tensor(sb((128, 8)), sb((128, 8)), sb((128, 4)), nl.add)
+
+
+def k_column():
+    mark()
+    nisa.tensor_scalar(sb((128, 8)), sb((128, 8)), nl.add, sb((128, 2)))
+
+
+def k_one_value():
+    mark()
+    nisa.set_rng_seed(sb((1, 2), nl.uint32))
+
+
+def k_quantize_mx_shape():
+    mark()
+    nisa.quantize_mx(sb((32, 2), nl.float8_e4m3fn_x4), sb((32, 6), BF16), sb((4, 2), nl.uint8))
+
+
+def k_bn_stats_shape():
+    mark()
+    nisa.bn_stats(sb((128, 5)), sb((128, 64)))
+
+
+def k_dma_shape(a):
+    mark()
+    nisa.dma_copy(sb((128, 32)), a)
+
+
+def k_indirect(a):
+    idx = sb((128, 1), nl.uint32)
+    nisa.memset(idx, 0)
+    view = a.ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=0)
+    mark()
+    current().core.execute(Op.DMA_COPY, {"dst": sb((128, 64))}, {"src": view}, {})
+
+
+def k_dge_mode(a):
+    mark()
+    nisa.dma_copy(sb((128, 64)), a, dge_mode=nisa.dge_mode.hwdge)
+
+
+def k_dma_dtype(a):
+    mark()
+    nisa.dma_copy(sb((128, 64), BF16), a, dge_mode=nisa.dge_mode.hwdge)
+
+
+def k_rng_state_shape():
+    mark()
+    nisa.rand_get_state(sb((128, 12), nl.uint32))
+
+
+def k_dropout_dtype():
+    mark()
+    nisa.dropout(sb((128, 8), BF16), sb((128, 8)), 0.5)
+
+
+def k_vector_prng():
+    mark()
+    nisa.rng(sb((128, 8), nl.uint32), engine=nisa.gpsimd_engine)
+
+
+def k_memset_value():
+    mark()
+    nisa.memset(sb((128, 8), nl.float8_e4m3fn_x4), 7)
+
+
+def k_iota_shape():
+    mark()
+    nisa.iota(sb((128, 64), nl.int32), [[1, 32]])
+
+
+def k_local_gather_shape():
+    mark()
+    nisa.local_gather(sb((128, 8)), sb((128, 8)), sb((128, 4), nl.uint16))
+
+
+def k_rand2_range():
+    mark()
+    nisa.rand2(sb((128, 8)), 1.0, 0.5)
+
+
+def k_sendrecv():
+    t = ps((4, 4))
+    mark()
+    nisa.sendrecv(src=t, dst=t, send_to_rank=0, recv_from_rank=1, pipe_id=0)
+
+
+def k_attribute():
+    mark()
+    nisa.nc_matmul(ps((128, 128)), sb((128, 128), BF16), sb((128, 128), BF16), perf_mode="fp8x4")
+
+
+def _ti_index(p: int, k: int = 1):
+    idx = sb((p, k), nl.uint32)
+    nisa.iota(idx, [[0, k]], offset=0, channel_multiplier=1)
+    return idx
+
+
+def k_ti_operand():
+    d = sb((16, 32))
+    view = d.indirect(_ti_index(16), num_elem=16)
+    mark()
+    nisa.reciprocal(sb((16, 16)), view)
+
+
+def k_ti_generation():
+    d = sb((16, 32))
+    view = d.indirect(_ti_index(16), num_elem=16)
+    mark()
+    nisa.tensor_copy(sb((16, 16)), view)
+
+
+def k_ti_tiling():
+    s = sb((32, 32), BF16)
+    m = s.indirect(_ti_index(32), num_elem=32)
+    mark()
+    nisa.nc_matmul(ps((32, 32)), s, m, tile_position=(0, 0), tile_size=(32, 32))
+
+
+def k_ti_dtype():
+    s = sb((16, 32)).indirect(_ti_index(16), num_elem=8)
+    mark()
+    nisa.nc_matmul(ps((8, 8)), s, sb((16, 8)))
+
+
+def k_ti_psum_scatter():
+    p = ps((16, 32))
+    mark()
+    nisa.activation(p.indirect(_ti_index(16)), nl.exp, sb((16, 16)))
+
+
+def k_ti_index():
+    d = sb((16, 32))
+    view = d.indirect(_ti_index(16), num_elem=17)
+    mark()
+    nisa.tensor_copy(sb((16, 17)), view)
+
+
+def k_reduce_axis():
+    mark()
+    nisa.tensor_reduce(sb((128, 1)), nl.add, sb((128, 4, 8)), axis=1)
+
+
+def k_range_select_fill():
+    t, b = sb((128, 8)), sb((128, 1))
+    mark()
+    nisa.range_select(t, t, nl.greater_equal, nl.less, b, b, on_false_value=-1.0)
+
+
+def k_engine():
+    mark()
+    nisa.tensor_tensor(sb((128, 8)), sb((128, 8)), sb((128, 8)), nl.add, engine=nisa.scalar_engine)
+
+
+A = np.ones((128, 64), np.float32)
+
+# (rule key or check function name, kernel, args, target, lnc, rule name, values in the message)
+CASES = [
+    ("_engine", k_engine, (), "gen4", 1, "engine", ("tensor_tensor", "scalar", "gpsimd, vector")),
+    ("reduce-axis", k_reduce_axis, (), "gen4", 1, "reduce-axis", ("(1,)", "[128, 4, 8]")),
+    ("range-select-fill", k_range_select_fill, (), "gen4", 1, "range-select-fill", ("-1.0",)),
+    ("_ti_operand", k_ti_operand, (), "gen4", 1, "ti-operand", ("reciprocal", "data")),
+    ("_ti_generation", k_ti_generation, (), "gen3", 1, "ti-generation", ("v4", "v3")),
+    ("_ti_tiling", k_ti_tiling, (), "gen4", 1, "ti-tiling", ("tile_position=(0, 0)",)),
+    ("_ti_dtype", k_ti_dtype, (), "gen4", 1, "ti-dtype", ("fp16/bf16/fp8", "float32")),
+    ("_ti_psum_scatter", k_ti_psum_scatter, (), "gen4", 1, "ti-psum-scatter", ("Scalar",)),
+    ("_ti_index", k_ti_index, (), "gen4", 1, "ti-index", ("num_elem 17", "num_elem <= 16")),
+    ("_generation", k_generation, (), "gen3", 1, "generation", ("exponential", "v4", "v3")),
+    ("_unmodelled", k_unmodelled, (), "gen4", 1, "not-implemented", ("reduce_cmd='reset'",)),
+    ("_indirect_elsewhere", k_indirect_operand, (A,), "gen4", 1, "indirect-operand", ("src",)),
+    ("_memory", k_memory, (), "gen4", 1, "memory", ("dst is in SBUF", "tensor engine")),
+    ("psum-inputs", k_psum_inputs, (), "gen4", 1, "memory", ("both inputs are in PSUM",)),
+    ("_partition_dim", k_partition_dim, (), "gen4", 1, "partition-dim", ("256", "128")),
+    ("_contiguous", k_contiguous, (), "gen4", 1, "contiguous-partitions", ("stride 2",)),
+    ("_start_partition", k_start_partition, (), "gen4", 1, "start-partition", ("16", "[0, 32")),
+    ("_dtype", k_dtype, (), "gen4", 1, "dtype", ("predicate dtype float32",)),
+    ("matmul-dtype", k_matmul_dtype, (), "gen4", 1, "dtype", ("stationary dtype int8",)),
+    ("matmul-dst-dtype", k_matmul_dst_dtype, (), "gen4", 1, "dtype", ("dst dtype int32",)),
+    ("matmul-shape", k_matmul_shape, (), "gen4", 1, "shape", ("stationary 128", "moving 64")),
+    ("stationary-fmax", k_stationary_fmax, (), "gen4", 1, "stationary-fmax", ("128", "64")),
+    ("moving-fmax", k_moving_fmax, (), "gen2", 1, "moving-fmax", ("1024", "512")),
+    ("tile-position", k_tile_position, (), "gen4", 1, "tile-position", ("tile_size",)),
+    ("matmul-mx-shape", k_matmul_mx_shape, (), "gen4", 1, "shape", ("stationary 20", "32")),
+    ("transpose-shape", k_transpose_shape, (), "gen4", 1, "shape", ("[64, 64]", "[64, 32]")),
+    ("_same_shape", k_same_shape, (), "gen4", 1, "shape", ("data2 shape [128, 4]",)),
+    ("_vector_operands", k_column, (), "gen4", 1, "shape", ("operand0", "[128, 1]", "[128, 2]")),
+    ("_one_value", k_one_value, (), "gen4", 1, "shape", ("src_seeds", "[1, 2]")),
+    ("quantize-mx-shape", k_quantize_mx_shape, (), "gen4", 1, "shape", ("[32, 6]", "of 4")),
+    ("bn-stats-shape", k_bn_stats_shape, (), "gen4", 1, "shape", ("[128, 6]", "[128, 5]")),
+    ("dma-shape", k_dma_shape, (A,), "gen4", 1, "shape", ("8192", "4096")),
+    ("indirect", k_indirect, (A,), "gen4", 1, "indirect", ("no index operand",)),
+    ("dge-mode", k_dge_mode, (A,), "gen2", 1, "dge-mode", ("hwdge", "v3")),
+    ("dma-dtype", k_dma_dtype, (A,), "gen4", 1, "dtype", ("float32", "bfloat16", "hwdge")),
+    ("rng-state-shape", k_rng_state_shape, (), "gen4", 1, "shape", ("24 uint32", "[128, 12]")),
+    ("dropout-dtype", k_dropout_dtype, (), "gen4", 1, "dtype", ("bfloat16", "float32")),
+    ("vector-prng", k_vector_prng, (), "gen4", 1, "not-implemented", ("gpsimd",)),
+    ("memset-value", k_memset_value, (), "gen4", 1, "memset-value", ("float8_e4m3fn_x4", "7")),
+    ("iota-shape", k_iota_shape, (), "gen4", 1, "shape", ("4096", "8192")),
+    ("local-gather-shape", k_local_gather_shape, (), "gen4", 1, "shape", ("512", "1024")),
+    ("rand2-range", k_rand2_range, (), "gen4", 1, "rand2-range", ("min 1.0", "max 0.5")),
+    ("sendrecv", k_sendrecv, (), "gen4", 2, "sendrecv", ("src is in PSUM",)),
+    ("_attribute_values", k_attribute, (), "gen4", 1, "attribute", ("perf_mode='fp8x4'",)),
+]
+
+
+def _id(r: rules.Rule) -> str:
+    return r.key or r.check.__name__
+
+
+def test_every_rule_has_a_case():
+    assert {_id(r) for r in rules.RULES} == {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize(("rule_id", "kernel", "args", "target", "lnc", "name", "values"), CASES)
+def test_rule_names_rule_values_and_line(rule_id, kernel, args, target, lnc, name, values):
+    with pytest.raises(KernelError) as info:
+        nki.run(kernel, *args, target=target, lnc=lnc)
+    err = info.value
+    assert err.rule == name, str(err)
+    for v in values:
+        assert v in str(err), (v, str(err))
+    assert f"{HERE}:{LINE['at']}" in str(err), str(err)
+    # the rule that fired is the one this case is for
+    fired = [r for r in rules.RULES if _id(r) == rule_id]
+    assert fired and fired[0].name == name
