@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from trnsim.errors import ConfigError, UnknownNameError
-from trnsim.fabric.calibration import FITTED, MESH_MAX_BYTES, RDH_MAX_BYTES, Overheads
+from trnsim.fabric.overheads import FITTED, MESH_MAX_BYTES, RDH_MAX_BYTES, Overheads
 from trnsim.fabric.topology import FatTree, Group, LevelView, group
 from trnsim.hw import SystemSpec
 from trnsim.hw import system as lookup_system
