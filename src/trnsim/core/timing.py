@@ -25,6 +25,12 @@ The model (a list scheduler over the recorded stream, in program order):
 This module only reads ``Instruction`` records; ``benchmark`` (``trnsim.nki.benchmark``) runs
 a kernel in timing-only mode to get them. The per-instruction work is O(overlapping regions)
 with dictionary lookups, so streams of 10^5-10^6 instructions time in seconds.
+
+The parts: ``_Regions`` (distinct regions, which overlap which, and per region its last writer
+and last access), ``_Tracks`` (the in-order engines and queues), ``_DmaPipes`` (a core's DMA
+queues and bandwidth pipes), ``_Costs`` (one cost entry per instruction shape, with the
+statistics the totals add up); ``_run`` is the pass over the stream that reads them, and
+``_profile`` turns its ``_Timeline`` and the ``_Totals`` into a ``Profile``.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import gc
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 from trnsim.core import costs
@@ -55,6 +61,7 @@ _COMPUTE = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 _SYNC_OPS = frozenset({Op.CORE_BARRIER, Op.SENDRECV})
 _MEMORIES = ("hbm", "sbuf", "psum")
 _CORE_OF = attrgetter("core")
+_SITE = itemgetter(0, 1, 5, 6)  # an Instruction's (opcode, engine, file, line), in C
 
 
 # ---- regions ----------------------------------------------------------------------------------
@@ -708,8 +715,7 @@ def _critical_path(
     while i >= 0:
         p = pred[i]
         added = end[i] - (end[p] if p >= 0 else 0.0)
-        opcode, engine, _, _, _, file, line, _ = instrs[i]
-        key = (opcode, engine, file, line)
+        key = _SITE(instrs[i])
         g = groups.get(key)
         if g is None:
             g = groups[key] = [0.0, 0]
