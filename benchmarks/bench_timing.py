@@ -2,18 +2,23 @@
 
 Run: ``.venv/bin/python benchmarks/bench_timing.py`` (about a minute). Prints the markdown of
 the 'Timing model (issue 5)' section of ``benchmarks/RESULTS.md``. ``--speed``: only the speed
-part (recording and scheduling 111,744 instructions; about 20 s).
+part (recording and scheduling 111,744 instructions; about 20 s). ``--against REV [--rounds
+N]``: the speed part on git revision ``REV``'s ``src/`` and on the working tree, alternating in
+fresh processes (N rounds, default 3), to compare before and after in one run.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
 
+import baseline
 from trnsim.core import calibration
 from trnsim.core.costs import DmaModel
 from trnsim.core.timing import schedule
@@ -83,15 +88,25 @@ def main() -> None:
     print("- Calibration recordings: " + ", ".join(f"{v} {rec_s[v]:.1f} s" for v in rec_s))
 
 
-def speed(records: int = 2, schedules: int = 5) -> dict[str, float]:
+def speed(records: int = 2, schedules: int = 5, quiet: bool = False) -> dict[str, float]:
     """Timing-only speed on the 111,744-instruction tiled matmul (issue 5 benchmark)."""
     mt = load_module(str(EXAMPLES / "matmul_tutorial.py"))
     M, K, _ = calibration.SHAPE
     big_n = 9216
     lhsT, rhs = mt.make_inputs(M=M, K=K, N=big_n, empty=True)
     rec, rec_cpu, big = _best(lambda: record(mt.tiled, lhsT, rhs, target="gen2"), records)
-    sched, sched_cpu, _ = _best(lambda: schedule(big, "gen2"), schedules)
+    sched, sched_cpu, prof = _best(lambda: schedule(big, "gen2"), schedules)
     n = len(big)
+    figures = {
+        "instructions": n,
+        "record_s": rec,
+        "record_cpu_s": rec_cpu,
+        "schedule_s": sched,
+        "schedule_cpu_s": sched_cpu,
+        "total_s": prof.total_s,
+    }
+    if quiet:
+        return figures
     print(
         f"\n### Speed ({platform.python_implementation()} {platform.python_version()}, "
         f"{platform.machine()}, load average {os.getloadavg()[0]:.1f})\n"
@@ -110,7 +125,41 @@ def speed(records: int = 2, schedules: int = 5) -> dict[str, float]:
         f"- End to end (record + schedule): {rec + sched:.2f} s = "
         f"**{n / (rec + sched):,.0f} instructions/s**."
     )
-    return {"instructions": n, "record_s": rec, "schedule_s": sched}
+    return figures
+
+
+def against(rev: str, rounds: int) -> None:
+    """The speed part on ``rev``'s src/ and on the working tree, alternating (one fresh
+    process each), and the medians; both must model the same latency."""
+    trees = [(baseline.label(rev), baseline.tree(rev)), ("working tree", baseline.WORKING_SRC)]
+    runs: dict[str, list[dict]] = {name: [] for name, _ in trees}
+    for _ in range(rounds):
+        for name, src in trees:
+            runs[name].append(baseline.run_child(Path(__file__), ["--speed-json"], src))
+    print(
+        f"\n### Speed before and after ({platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.machine()}, load average "
+        f"{os.getloadavg()[0]:.1f}; median of {rounds} alternating fresh processes, each the "
+        "best of 2 recordings and 5 schedules)\n"
+    )
+    print("| code | scheduler | (CPU) | recording | (CPU) | record + schedule |")
+    print("|---|---:|---:|---:|---:|---:|")
+    latencies = set()
+    for name, _ in trees:
+        rs = runs[name]
+        latencies.update(r["total_s"] for r in rs)
+        n = rs[0]["instructions"]
+
+        def rate(key: str, rs: list[dict] = rs, n: int = n) -> str:
+            return f"{n / statistics.median(r[key] for r in rs):,.0f}/s"
+
+        end_to_end = n / statistics.median(r["record_s"] + r["schedule_s"] for r in rs)
+        print(
+            f"| {name} | {rate('schedule_s')} | {rate('schedule_cpu_s')} | {rate('record_s')} "
+            f"| {rate('record_cpu_s')} | {end_to_end:,.0f}/s |"
+        )
+    if len(latencies) != 1:
+        raise SystemExit(f"the trees model different latencies: {sorted(latencies)}")
 
 
 def _best(fn, repeats: int):  # type: ignore[no-untyped-def]
@@ -128,4 +177,13 @@ def _best(fn, repeats: int):  # type: ignore[no-untyped-def]
 
 
 if __name__ == "__main__":
-    speed() if "--speed" in sys.argv[1:] else main()
+    argv = sys.argv[1:]
+    if "--speed-json" in argv:
+        print(json.dumps(speed(quiet=True)))
+    elif "--against" in argv:
+        rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 3
+        against(argv[argv.index("--against") + 1], rounds)
+    elif "--speed" in argv:
+        speed()
+    else:
+        main()

@@ -124,3 +124,43 @@ def test_matmuls_without_a_table_use_the_fitted_roofline_efficiency():
         **kw,
     )
     assert table.ttft_s == pytest.approx(roof.ttft_s, rel=0.05)
+
+
+def test_tables_build_from_the_installed_package_alone(tmp_path):
+    """The table kernel ships in the package: a copy of ``trnsim`` with no ``examples/`` beside
+    it (as installed) rebuilds a slice of the tables, equal to the cache."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import trnsim
+
+    site = tmp_path / "site"
+    shutil.copytree(Path(trnsim.__file__).parent, site / "trnsim")
+    script = (
+        "import json, sys, trnsim\n"
+        "from trnsim.perf import tables as T\n"
+        "assert trnsim.__file__.startswith(sys.argv[1]), trnsim.__file__\n"
+        "assert not any('examples' in p for p in sys.path), sys.path\n"
+        "spec = [s for s in T.SPECS if s.key == 'neuroncore-v2/bf16']\n"
+        "doc = T.build(axes={'m': (4,), 'k': (256,), 'n': (256,)}, specs=spec)\n"
+        "print(json.dumps(doc['tables']['neuroncore-v2/bf16']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(site)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    new = json.loads(out.stdout)
+    doc = json.loads(T.DATA_FILE.read_text())
+    ax, cached = doc["axes"], doc["tables"]["neuroncore-v2/bf16"]
+    i, j, l = ax["m"].index(4), ax["k"].index(256), ax["n"].index(256)
+    for key in ("compute_s", "total_s", "orientation"):
+        assert new[key][0][0][0] == cached[key][i][j][l], key
+    assert new["compute_s"][0][0][0] > 0

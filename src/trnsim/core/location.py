@@ -11,6 +11,9 @@ from trnsim.errors import KernelError
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/trnsim
 _SKIP = (_PKG_DIR + os.sep, "<frozen ")
+_KERNEL_FILES = (os.path.join(_PKG_DIR, "perf", "kernels") + os.sep,)
+"""Kernel files shipped in the package (``trnsim.perf.tables``' kernel): their lines are the
+kernel's own, as for any kernel file."""
 
 
 class _Here(threading.local):
@@ -25,7 +28,9 @@ _INSIDE: dict[str, bool] = {}
 
 
 def _inside(filename: str) -> bool:
-    inside = filename.startswith(_SKIP) or "importlib" in filename
+    inside = (
+        filename.startswith(_SKIP) and not filename.startswith(_KERNEL_FILES)
+    ) or "importlib" in filename
     _INSIDE[filename] = inside
     return inside
 

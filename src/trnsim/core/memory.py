@@ -94,6 +94,14 @@ exactly as one built from a fresh one: no view reaches outside a live allocation
 allocation is filled when made."""
 
 
+class OperandTable(dict):
+    """A memory's record operands, one object per distinct value (``setdefault(op, op)``):
+    equal operands of different views share it, so a record of 10^5 instructions keeps a few
+    thousand ``Operand`` objects rather than one or two per instruction (issue 16)."""
+
+    __slots__ = ()
+
+
 class OnChipMemory:
     """SBUF or PSUM of one NeuronCore."""
 
@@ -121,6 +129,7 @@ class OnChipMemory:
         # PSUM only: 1 where the last writer was a matmul of an open accumulation group.
         self.acc = SPARE_ARRAYS.take(self.data.shape, np.uint8) if kind == PSUM else None
         self.live: list[Allocation] = []
+        self.operands = OperandTable()
 
     def __del__(self) -> None:
         for name in ("data", "acc"):
@@ -265,6 +274,7 @@ class Hbm:
         self.used = 0
         # False when no one can observe the data (a timing-only run kept for its record)
         self.fill_sentinel = True
+        self.operands = OperandTable()
 
     def allocate(
         self, nbytes: int, *, align: int = 64, name: str = "", fill: bool = True
@@ -549,6 +559,7 @@ class View:
             parts = (kind, fmt.name, isz, core, start, offset, pat[0] if pat else (1, 1), pat[1:])
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (same object)
         op = tuple.__new__(Operand, (role, *parts))
+        op = self.storage.alloc.memory.operands.setdefault(op, op)
         d = self._operand = (op, (role, *parts[:5], *parts[6:]), parts)
         return d
 

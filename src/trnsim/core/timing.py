@@ -25,6 +25,12 @@ The model (a list scheduler over the recorded stream, in program order):
 This module only reads ``Instruction`` records; ``benchmark`` (``trnsim.nki.benchmark``) runs
 a kernel in timing-only mode to get them. The per-instruction work is O(overlapping regions)
 with dictionary lookups, so streams of 10^5-10^6 instructions time in seconds.
+
+The parts: ``_Regions`` (distinct regions, which overlap which, and per region its last writer
+and last access), ``_Tracks`` (the in-order engines and queues), ``_DmaPipes`` (a core's DMA
+queues and bandwidth pipes), ``_Costs`` (one cost entry per instruction shape, with the
+statistics the totals add up); ``_run`` is the pass over the stream that reads them, and
+``_profile`` turns its ``_Timeline`` and the ``_Totals`` into a ``Profile``.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from __future__ import annotations
 import gc
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from operator import attrgetter
+from dataclasses import dataclass
+from operator import attrgetter, itemgetter
+from typing import NamedTuple
 
 from trnsim.core import costs
 from trnsim.core.costs import DmaModel
@@ -51,8 +59,40 @@ CRITICAL_PATH_TOP = 6
 
 _COMPUTE = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 _SYNC_OPS = frozenset({Op.CORE_BARRIER, Op.SENDRECV})
-_K_COMPUTE, _K_DMA, _K_SYNC = 0, 1, 2
+_MEMORIES = ("hbm", "sbuf", "psum")
 _CORE_OF = attrgetter("core")
+_SITE = itemgetter(0, 1, 5, 6)  # an Instruction's (opcode, engine, file, line), in C
+
+
+# ---- regions ----------------------------------------------------------------------------------
+
+
+class OnChipRegion(NamedTuple):
+    """An SBUF/PSUM bounding box: partitions ``[p0, p1)`` x bytes ``[b0, b1)`` of one core."""
+
+    memory: str
+    core: int
+    p0: int
+    p1: int
+    b0: int
+    b1: int
+
+
+class HbmRegion(NamedTuple):
+    """An HBM region: the byte interval ``[a0, a1)``, and within it, when ``row_bytes`` is not
+    0, the rectangle of rows ``[r0, r1)`` x columns ``[c0, c1)`` (bytes) under that row stride."""
+
+    memory: str  # always "hbm"
+    row_bytes: int
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+    a0: int
+    a1: int
+
+
+Region = OnChipRegion | HbmRegion
 
 
 def _span(o: Operand) -> tuple[int, int]:
@@ -66,18 +106,17 @@ def _span(o: Operand) -> tuple[int, int]:
     return lo, hi
 
 
-def region_of(o: Operand) -> tuple:
+def region_of(o: Operand) -> Region:
     """The bounding region of an operand (see module docstring)."""
     isz = o.itemsize
     lo, hi = _span(o)
     if o.memory != "hbm":
         step, count = o.partition_pattern
         d = step * (count - 1)
-        p0 = o.partition + min(0, d)
-        return (
+        return OnChipRegion(
             o.memory,
             o.core,
-            p0,
+            o.partition + min(0, d),
             o.partition + max(0, d) + 1,
             o.offset + lo * isz,
             o.offset + (hi + 1) * isz,
@@ -91,49 +130,87 @@ def region_of(o: Operand) -> tuple:
     width = (hi - lo + 1) * isz
     if count > 1 and row > 0 and (c_lo % row) + width <= row:
         r0 = c_lo // row
-        return ("hbm", row, r0, r0 + count, c_lo % row, c_lo % row + width, a0, a1)
-    return ("hbm", 0, 0, 0, 0, 0, a0, a1)
+        return HbmRegion("hbm", row, r0, r0 + count, c_lo % row, c_lo % row + width, a0, a1)
+    return HbmRegion("hbm", 0, 0, 0, 0, 0, a0, a1)
 
 
-def regions_overlap(a: tuple, b: tuple) -> bool:
+def regions_overlap(a: Region, b: Region) -> bool:
     """Whether two regions (from ``region_of``) may share a byte."""
-    if a[0] != b[0]:
+    if a.memory != b.memory:
         return False
-    if a[0] == "hbm":
-        if a[6] >= b[7] or b[6] >= a[7]:
+    if isinstance(a, HbmRegion) and isinstance(b, HbmRegion):
+        if a.a0 >= b.a1 or b.a0 >= a.a1:
             return False
-        if a[1] and a[1] == b[1]:
-            return a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
+        if a.row_bytes and a.row_bytes == b.row_bytes:
+            return a.r0 < b.r1 and b.r0 < a.r1 and a.c0 < b.c1 and b.c0 < a.c1
         return True
-    return a[1] == b[1] and a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
+    assert isinstance(a, OnChipRegion) and isinstance(b, OnChipRegion)
+    return a.core == b.core and a.p0 < b.p1 and b.p0 < a.p1 and a.b0 < b.b1 and b.b0 < a.b1
+
+
+@dataclass(frozen=True, slots=True)
+class OperandInfo:
+    """What the scheduler keeps per distinct operand."""
+
+    region: int  # region id
+    signature: int  # id of the operand's shape signature (part of the cost-entry key)
+    overlapping: list[int]  # ids of the regions overlapping it, itself included
 
 
 class _Regions:
-    """Distinct regions, each with the list of regions overlapping it (itself included)."""
+    """Distinct regions, each with the regions overlapping it (itself included) and, per region,
+    the end of its last writer and of its last access (reader or writer; a writer ties over a
+    reader), with who did it. A reader waits for ``write_end`` of the regions it overlaps, a
+    writer for ``access_end`` (read-after-write; write-after-read and -write)."""
 
     def __init__(self) -> None:
-        self.ids: dict[tuple, int] = {}
-        self.keys: list[tuple] = []
+        self.ids: dict[Region, int] = {}
+        self.keys: list[Region] = []
         self.overlaps: list[list[int]] = []
         self.buckets: dict[tuple, list[int]] = defaultdict(list)
         self.wide: list[int] = []
+        self.write_end: list[float] = []
+        self.writer: list[int] = []
+        self.access_end: list[float] = []
+        self.accessor: list[int] = []
+        self.operands: dict[Operand, OperandInfo] = {}
+        # The same, keyed by the operand object's id(): an int hashes far faster than an
+        # Operand, and the recorder shares one object between equal operands (the caller keeps
+        # them all alive for the call, so an id is not reused meanwhile).
+        self.by_id: dict[int, OperandInfo] = {}
+        self.signatures: dict[tuple, int] = {}
 
-    def _bucket_keys(self, r: tuple) -> list[tuple] | None:
-        if r[0] == "hbm":
-            p0, p1 = r[6] // HBM_PAGE_BYTES, (r[7] - 1) // HBM_PAGE_BYTES
+    def info(self, o: Operand) -> OperandInfo:
+        """The ``OperandInfo`` of an operand object not seen before (``by_id`` caches it)."""
+        info = self.operands.get(o)
+        if info is None:
+            rid = self.intern(region_of(o))
+            sig = (o.role, o.memory, o.dtype, o.itemsize, o.partition_pattern, o.pattern)
+            sid = self.signatures.setdefault(sig, len(self.signatures))
+            info = self.operands[o] = OperandInfo(rid, sid, self.overlaps[rid])
+        self.by_id[id(o)] = info
+        return info
+
+    def _bucket_keys(self, r: Region) -> list[tuple] | None:
+        if isinstance(r, HbmRegion):
+            p0, p1 = r.a0 // HBM_PAGE_BYTES, (r.a1 - 1) // HBM_PAGE_BYTES
             if p1 - p0 > HBM_WIDE_PAGES:
                 return None
             return [("hbm", p) for p in range(p0, p1 + 1)]
-        b0, b1 = r[4] // ONCHIP_BUCKET_BYTES, (r[5] - 1) // ONCHIP_BUCKET_BYTES
-        return [(r[0], r[1], b) for b in range(b0, b1 + 1)]
+        b0, b1 = r.b0 // ONCHIP_BUCKET_BYTES, (r.b1 - 1) // ONCHIP_BUCKET_BYTES
+        return [(r.memory, r.core, b) for b in range(b0, b1 + 1)]
 
-    def intern(self, r: tuple) -> int:
+    def intern(self, r: Region) -> int:
         rid = self.ids.get(r)
         if rid is not None:
             return rid
         rid = len(self.keys)
         self.ids[r] = rid
         self.keys.append(r)
+        self.write_end.append(0.0)
+        self.writer.append(-1)
+        self.access_end.append(0.0)
+        self.accessor.append(-1)
         keys = self._bucket_keys(r)
         if keys is None:
             cands: list[int] = list(range(rid))
@@ -144,27 +221,38 @@ class _Regions:
                 cands.extend(self.buckets[k])
         mine = [rid]
         regions, overlaps = self.keys, self.overlaps
-        kind, a1, a2, a3, a4, a5 = r[:6]
-        if kind == "hbm":  # regions_overlap(r, b), inlined (this loop is hot)
-            a6, a7 = r[6], r[7]
+        # regions_overlap(r, b), inlined with the fields unpacked (this loop is hot)
+        if isinstance(r, HbmRegion):
+            _, row, r0, r1, c0, c1, a0, a1 = r
             for q in dict.fromkeys(cands):  # each candidate once, in order
                 b = regions[q]
-                if b[0] != "hbm" or a6 >= b[7] or b[6] >= a7:
+                if not isinstance(b, HbmRegion):
                     continue
-                if a1 and a1 == b[1] and not (a2 < b[3] and b[2] < a3 and a4 < b[5] and b[4] < a5):
+                _, b_row, b_r0, b_r1, b_c0, b_c1, b_a0, b_a1 = b
+                if a0 >= b_a1 or b_a0 >= a1:
+                    continue
+                if (
+                    row
+                    and row == b_row
+                    and not (r0 < b_r1 and b_r0 < r1 and c0 < b_c1 and b_c0 < c1)
+                ):
                     continue
                 mine.append(q)
                 overlaps[q].append(rid)
         else:
+            memory, core_, p0, p1, b0, b1 = r
             for q in dict.fromkeys(cands):
                 b = regions[q]
+                if type(b) is not OnChipRegion:  # a wide HBM region
+                    continue
+                b_memory, b_core, b_p0, b_p1, b_b0, b_b1 = b
                 if (
-                    b[0] == kind
-                    and a1 == b[1]
-                    and a2 < b[3]
-                    and b[2] < a3
-                    and a4 < b[5]
-                    and b[4] < a5
+                    b_memory == memory
+                    and b_core == core_
+                    and p0 < b_p1
+                    and b_p0 < p1
+                    and b0 < b_b1
+                    and b_b0 < b1
                 ):
                     mine.append(q)
                     overlaps[q].append(rid)
@@ -173,6 +261,182 @@ class _Regions:
             for k in keys:
                 self.buckets[k].append(rid)
         return rid
+
+
+# ---- tracks and DMA pipes ---------------------------------------------------------------------
+
+
+class _Tracks:
+    """The in-order tracks (a compute engine, a DMA queue or the sync track of a core), as
+    parallel lists indexed by track id: when each is next free, the instruction that last ran
+    on it, its busy seconds and instruction count. A track first used after a barrier starts at
+    the barrier."""
+
+    __slots__ = ("barrier_end", "barrier_idx", "busy", "count", "free", "ids", "last", "names")
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple, int] = {}
+        self.names: list[str] = []
+        self.free: list[float] = []
+        self.last: list[int] = []
+        self.busy: list[float] = []
+        self.count: list[int] = []
+        self.barrier_end = 0.0
+        self.barrier_idx = -1
+
+    def get(self, key: tuple, name: str) -> int:
+        """The id of track ``key`` (created, named ``name``, on first use)."""
+        tid = self.ids.get(key)
+        if tid is None:
+            tid = len(self.names)
+            self.ids[key] = tid
+            self.names.append(name)
+            self.free.append(self.barrier_end)
+            self.last.append(self.barrier_idx)
+            self.busy.append(0.0)
+            self.count.append(0)
+        return tid
+
+    def barrier(self, t: float, idx: int) -> None:
+        """Instruction ``idx`` ends at ``t`` and every track waits for it."""
+        free = self.free
+        for tid in range(len(free)):
+            if free[tid] < t:
+                free[tid] = t
+        self.barrier_end, self.barrier_idx = t, idx
+
+
+class _DmaPipes:
+    """One core's DMA state: the round-robin queue counter, the track of each queue, and the
+    two fluid FIFO pipes a transfer's data phase goes through (the core's DMA bandwidth, its
+    share of the chip's HBM bandwidth): when each is free and the transfer that last used it."""
+
+    __slots__ = ("hbm_free", "hbm_last", "next_queue", "pipe_free", "pipe_last", "queue_track")
+
+    def __init__(self) -> None:
+        self.next_queue = 0
+        self.queue_track: dict[int, int] = {}
+        self.pipe_free = 0.0
+        self.pipe_last = -1
+        self.hbm_free = 0.0
+        self.hbm_last = -1
+
+
+# ---- cost entries -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ComputeEntry:
+    seconds: float
+    stats: int  # index into _Costs.stats / uses
+    track: int
+
+
+@dataclass(frozen=True, slots=True)
+class _DmaEntry:
+    latency_s: float  # fixed latency, before the data phase
+    hbm_s: float  # the data phase's time in the core's share of HBM bandwidth
+    occupancy_s: float  # ... in the core's DMA bandwidth
+    data_s: float  # the data phase's duration
+    queue: int | None  # the transfer's ``queue`` attribute; None: round robin
+    stats: int
+
+
+@dataclass(frozen=True, slots=True)
+class _SyncEntry:
+    stats: int
+
+
+class _EntryStats(NamedTuple):
+    """What one instruction of an entry adds to the profile's totals."""
+
+    opcode: Op
+    flops: float
+    rate_class: str  # the matmul's peak-rate class (a dtype name), "" if no FLOPs
+    hbm_bytes: int
+    sbuf_bytes: int
+    psum_bytes: int
+    dma_hbm_bytes: int  # HBM bytes moved by DMA (MBU)
+
+
+class _Costs:
+    """Cost entries, one per instruction shape (opcode, engine, attributes, core and operand
+    signatures: what the cost rules read), each with its ``_EntryStats`` and use count."""
+
+    def __init__(self, spec: CoreSpec, dma: DmaModel, tracks: _Tracks, multi: bool) -> None:
+        self.spec, self.dma, self.tracks, self.multi = spec, dma, tracks, multi
+        self.clocks = {e: costs.engine_clock(spec, e) for e in _COMPUTE}
+        self.entries: dict[tuple, _ComputeEntry | _DmaEntry | _SyncEntry] = {}
+        self.stats: list[_EntryStats] = []
+        self.uses: list[int] = []
+        # Attributes -> a small id, looked up by the tuple's id() first: the recorder shares one
+        # tuple between equal attribute sets, and the caller keeps them all alive.
+        self.attr_ids: dict[int, int] = {}
+        self.attr_vals: dict[tuple, int] = {}
+
+    def attrs_id(self, attrs: tuple) -> int:
+        aid = self.attr_ids[id(attrs)] = self.attr_vals.setdefault(attrs, len(self.attr_vals))
+        return aid
+
+    def entry(self, key: tuple, ins: Instruction) -> _ComputeEntry | _DmaEntry | _SyncEntry:
+        """The entry of ``ins``'s shape ``key`` (not cached yet)."""
+        sid = len(self.stats)
+        b = [0, 0, 0]
+        # a tensor-indirection operand moves (P, num_elem) elements, not its whole indexed view
+        moved = costs.tensor_indirect_access(ins)
+        for o in moved.src + moved.dst:
+            b[_MEMORIES.index(o.memory)] += o.nbytes
+        f, rate, dma_bytes = 0.0, "", 0
+        entry: _ComputeEntry | _DmaEntry | _SyncEntry
+        if ins.opcode in _SYNC_OPS:
+            entry = _SyncEntry(sid)
+        elif ins.engine is Engine.DMA:
+            d = costs.dma_cost(ins, self.dma)
+            b[0] = dma_bytes = d.hbm_bytes  # = the HBM operands' bytes, except indirect DMAs
+            entry = _DmaEntry(d.latency_s, d.hbm_s, d.occupancy_s, d.data_s, ins.attr("queue"), sid)
+        else:
+            sec = costs.instruction_cycles(ins, self.spec) / self.clocks[ins.engine]
+            f = costs.matmul_flops(ins) if ins.engine is Engine.TENSOR else 0.0
+            rate = costs.matmul_rate_class(ins) if f else ""
+            c, eng = ins.core, ins.engine.value
+            name = f"core{c}.{eng}" if self.multi else eng
+            entry = _ComputeEntry(sec, sid, self.tracks.get((c, ins.engine), name))
+        self.stats.append(_EntryStats(ins.opcode, f, rate, *b, dma_bytes))
+        self.uses.append(0)
+        self.entries[key] = entry
+        return entry
+
+
+class _Totals(NamedTuple):
+    flops: float
+    flops_by_class: Counter[str]
+    bytes_by_memory: Counter[str]
+    dma_hbm_bytes: int
+    op_counts: Counter[Op]
+
+
+def _totals(c: _Costs) -> _Totals:
+    """The stream's totals from the entries' statistics and use counts (in entry order, so
+    deterministic)."""
+    flops = 0.0
+    by_class: Counter[str] = Counter()
+    mem = [0, 0, 0]
+    dma_bytes = 0
+    op_counts: Counter[Op] = Counter()
+    for st, uses in zip(c.stats, c.uses, strict=True):
+        op_counts[st.opcode] += uses
+        if st.flops and uses:
+            flops += st.flops * uses
+            by_class[st.rate_class] += st.flops * uses
+        mem[0] += st.hbm_bytes * uses
+        mem[1] += st.sbuf_bytes * uses
+        mem[2] += st.psum_bytes * uses
+        dma_bytes += st.dma_hbm_bytes * uses
+    by_memory: Counter[str] = Counter({m: mem[i] for i, m in enumerate(_MEMORIES) if mem[i]})
+    return _Totals(flops, by_class, by_memory, dma_bytes, op_counts)
+
+
+# ---- the scheduler ----------------------------------------------------------------------------
 
 
 def schedule(
@@ -199,6 +463,19 @@ def schedule(
             gc.enable()
 
 
+class _Timeline(NamedTuple):
+    """Per instruction (index = position in the stream): start, end, the instruction whose end
+    bound its start (-1: none) and its track; plus the DMA transfers' spans and the last
+    instruction to end."""
+
+    start: list[float]
+    end: list[float]
+    pred: list[int]
+    track: list[int]
+    dma_spans: list[tuple[float, float]]
+    last_idx: int
+
+
 def _schedule(
     instrs: Sequence[Instruction],
     target: str | CoreSpec,
@@ -211,271 +488,146 @@ def _schedule(
     used_cores = set(map(_CORE_OF, instrs))
     active = active_cores or max(1, len(used_cores))
     dma = DmaModel.for_core(spec, chip, active, dma_efficiency)
-    clocks = {e: costs.engine_clock(spec, e) for e in _COMPUTE}
+    tracks = _Tracks()
+    cost = _Costs(spec, dma, tracks, multi=len(used_cores) > 1)
+    timeline = _run(instrs, _Regions(), cost, tracks, dma.queues, multi=len(used_cores) > 1)
+    sched = Schedule(instrs, timeline.start, timeline.end, timeline.track, tracks.names)
+    return _profile(spec, dma, sched, timeline, _totals(cost), active, used_cores, tracks)
+
+
+def _run(
+    instrs: list[Instruction],
+    regions: _Regions,
+    cost: _Costs,
+    tracks: _Tracks,
+    n_queues: int,
+    multi: bool,
+) -> _Timeline:
+    """List-schedule ``instrs`` in program order. Per instruction: its operands' regions give
+    the time its inputs are ready (the dependencies), its shape's cost entry its engine and
+    duration; it starts when both its inputs and its track (and, for a transfer, the DMA
+    pipes) are free; then it publishes its end on the regions it read and wrote."""
     n = len(instrs)
     start = [0.0] * n
     end = [0.0] * n
     pred = [-1] * n
     track_of = [0] * n
-
-    regions = _Regions()
-    # Per region: the end of its last writer (w_t, w_i), and of its last access, reader or
-    # writer (a_t, a_i; a writer ties over a reader). A reader waits for w_t of the regions
-    # it overlaps, a writer for a_t (read-after-write; write-after-read and -write).
-    w_t: list[float] = []
-    w_i: list[int] = []
-    a_t: list[float] = []
-    a_i: list[int] = []
-    # Per distinct operand: (region id, shape-signature id, the regions overlapping it).
-    operand_info: dict[Operand, tuple[int, int, list[int]]] = {}
-    sig_ids: dict[tuple, int] = {}
-    # Per instruction shape (opcode, engine, attributes, core, operand signatures): the entry
-    # (kind, seconds, entry id) of a compute instruction, (kind, DmaCost parts, queue, entry
-    # id) of a transfer; per entry id its statistics and how many instructions used it.
-    cost_cache: dict[tuple, tuple] = {}
-    # Attributes -> a small id, looked up by the tuple's id() first: the recorder shares one
-    # tuple between equal attribute sets, and ``instrs`` keeps them all alive for this call.
-    attr_ids: dict[int, int] = {}
-    attr_vals: dict[tuple, int] = {}
-    entry_stats: list[tuple] = []
-    entry_uses: list[int] = []
-
-    track_ids: dict[tuple, int] = {}
-    track_names: list[str] = []
-    track_free: list[float] = []
-    track_last: list[int] = []
-    track_busy: list[float] = []
-    track_count: list[int] = []
-    barrier = [
-        0.0,
-        -1,
-    ]  # the last barrier's time and index: where a track first used after it starts
-    # Per core: [round-robin counter, DMA pipe free at, by, HBM share free at, by, queue ->
-    # track id].
-    dma_state: dict[int, list] = {}
-    n_queues = dma.queues
-    mem_index = {"hbm": 0, "sbuf": 1, "psum": 2}
-    last_end, last_idx = 0.0, -1
     dma_spans: list[tuple[float, float]] = []
-    multi = len(used_cores) > 1
-
-    def track(key: tuple, name: str) -> int:
-        tid = track_ids.get(key)
-        if tid is None:
-            tid = len(track_names)
-            track_ids[key] = tid
-            track_names.append(name)
-            track_free.append(barrier[0])
-            track_last.append(barrier[1])
-            track_busy.append(0.0)
-            track_count.append(0)
-        return tid
-
-    def info_of(o: Operand) -> tuple[int, int, list[int]]:
-        rid = regions.intern(region_of(o))
-        while len(w_t) < len(regions.keys):
-            w_t.append(0.0)
-            w_i.append(-1)
-            a_t.append(0.0)
-            a_i.append(-1)
-        sig = (o.role, o.memory, o.dtype, o.itemsize, o.partition_pattern, o.pattern)
-        sid = sig_ids.setdefault(sig, len(sig_ids))
-        info = operand_info[o] = (rid, sid, regions.overlaps[rid])
-        return info
-
-    def cost_of(ins: Instruction) -> tuple:
-        eid = len(entry_stats)
-        b = [0, 0, 0]
-        # a tensor-indirection operand moves (P, num_elem) elements, not its whole indexed view
-        moved = costs.tensor_indirect_access(ins)
-        for o in moved.src + moved.dst:
-            b[mem_index[o.memory]] += o.nbytes
-        f, rate = 0.0, ""
-        if ins.opcode in _SYNC_OPS:
-            entry: tuple = (_K_SYNC, 0.0, eid)
-            dma_bytes = 0
-        elif ins.engine is Engine.DMA:
-            d = costs.dma_cost(ins, dma)
-            b[0] = d.hbm_bytes  # = the HBM operands' bytes, except for indirect DMAs
-            q = ins.attr("queue")
-            entry = (_K_DMA, d.latency_s, d.hbm_s, d.occupancy_s, d.data_s, q, eid)
-            dma_bytes = d.hbm_bytes
-        else:
-            sec = costs.instruction_cycles(ins, spec) / clocks[ins.engine]
-            f = costs.matmul_flops(ins) if ins.engine is Engine.TENSOR else 0.0
-            rate = costs.matmul_rate_class(ins) if f else ""
-            c, eng = ins.core, ins.engine.value
-            entry = (
-                _K_COMPUTE,
-                sec,
-                eid,
-                track((c, ins.engine), f"core{c}.{eng}" if multi else eng),
-            )
-            dma_bytes = 0
-        entry_stats.append((ins.opcode, f, rate, *b, dma_bytes))
-        entry_uses.append(0)
-        return entry
-
-    def attrs_id(attrs: tuple) -> int:
-        aid = attr_ids[id(attrs)] = attr_vals.setdefault(attrs, len(attr_vals))
-        return aid
-
-    get_info = operand_info.get
-    get_cost = cost_cache.get
-    get_attrs = attr_ids.get
+    pipes_of: dict[int, _DmaPipes] = {}
+    last_end, last_idx = 0.0, -1
+    # hot loop: the parts' lists and lookups bound to locals
+    write_end, writer = regions.write_end, regions.writer
+    access_end, accessor = regions.access_end, regions.accessor
+    get_info, new_info = regions.by_id.get, regions.info
+    get_entry, new_entry = cost.entries.get, cost.entry
+    get_attrs, uses = cost.attr_ids.get, cost.uses
+    free, last, busy, count = tracks.free, tracks.last, tracks.busy, tracks.count
     for idx, ins in enumerate(instrs):
         opcode, engine, dst, src, attrs, _, _, c = ins
-        # ---- operands -> regions and read-after-write waits; the cost of this shape -------
+        # ---- operands -> regions and the time the inputs are ready; the shape's cost entry ---
         aid = get_attrs(id(attrs))
         if aid is None:
-            aid = attrs_id(attrs)
-        ckey = [opcode, engine, aid, c]
+            aid = cost.attrs_id(attrs)
+        key = [opcode, engine, aid, c]
         ready, dep = 0.0, -1
         src_ids = []
         for o in src:
-            inf = get_info(o) or info_of(o)
-            src_ids.append(inf[0])
-            ckey.append(inf[1])
-            for q in inf[2]:
-                if w_t[q] > ready:
-                    ready, dep = w_t[q], w_i[q]
+            info = get_info(id(o)) or new_info(o)
+            src_ids.append(info.region)
+            key.append(info.signature)
+            for q in info.overlapping:  # read after write
+                if write_end[q] > ready:
+                    ready, dep = write_end[q], writer[q]
         dst_ids = []
         for o in dst:
-            inf = get_info(o) or info_of(o)
-            dst_ids.append(inf[0])
-            ckey.append(inf[1])
-            for q in inf[2]:
-                if a_t[q] > ready:
-                    ready, dep = a_t[q], a_i[q]
-        ckey = tuple(ckey)
-        entry = get_cost(ckey)
-        if entry is None:
-            entry = cost_cache[ckey] = cost_of(ins)
-        kind = entry[0]
-        # ---- issue ------------------------------------------------------------------------
-        if kind == _K_COMPUTE:
-            entry_uses[entry[2]] += 1
-            tid = entry[3]
+            info = get_info(id(o)) or new_info(o)
+            dst_ids.append(info.region)
+            key.append(info.signature)
+            for q in info.overlapping:  # write after read or write
+                if access_end[q] > ready:
+                    ready, dep = access_end[q], accessor[q]
+        key = tuple(key)
+        entry = get_entry(key) or new_entry(key, ins)
+        # ---- issue on its track -------------------------------------------------------------
+        kind = type(entry)
+        if kind is _ComputeEntry:
+            uses[entry.stats] += 1
+            tid = entry.track
             t0 = ready
-            if track_free[tid] > t0:
-                t0, dep = track_free[tid], track_last[tid]
-            t1 = t0 + entry[1]
-        elif kind == _K_DMA:
-            _, latency_s, hbm_s, occupancy_s, data_s, q, eid = entry
-            entry_uses[eid] += 1
-            cs = dma_state.get(c)
-            if cs is None:
-                cs = dma_state[c] = [0, 0.0, -1, 0.0, -1, {}]
-            if q is None:
-                q = cs[0] % n_queues
-                cs[0] += 1
-            tid = cs[5].get(q)
+            if free[tid] > t0:
+                t0, dep = free[tid], last[tid]
+            t1 = t0 + entry.seconds
+        elif kind is _DmaEntry:
+            uses[entry.stats] += 1
+            pipes = pipes_of.get(c)
+            if pipes is None:
+                pipes = pipes_of[c] = _DmaPipes()
+            queue = entry.queue
+            if queue is None:
+                queue = pipes.next_queue % n_queues
+                pipes.next_queue += 1
+            tid = pipes.queue_track.get(queue)
             if tid is None:
-                tid = cs[5][q] = track((c, "dma", q), f"core{c}.dma.q{q}" if multi else f"dma.q{q}")
+                name = f"core{c}.dma.q{queue}" if multi else f"dma.q{queue}"
+                tid = pipes.queue_track[queue] = tracks.get((c, "dma", queue), name)
             t0 = ready
-            if track_free[tid] > t0:
-                t0, dep = track_free[tid], track_last[tid]
-            t_data = t0 + latency_s
-            if cs[1] > t_data:  # the core's DMA bandwidth (a fluid FIFO pipe)
-                t_data, dep = cs[1], cs[2]
-            if hbm_s > 0.0:  # the core's share of the chip's HBM bandwidth
-                if cs[3] > t_data:
-                    t_data, dep = cs[3], cs[4]
-                cs[3] = t_data + hbm_s
-                cs[4] = idx
-            cs[1] = t_data + occupancy_s
-            cs[2] = idx
-            t1 = t_data + data_s
+            if free[tid] > t0:
+                t0, dep = free[tid], last[tid]
+            t_data = t0 + entry.latency_s
+            if pipes.pipe_free > t_data:  # the core's DMA bandwidth
+                t_data, dep = pipes.pipe_free, pipes.pipe_last
+            if entry.hbm_s > 0.0:  # the core's share of the chip's HBM bandwidth
+                if pipes.hbm_free > t_data:
+                    t_data, dep = pipes.hbm_free, pipes.hbm_last
+                pipes.hbm_free = t_data + entry.hbm_s
+                pipes.hbm_last = idx
+            pipes.pipe_free = t_data + entry.occupancy_s
+            pipes.pipe_last = idx
+            t1 = t_data + entry.data_s
             dma_spans.append((t0, t1))
-        else:
-            entry_uses[entry[2]] += 1
-            tid = track((c, "sync"), f"core{c}.sync" if multi else "sync")
+        else:  # a barrier: waits for every earlier instruction, every track waits for it
+            uses[entry.stats] += 1
+            tid = tracks.get((c, "sync"), f"core{c}.sync" if multi else "sync")
             if last_end > ready:
                 ready, dep = last_end, last_idx
             t0 = t1 = ready
-            for t in range(len(track_free)):
-                if track_free[t] < t1:
-                    track_free[t] = t1
-            barrier[0], barrier[1] = t1, idx
+            tracks.barrier(t1, idx)
         start[idx] = t0
         end[idx] = t1
         pred[idx] = dep
         track_of[idx] = tid
-        track_free[tid] = t1
-        track_last[tid] = idx
-        track_busy[tid] += t1 - t0
-        track_count[tid] += 1
+        free[tid] = t1
+        last[tid] = idx
+        busy[tid] += t1 - t0
+        count[tid] += 1
         if t1 >= last_end:
             last_end, last_idx = t1, idx
-        # ---- publish ----------------------------------------------------------------------
+        # ---- publish its end on the regions it read and wrote -------------------------------
         for rid in src_ids:
-            if t1 > a_t[rid]:
-                a_t[rid] = t1
-                a_i[rid] = idx
+            if t1 > access_end[rid]:
+                access_end[rid] = t1
+                accessor[rid] = idx
         for rid in dst_ids:
-            w_t[rid] = t1
-            w_i[rid] = idx
-            if t1 >= a_t[rid]:
-                a_t[rid] = t1
-                a_i[rid] = idx
-
-    # ---- totals, in entry order (deterministic) ----------------------------------------------
-    flops = 0.0
-    flops_by_class: Counter[str] = Counter()
-    bytes_mem = [0, 0, 0]
-    hbm_dma_bytes = 0
-    op_counts: Counter[Op] = Counter()
-    for (op, f, rate, b0, b1, b2, dma_bytes), uses in zip(entry_stats, entry_uses, strict=True):
-        op_counts[op] += uses
-        if f and uses:
-            flops += f * uses
-            flops_by_class[rate] += f * uses
-        bytes_mem[0] += b0 * uses
-        bytes_mem[1] += b1 * uses
-        bytes_mem[2] += b2 * uses
-        hbm_dma_bytes += dma_bytes * uses
-    mem_bytes: Counter[str] = Counter(
-        {m: bytes_mem[i] for m, i in mem_index.items() if bytes_mem[i]}
-    )
-    sched = Schedule(instrs, start, end, track_of, track_names)
-    return _profile(
-        spec,
-        dma,
-        sched,
-        pred,
-        flops,
-        flops_by_class,
-        mem_bytes,
-        active,
-        last_idx,
-        hbm_dma_bytes,
-        dma_spans,
-        used_cores,
-        track_busy,
-        track_count,
-        op_counts,
-    )
+            write_end[rid] = t1
+            writer[rid] = idx
+            if t1 >= access_end[rid]:
+                access_end[rid] = t1
+                accessor[rid] = idx
+    return _Timeline(start, end, pred, track_of, dma_spans, last_idx)
 
 
 def _profile(
     spec: CoreSpec,
     dma: DmaModel,
     sched: Schedule,
-    pred: list[int],
-    flops: float,
-    flops_by_class: Counter[str],
-    bytes_mem: Counter[str],
+    timeline: _Timeline,
+    totals: _Totals,
     active: int,
-    last_idx: int,
-    hbm_bytes: int,
-    dma_spans: list[tuple[float, float]],
     used_cores: set[int],
-    busy: list[float],
-    count: list[int],
-    op_counts: Counter[Op],
+    tracks: _Tracks,
 ) -> Profile:
     total = max(sched.end, default=0.0)
-    names = sched.track_names
+    names, busy, count = tracks.names, tracks.busy, tracks.count
     tracks = tuple(
         TrackStats(nm, busy[i], busy[i] / total if total else 0.0, count[i])
         for i, nm in enumerate(names)
@@ -489,7 +641,7 @@ def _profile(
             eng_busy[base] = eng_busy.get(base, 0.0) + busy[i]
         eng_count[base] += count[i]
     if eng_count["dma"]:
-        eng_busy["dma"] = _union_length(dma_spans)
+        eng_busy["dma"] = _union_length(timeline.dma_spans)
     cores = max(1, len(used_cores))
     order = ["tensor", "vector", "scalar", "gpsimd", "dma", "sync"]
     engines = tuple(
@@ -502,11 +654,12 @@ def _profile(
         for e in order
         if e in eng_count or e in ("tensor", "vector", "scalar", "gpsimd")
     )
+    flops, flops_by_class, bytes_mem = totals.flops, totals.flops_by_class, totals.bytes_by_memory
     peak_dtype = flops_by_class.most_common(1)[0][0] if flops_by_class else "bf16"
     peak = spec.tensor.peak_flops(peak_dtype) * cores
     achieved = flops / total if total else 0.0
     hbm_bw = min(dma.hbm_share, dma.core_bw / dma.efficiency) * cores
-    counts = {op.value: k for op, k in op_counts.items() if k}
+    counts = {op.value: k for op, k in totals.op_counts.items() if k}
     from trnsim.core.calibration import DMA_EFFICIENCY
 
     assumptions = (
@@ -529,9 +682,9 @@ def _profile(
         mfu=achieved / peak if peak else 0.0,
         bytes_by_memory=tuple((m, bytes_mem[m]) for m in ("hbm", "sbuf", "psum") if m in bytes_mem),
         hbm_bw=hbm_bw,
-        mbu=(hbm_bytes / total) / hbm_bw if total and hbm_bw else 0.0,
+        mbu=(totals.dma_hbm_bytes / total) / hbm_bw if total and hbm_bw else 0.0,
         instruction_counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
-        critical_path=_critical_path(sched, pred, last_idx, total),
+        critical_path=_critical_path(sched, timeline.pred, timeline.last_idx, total),
         assumptions=assumptions,
         schedule=sched,
     )
@@ -562,8 +715,7 @@ def _critical_path(
     while i >= 0:
         p = pred[i]
         added = end[i] - (end[p] if p >= 0 else 0.0)
-        opcode, engine, _, _, _, file, line, _ = instrs[i]
-        key = (opcode, engine, file, line)
+        key = _SITE(instrs[i])
         g = groups.get(key)
         if g is None:
             g = groups[key] = [0.0, 0]

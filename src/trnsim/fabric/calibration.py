@@ -19,8 +19,9 @@ Method: least squares on the *relative* error (each row weighted by 1 / measured
 1 KiB and the 1 GiB rows count alike; solved in closed form with ``numpy.linalg.lstsq``.
 The model is additive (latency + bytes / bandwidth) and so cannot follow the measured curve's
 smooth knee between 256 KiB and 16 MiB: those rows carry the largest errors, reported below and
-by :func:`report`. ``FITTED`` holds the constants; ``tests/test_fabric_calibration.py`` checks that
-re-running :func:`fit` reproduces them.
+by :func:`report`. ``FITTED`` holds the constants (defined in :mod:`trnsim.fabric.overheads`,
+which the collective model imports, so that this module can import the model);
+``tests/test_fabric_calibration.py`` checks that re-running :func:`fit` reproduces them.
 
 Both constants are applied to every system (Trainium and peers alike): the comparison is then
 between fabrics under one software-efficiency assumption, not between software stacks.
@@ -32,7 +33,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trnsim.errors import ConfigError
+from trnsim.fabric.collectives import collective_time
+from trnsim.fabric.overheads import (  # re-exported: the constants this module fits
+    E_SOURCE,
+    FITTED,
+    IDEAL,
+    MESH_MAX_BYTES,
+    RDH_MAX_BYTES,
+    Overheads,
+)
 
 # --- Section D: 2-rank all-reduce (bytes, microseconds, busbw as published) ---
 D_ROWS: tuple[tuple[int, float, float], ...] = (  # busbw column: nccom-test "GB/s" = GiB/s
@@ -55,35 +64,22 @@ D_SOURCE = (
 D_SYSTEM = "trn1.32xlarge"  # assumption, see the module docstring
 D_RANKS = 2
 
-# --- Section E: Neuron runtime algorithm switch points (intra-node), bytes ----------------------
-MESH_MAX_BYTES = 1e6  # "Mesh < 1 MB"
-RDH_MAX_BYTES = 56e6  # "RDH 1-56 MB; KangaRing > 56 MB"
-E_SOURCE = "calibration/trainium.md section E (neuron-runtime intranode-collective-comm.rst)"
-
-
-@dataclass(frozen=True, slots=True)
-class Overheads:
-    """Software constants of the collective model (calibration constants, not hardware figures).
-
-    ``software_s``: fixed time per collective. ``link_efficiency``: fraction of every link's
-    nominal bandwidth a collective achieves (0 < eta <= 1).
-    """
-
-    software_s: float = 0.0
-    link_efficiency: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.software_s < 0:
-            raise ConfigError(f"software overhead must be >= 0 s, got {self.software_s}")
-        if not 0 < self.link_efficiency <= 1:
-            raise ConfigError(f"link efficiency must be in (0, 1], got {self.link_efficiency}")
-
-
-#: The raw model: no software overhead, nominal link bandwidth (used by the fit itself).
-IDEAL = Overheads()
-
-#: Fitted by :func:`fit` to ``D_ROWS`` (``D_SYSTEM``, ``D_RANKS``); see ``report()`` for the errors.
-FITTED = Overheads(software_s=5.248e-05, link_efficiency=0.6274)
+__all__ = [
+    "D_RANKS",
+    "D_ROWS",
+    "D_SOURCE",
+    "D_SYSTEM",
+    "E_SOURCE",
+    "FITTED",
+    "IDEAL",
+    "MESH_MAX_BYTES",
+    "RDH_MAX_BYTES",
+    "Fit",
+    "Overheads",
+    "Row",
+    "fit",
+    "report",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +113,6 @@ class Fit:
 
 def _parts(nbytes: int) -> tuple[float, float]:
     """(latency part, bandwidth part) of the raw model for one D row (eta = 1, t_sw = 0)."""
-    from trnsim.fabric.collectives import collective_time
-
     res = collective_time("all-reduce", nbytes, D_RANKS, D_SYSTEM, overheads=IDEAL)
     return res.latency_s, res.bandwidth_s
 

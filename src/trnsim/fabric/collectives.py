@@ -58,7 +58,7 @@ from functools import lru_cache
 
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.fabric import nccl
-from trnsim.fabric.calibration import FITTED, MESH_MAX_BYTES, RDH_MAX_BYTES, Overheads
+from trnsim.fabric.overheads import FITTED, MESH_MAX_BYTES, RDH_MAX_BYTES, Overheads
 from trnsim.fabric.stacks import NCCL, canonical_stack
 from trnsim.fabric.topology import FatTree, Group, LevelView, group
 from trnsim.hw import SystemSpec

@@ -46,6 +46,7 @@ from numpy.typing import ArrayLike
 from trnsim.errors import NumericsError
 from trnsim.numerics.formats import Format, get_format
 from trnsim.numerics.rng import StochasticRng, as_rng
+from trnsim.numerics.words import codes_to_words, words_to_codes
 
 ROUNDINGS = ("rne", "stochastic")
 
@@ -419,10 +420,9 @@ def cast(
     _check_rounding(rounding)
     arr = np.asarray(x)
     if fmt.kind == "packed":
-        from trnsim.numerics.packing import pack_x4
-
         assert fmt.element is not None
-        return pack_x4(cast(arr, fmt.element, rounding, saturate, rng), fmt)
+        elements = cast(arr, fmt.element, rounding, saturate, rng)
+        return codes_to_words(storage_to_codes(elements, fmt.element), fmt)
     sat = resolve_saturate(fmt, saturate)
     if fmt.kind == "int":
         return _cast_int(arr, fmt, rounding)
@@ -455,10 +455,8 @@ def to_float32(x: ArrayLike, fmt: str | np.dtype | Format | None = None) -> np.n
     arr = np.asarray(x)
     fmt = get_format(arr.dtype if fmt is None else fmt)
     if fmt.kind == "packed":
-        from trnsim.numerics.packing import unpack_x4
-
         assert fmt.element is not None
-        return to_float32(unpack_x4(arr, fmt), fmt.element)
+        return to_float32(words_to_codes(arr, fmt).view(fmt.element.dtype), fmt.element)
     if fmt.kind == "int":
         if arr.dtype != fmt.dtype:
             raise NumericsError(f"expected an array of {fmt.name}, got dtype {arr.dtype}")

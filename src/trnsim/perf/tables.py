@@ -1,6 +1,6 @@
 """Matmul compute tables: per-core matmul times of a real NKI kernel, timed by ``trnsim.core``.
 
-The kernel is ``examples/kernels/timing/matmul_table.py`` (the NKI matmul tutorial's fully
+The kernel is ``trnsim/perf/kernels/matmul_table.py`` (the NKI matmul tutorial's fully
 optimized blocking, with tile and block sizes adapted to the shape). For every shape
 ``y[M, N] = x[M, K] @ W[K, N]`` of the grid (``AXES``) it runs in timing-only mode
 (``trnsim.nki.run(..., functional=False)``: rules checked, instruction stream recorded, no
@@ -23,8 +23,8 @@ scheduled on v2, v3 and v4 (the kernel fits the smallest SBUF, so the stream is 
 fp8 (``double_row``, v3+) is recorded on v3 and scheduled on v3 and v4. MX formats are not
 tabulated (the roofline covers them).
 
-Regenerate the cached tables (about two minutes; from a source checkout, which has the
-kernel file)::
+Regenerate the cached tables (about two minutes; the kernel file ships in the package, so an
+installed trnsim can)::
 
     python -m trnsim.perf.tables build
 
@@ -48,7 +48,8 @@ from typing import Any
 from trnsim.errors import ConfigError
 
 DATA_FILE = Path(__file__).with_name("data") / "matmul_tables.json"
-KERNEL_FILE = Path(__file__).resolve().parents[3] / "examples/kernels/timing/matmul_table.py"
+KERNEL_FILE = Path(__file__).with_name("kernels") / "matmul_table.py"
+"""The table kernel: an NKI kernel file (``import nki``), loaded with ``kernel_module()``."""
 KERNEL = "blocked_matmul"
 FORMAT = 1
 
@@ -90,13 +91,14 @@ COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 # --- generation ------------------------------------------------------------------------------
 
 
-def _kernel_module() -> Any:
+def kernel_module() -> Any:
+    """The table kernel file, loaded as a kernel file (its ``import nki`` resolves to trnsim)."""
     from trnsim.nki.kernelfile import load_module
 
     if not KERNEL_FILE.is_file():
         raise ConfigError(
-            f"perf tables: the table kernel {KERNEL_FILE} is missing; regenerate the tables "
-            "from a source checkout of trnsim (the kernel lives under examples/)"
+            f"perf tables: the table kernel {KERNEL_FILE} is missing from the installed "
+            "package; reinstall trnsim"
         )
     return load_module(str(KERNEL_FILE))
 
@@ -110,7 +112,7 @@ def time_shape(
     from trnsim.core.timing import schedule
     from trnsim.nki.benchmark import record
 
-    mod = _kernel_module()
+    mod = kernel_module()
     orients = [("ts", m, n)]  # (name, stationary free size P, moving free size Q)
     if m <= WEIGHTS_STATIONARY_MAX_M:
         orients.append(("ws", n, m))
@@ -178,7 +180,7 @@ def build(
         "format": FORMAT,
         "trnsim_version": __version__,
         "generator": "python -m trnsim.perf.tables build",
-        "kernel": f"examples/kernels/timing/matmul_table.py:{KERNEL}",
+        "kernel": f"trnsim/perf/kernels/matmul_table.py:{KERNEL}",
         "axes": {k: list(v) for k, v in ax.items()},
         "weights_stationary_max_m": WEIGHTS_STATIONARY_MAX_M,
         "value": "compute_s: busiest compute engine (s); total_s: kernel latency (s); "
