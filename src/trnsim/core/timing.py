@@ -45,7 +45,7 @@ from typing import NamedTuple
 from trnsim.core import costs
 from trnsim.core.costs import DmaModel
 from trnsim.core.instruction import Instruction, Operand
-from trnsim.core.isa import Engine, Op
+from trnsim.core.isa import SYNC_OPS, Engine, Op
 from trnsim.core.profile import Contributor, Profile, Schedule, TrackStats
 from trnsim.hw import ChipSpec, CoreSpec, core
 
@@ -58,7 +58,6 @@ HBM_WIDE_PAGES = 4096
 CRITICAL_PATH_TOP = 6
 
 _COMPUTE = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
-_SYNC_OPS = frozenset({Op.CORE_BARRIER, Op.SENDRECV})
 _MEMORIES = ("hbm", "sbuf", "psum")
 _CORE_OF = attrgetter("core")
 _SITE = itemgetter(0, 1, 5, 6)  # an Instruction's (opcode, engine, file, line), in C
@@ -388,7 +387,7 @@ class _Costs:
             b[_MEMORIES.index(o.memory)] += o.nbytes
         f, rate, dma_bytes = 0.0, "", 0
         entry: _ComputeEntry | _DmaEntry | _SyncEntry
-        if ins.opcode in _SYNC_OPS:
+        if ins.opcode in SYNC_OPS:
             entry = _SyncEntry(sid)
         elif ins.engine is Engine.DMA:
             d = costs.dma_cost(ins, self.dma)
