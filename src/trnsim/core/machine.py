@@ -104,6 +104,7 @@ class NeuronCore:
         # Vector-engine max accumulator of select_reduce (reduce_cmd reset_reduce / reduce)
         self.vector_acc: np.ndarray | None = None
         self.record: list[Instruction] = []
+        self.max_instructions: int | None = None  # instruction budget (None: no limit)
         self.lock = threading.Lock()
         self.checker = Checker()
         self.fast_paths = FAST_PATHS
@@ -265,6 +266,12 @@ class NeuronCore:
         file, line = kernel_location()
         fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
         self.record.append(tuple.__new__(Instruction, fields))  # = Instruction(*fields)
+        if self.max_instructions is not None and len(self.record) > self.max_instructions:
+            raise fail(
+                "instruction-budget",
+                f"kernel issued more than {self.max_instructions:,} instructions on core "
+                f"{self.index} (--max-instructions)",
+            )
         if self.functional:
             if stream is not None:
                 if plain and not ti and not _views_in(attrs):

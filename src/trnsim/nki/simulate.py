@@ -130,14 +130,18 @@ def run(
     rounding: str | None = None,
     seed: int = 0,
     functional: bool = True,
+    max_instructions: int | None = None,
     **kwargs: Any,
 ) -> RunResult:
     """Run ``kernel`` on emulated NeuronCore(s) and return outputs plus the records.
 
     ``functional=False`` is a timing-only run: rules are checked and the stream is recorded,
-    but no data moves (outputs hold the uninitialised sentinel).
+    but no data moves (outputs hold the uninitialised sentinel). ``max_instructions``: a core
+    issuing more stops the kernel with a ``KernelError`` at its line (None: no limit).
     """
-    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, functional, True)
+    return _launch(
+        kernel, args, kwargs, target, lnc, rounding, seed, functional, True, max_instructions
+    )
 
 
 def record_run(
@@ -169,6 +173,7 @@ def _launch(
     seed: int,
     functional: bool,
     keep_data: bool,
+    max_instructions: int | None = None,
 ) -> RunResult:
     if isinstance(kernel, Kernel):
         fn, n = kernel.fn, lnc or kernel.lnc
@@ -186,6 +191,8 @@ def _launch(
         NeuronCore(tgt, index=i, hbm=hbm, rounding=rounding, seed=seed + i, functional=functional)
         for i in range(n)
     ]
+    for c in cores:
+        c.max_instructions = max_instructions
     launch = Launch(n, cores, threading.Barrier(n))
     boot = Program(launch, 0, cores[0])
     enter(boot)
