@@ -96,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"{prefix} error: {exc}")
         return exit_status(exc)
     except KeyboardInterrupt:
+        _stop_kernel_threads(KeyboardInterrupt)
         _say(f"{prefix} interrupted")
         return EXIT_INTERRUPTED
     except Terminated:
+        _stop_kernel_threads(Terminated)
         _say(f"{prefix} terminated (SIGTERM)")
         return EXIT_TERMINATED
     except BrokenPipeError:
@@ -116,6 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+
+
+def _stop_kernel_threads(exc_type: type[BaseException]) -> None:
+    """The programs of an interrupted LNC=2 kernel run stop too (else the exit waits)."""
+    if "trnsim.nki.kernelfile" in sys.modules:
+        from trnsim.nki.kernelfile import stop_kernel_threads
+
+        stop_kernel_threads(exc_type)
 
 
 def _say(line: str) -> None:

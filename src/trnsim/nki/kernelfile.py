@@ -71,6 +71,7 @@ term count (about sqrt(n) eps typically, n eps at worst), so 2 eps of fp32 (2.4e
 correct kernels. 1e-5 (84 fp32 eps) covers sums of a few thousand terms."""
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/trnsim
+_MODULE_PREFIX = "trnsim_kernelfile_"  # the module name of a loaded kernel file
 
 
 @dataclass
@@ -190,7 +191,7 @@ def load_module(path: str) -> ModuleType:
     if not os.path.isfile(path):
         raise UsageError(f"kernel file {path!r} does not exist")
     install()
-    name = "trnsim_kernelfile_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    name = _MODULE_PREFIX + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
     if spec is None or spec.loader is None:
         raise UsageError(f"cannot import {path!r} as a Python file")
@@ -323,14 +324,11 @@ def time_limit(seconds: float | None, kernel_path: str | None = None) -> Iterato
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
         file, line = frame_location(frame, kernel_path)
-        for tid, other in sys._current_frames().items():
-            if tid == threading.main_thread().ident:
-                continue
-            f, n = frame_location(other, kernel_path)
-            if kernel_path and os.path.abspath(f) == os.path.abspath(kernel_path):
-                if file == "<unknown>" or not _in_file(frame, kernel_path):
-                    file, line = f, n
-                _raise_in_thread(tid, _timeout_type(message, f, n))
+        if not _in_kernel_file(frame):  # the main thread waits for LNC=2 programs
+            others = kernel_threads()
+            if others:
+                file, line = frame_location(others[0][1], kernel_path)
+        stop_kernel_threads(_timeout_type(message, file, line))
         raise KernelError("timeout", message, file, line)
 
     old = signal.signal(signal.SIGALRM, on_alarm)
@@ -342,13 +340,31 @@ def time_limit(seconds: float | None, kernel_path: str | None = None) -> Iterato
         signal.signal(signal.SIGALRM, old)
 
 
-def _in_file(frame: FrameType | None, kernel_path: str) -> bool:
-    kabs = os.path.abspath(kernel_path)
+def _in_kernel_file(frame: FrameType | None) -> bool:
+    """Whether a frame stack runs code of a kernel file (a module ``load_module`` made)."""
     while frame is not None:
-        if os.path.abspath(frame.f_code.co_filename) == kabs:
+        if str(frame.f_globals.get("__name__", "")).startswith(_MODULE_PREFIX):
             return True
         frame = frame.f_back
     return False
+
+
+def kernel_threads() -> list[tuple[int, FrameType]]:
+    """(thread id, frame) of every thread but this one running a kernel file's code."""
+    me = threading.get_ident()
+    return [
+        (tid, frame)
+        for tid, frame in sys._current_frames().items()
+        if tid != me and _in_kernel_file(frame)
+    ]
+
+
+def stop_kernel_threads(exc_type: type[BaseException]) -> None:
+    """Raise ``exc_type`` asynchronously in every other thread running kernel code (the
+    programs of an LNC=2 launch), so an interrupted or timed-out run does not leave them
+    running (the interpreter would wait for them at exit)."""
+    for tid, _ in kernel_threads():
+        _raise_in_thread(tid, exc_type)
 
 
 def _timeout_type(message: str, file: str, line: int) -> type[KernelError]:
@@ -428,7 +444,9 @@ def compare(outputs: list[np.ndarray], goldens: list[np.ndarray]) -> tuple[float
         both = np.isfinite(o64) & np.isfinite(g64)
         # a finite output where the golden is NaN/Inf is a mismatch too
         bad += int(np.count_nonzero(~np.isfinite(g64) & np.isfinite(o64)))
-        abs_err = max(abs_err, float(np.max(np.abs(o64 - g64), where=both, initial=0.0)))
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both are inf
+            diff = np.abs(o64 - g64)
+        abs_err = max(abs_err, float(np.max(diff, where=both, initial=0.0)))
         scale = max(scale, float(np.max(np.abs(g64), where=np.isfinite(g64), initial=0.0)))
     if bad:
         return math.inf, math.inf, bad
@@ -438,7 +456,8 @@ def compare(outputs: list[np.ndarray], goldens: list[np.ndarray]) -> tuple[float
 def _within(o: np.ndarray, g: np.ndarray, rtol: float, atol: float) -> bool:
     o64, g64 = _as_float64(o, g)
     same = (np.isnan(o64) & np.isnan(g64)) | (np.isinf(o64) & (o64 == g64))
-    close = np.abs(o64 - g64) <= atol + rtol * np.abs(g64)  # False wherever a NaN is
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.abs(o64 - g64) <= atol + rtol * np.abs(g64)  # False wherever a NaN is
     return bool(np.all(same | close))
 
 
