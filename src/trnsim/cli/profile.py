@@ -28,6 +28,8 @@ from trnsim.errors import UsageError
 from trnsim.nki.kernelfile import (
     DEFAULT_MAX_INSTRUCTIONS,
     DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    MIN_TIMEOUT_S,
     inputs_for,
     load,
     parse_args,
@@ -39,6 +41,16 @@ from trnsim.report.output import output_path, print_json
 from trnsim.report.progress import progress
 
 TARGETS = ["gen2", "gen3", "gen4", "trn1", "trn2", "trn3"]
+
+
+def timeout_seconds(text: str) -> float:
+    """``--timeout``: seconds in [MIN_TIMEOUT_S, MAX_TIMEOUT_S]."""
+    value = positive_float(text)
+    if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is out of range (must be {MIN_TIMEOUT_S:g}..{MAX_TIMEOUT_S:g} seconds)"
+        )
+    return value
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +76,7 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=positive_float,
+        type=timeout_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"stop a kernel running longer than this (default {DEFAULT_TIMEOUT_S:g} s)",

@@ -55,6 +55,7 @@ import numpy as np
 from trnsim.errors import KernelError, TrnsimError, UsageError
 from trnsim.nki.compat import install
 from trnsim.nki.simulate import Kernel, RunResult, run
+from trnsim.numerics import get_format
 
 DEFAULT_MAX_INSTRUCTIONS = 2_000_000
 """Instructions one core may issue in a kernel run before it is stopped (``--max-instructions``):
@@ -63,6 +64,9 @@ instruction costs about 100 B in a timing-only run and up to about 1 kB in a fun
 a runaway kernel stops at a few GB at most."""
 DEFAULT_TIMEOUT_S = 600.0
 """Wall-clock limit of loading and running a kernel file, in seconds (``--timeout``)."""
+MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1e-3, 1e8
+"""The range ``--timeout`` accepts (a timer below 1 ms is none at all to ``setitimer``; above
+1e8 s, about 3 years, it overflows the platform's time_t on some systems)."""
 
 FP32_ACCUMULATION_RTOL = 1e-5
 """Floor of the default relative tolerance. Wide outputs (fp32) usually come from sums over many
@@ -71,6 +75,11 @@ term count (about sqrt(n) eps typically, n eps at worst), so 2 eps of fp32 (2.4e
 correct kernels. 1e-5 (84 fp32 eps) covers sums of a few thousand terms."""
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/trnsim
+_LIBRARY_DIRS = tuple(  # trnsim, the standard library, installed packages: not the user's code
+    d + os.sep
+    for d in {_PKG_DIR, os.path.dirname(os.__file__)}
+    | {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+)
 _MODULE_PREFIX = "trnsim_kernelfile_"  # the module name of a loaded kernel file
 
 
@@ -138,7 +147,7 @@ def _user_frame(frames: list[tuple[str, int]], kernel_path: str | None) -> tuple
             if os.path.abspath(f) == kabs:
                 return kernel_path, line
     for f, line in reversed(frames):
-        if not f.startswith(_PKG_DIR + os.sep) and "importlib" not in f and "<frozen" not in f:
+        if not f.startswith(_LIBRARY_DIRS) and "importlib" not in f and "<frozen" not in f:
             return f, line
     return frames[-1] if frames else ("<unknown>", 0)
 
@@ -298,7 +307,18 @@ def inputs_for(
             f"{os.path.basename(path)} gives no inputs for kernel {kernel!r}: "
             f"define make_inputs_{kernel}(rng), make_inputs(rng) or INPUTS"
         )
-    return tuple(args) if isinstance(args, tuple | list) else (args,)
+    args = tuple(args) if isinstance(args, tuple | list) else (args,)
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            try:
+                get_format(a.dtype)
+            except Exception:
+                source = fn.__name__ if fn is not None else "INPUTS"
+                raise UsageError(
+                    f"{os.path.basename(path)}: {source} gives input {i} of dtype {a.dtype}, "
+                    "not an NKI dtype (e.g. float32, bfloat16, float8_e4m3fn, int32)"
+                ) from None
+    return args
 
 
 def _given_path(mod: ModuleType) -> str:
@@ -332,7 +352,7 @@ def time_limit(seconds: float | None, kernel_path: str | None = None) -> Iterato
         raise KernelError("timeout", message, file, line)
 
     old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, MIN_TIMEOUT_S))
     try:
         yield
     finally:
@@ -413,6 +433,9 @@ def default_tolerance(dtype: Any) -> dict[str, float]:
 
 
 def _as_float64(o: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    for what, x in (("kernel output", o), ("golden", g)):
+        if x.dtype.kind not in "biuf" and not x.dtype.name.startswith(("bfloat", "float")):
+            raise KernelError("golden", f"{what} {_short(x)} is not a numeric array")
     if o.shape != g.shape and o.size == g.size:
         g = g.reshape(o.shape)
     if o.shape != g.shape:
@@ -420,6 +443,11 @@ def _as_float64(o: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             "golden", f"kernel output of shape {list(o.shape)} != golden shape {list(g.shape)}"
         )
     return o.astype(np.float64), g.astype(np.float64)
+
+
+def _short(x: np.ndarray) -> str:
+    text = repr(x.item()) if x.dtype == object and x.size == 1 else f"of dtype {x.dtype}"
+    return text[:60]
 
 
 def _nonfinite_mismatch(o: np.ndarray, g: np.ndarray) -> np.ndarray:
