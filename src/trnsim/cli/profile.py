@@ -169,6 +169,9 @@ def planned_files(args: argparse.Namespace, kernel: str) -> dict[str, Path]:
         return {}
     if args.json and not (args.trace or args.png or args.out_dir):
         return {}
+    for flag, given in (("--trace", args.trace), ("--png", args.png), ("--out-dir", args.out_dir)):
+        if given is not None and not given.strip():
+            raise UsageError(f"{flag}: empty path")
     if args.out_dir is not None:
         d = Path(args.out_dir)
         if not d.is_dir():

@@ -197,8 +197,10 @@ def load_module(path: str) -> ModuleType:
     """Import a kernel file (after ``install()`` so its ``import nki`` resolves to trnsim)."""
     if os.path.isdir(path):
         raise UsageError(f"kernel file {path!r} is a directory")
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise UsageError(f"kernel file {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise UsageError(f"kernel file {path!r} is not a regular file")
     install()
     name = _MODULE_PREFIX + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
@@ -235,7 +237,8 @@ def pick_kernel(mod: ModuleType, name: str | None) -> tuple[str, Kernel]:
     kernels = kernels_of(mod)
     if not kernels:
         raise UsageError(f"{mod.__file__} defines no @nki.jit kernel")
-    name = name or getattr(mod, "KERNEL", None) or next(iter(kernels))
+    if name is None:
+        name = getattr(mod, "KERNEL", None) or next(iter(kernels))
     if name not in kernels:
         raise UsageError(
             f"kernel {name!r} not found in {os.path.basename(str(mod.__file__))}; "
