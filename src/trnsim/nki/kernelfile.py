@@ -343,7 +343,7 @@ def time_limit(seconds: float | None, kernel_path: str | None = None) -> Iterato
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
-    message = f"kernel ran longer than the time limit of {seconds:g} s (--timeout)"
+    message = f"kernel file ran longer than the time limit of {seconds:g} s (--timeout)"
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
         file, line = frame_location(frame, kernel_path)
@@ -587,12 +587,21 @@ def run_file(
     max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS,
     timeout: float | None = None,
 ) -> FileRun:
-    """Run one kernel of a kernel file on the emulator and compare it with its golden."""
+    """Run one kernel of a kernel file on the emulator and compare it with its golden.
+
+    ``timeout`` bounds the whole file's code: loading, ``make_inputs``, the kernel, ``golden``."""
     with time_limit(timeout, path):
         mod = load(path)
         name, k = pick_kernel(mod, kernel)
         args = inputs_for(mod, name, seed, kwargs)
         res = run_kernel(mod, name, k, args, target=target, max_instructions=max_instructions)
+        gold = getattr(mod, f"golden_{name}", None) or getattr(mod, "golden", None)
+        goldens = None
+        if gold is not None:
+            try:
+                goldens = _flat(gold(*args))
+            except (Exception, SystemExit) as exc:
+                raise _usage(exc, path, f"in {gold.__name__}()") from None
     outputs = _flat(res.outputs)
     out = FileRun(
         path=path,
@@ -605,14 +614,9 @@ def run_file(
     counts = Counter(i.engine.value for i in res.instructions)
     out.by_engine = dict(sorted(counts.items()))
     out.by_opcode = dict(Counter(i.opcode.value for i in res.instructions).most_common())
-    gold = getattr(mod, f"golden_{name}", None) or getattr(mod, "golden", None)
-    if gold is None:
+    if goldens is None:
         return out
     out.has_golden = True
-    try:
-        goldens = _flat(gold(*args))
-    except (Exception, SystemExit) as exc:
-        raise _usage(exc, path, f"in {gold.__name__}()") from None
     out.max_abs_err, out.max_rel_err, out.nonfinite = compare(outputs, goldens)
     tol = resolve_tolerance(mod, name, outputs, goldens, rtol, atol)
     out.tolerance = tol
