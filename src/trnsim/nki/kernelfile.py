@@ -564,7 +564,7 @@ def run_kernel(
         return run(k, *args, **options)
     except TrnsimError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a sys.exit() in a kernel is its error too
         raise kernel_raised(exc, _given_path(mod), name) from None
 
 
