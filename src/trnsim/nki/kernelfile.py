@@ -519,9 +519,8 @@ def resolve_tolerance(
     for the least precise output dtype. ``source`` says which."""
     name = f"TOLERANCE_{kernel}" if hasattr(mod, f"TOLERANCE_{kernel}") else "TOLERANCE"
     given = getattr(mod, name, None)
-    tol = (
-        _checked_tolerance(given, f"{os.path.basename(str(mod.__file__))}: {name}") if given else {}
-    )
+    where = f"{os.path.basename(str(mod.__file__))}: {name}"
+    tol = _checked_tolerance(given, where) if given is not None else {}
     flags = _checked_tolerance(
         {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}, "--rtol/--atol"
     )
