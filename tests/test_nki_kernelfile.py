@@ -97,7 +97,8 @@ def test_file_and_flag_tolerances_apply_and_are_validated(tmp_path):
     assert r.passed is True and r.tolerance["source"] == "TOLERANCE"
     r = kf.run_file(path, "copy", atol=1.0)
     assert r.passed is False and r.tolerance["atol"] == 1.0
-    bad_values = ("{'rtol': -1}", "{'atol': float('nan')}", "{'rtol': 'x'}", "{'tol': 1}", "0.1", "0")
+    bad_values = ["{'rtol': -1}", "{'atol': float('nan')}", "{'rtol': 'x'}", "{'tol': 1}"]
+    bad_values += ["0.1", "0"]
     for bad in bad_values:
         path = write(tmp_path, KERNEL + wrong + f"TOLERANCE = {bad}\n")
         with pytest.raises(UsageError, match="TOLERANCE"):
