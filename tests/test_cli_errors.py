@@ -245,9 +245,12 @@ def test_interrupt_and_terminate(sig, code, tmp_path):
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_closed_stdout_is_quiet():
+@pytest.mark.parametrize(
+    "argv", [["specs", "--json"], ["run", SOFTMAX, "--json"], ["compare", "trn3", "trn2"]]
+)
+def test_closed_stdout_is_quiet(argv):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trnsim", "specs", "--json"],
+        [sys.executable, "-m", "trnsim", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -287,6 +290,14 @@ def test_sigterm_during_profile_leaves_no_temporary(tmp_path):
     assert seen, "the write was not caught in progress"
     assert proc.returncode == 143, err
     assert not [p for p in out.iterdir() if p.suffix == ".tmp"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_unwritable_directory_is_refused_before_work(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    line = one_line_error(trnsim("profile", HBM_COPY, *SMALL, "--out-dir", str(locked)), 2)
+    assert "not writable" in line and str(locked) in line
 
 
 def test_profile_json_writes_nothing_unless_asked(tmp_path):

@@ -106,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
+    except SystemExit as exc:  # rich's Console meets a closed pipe with SystemExit(1)
+        if exc.code == 1 and _stdout_is_devnull():
+            return EXIT_BROKEN_PIPE
+        raise
     except Exception as exc:
         if os.environ.get("TRNSIM_TRACEBACK") == "1":
             raise
@@ -131,6 +135,13 @@ def _stop_kernel_threads(exc_type: type[BaseException]) -> None:
 def _say(line: str) -> None:
     with contextlib.suppress(OSError):  # stderr closed too: nothing more to say
         print(line, file=sys.stderr)
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError):
+        return False
 
 
 def _quiet_stdout() -> None:
