@@ -37,13 +37,13 @@ def test_compare_shows_ratio_to_first(capsys):
 
 
 def test_compare_refuses_mixed_kinds(capsys):
-    assert main(["compare", "trn3", "trn3-gen2"]) == 1
+    assert main(["compare", "trn3", "trn3-gen2"]) == 2
     err = capsys.readouterr().err
     assert "one kind" in err and "trn3 (chip)" in err
 
 
 def test_unknown_preset_lists_valid(capsys):
-    assert main(["specs", "trn9"]) == 1
+    assert main(["specs", "trn9"]) == 2
     assert "valid:" in capsys.readouterr().err
 
 

@@ -68,6 +68,6 @@ def test_flow_evaluator(capsys):
         (["--size", "big"], "cannot read size 'big'"),
     ],
 )
-def test_errors_exit_1_with_the_rule(argv, message, capsys):
-    assert main(["collective", *argv]) == 1
+def test_errors_exit_2_with_the_rule(argv, message, capsys):
+    assert main(["collective", *argv]) == 2
     assert re.search(message, capsys.readouterr().err)

@@ -69,7 +69,7 @@ def test_mx_kernel_on_gen3_is_an_explained_error(capsys):
 
 
 def test_unknown_kernel_lists_the_kernels(capsys):
-    assert main(["run", str(EXAMPLES / "norms.py"), "--kernel", "nope"]) == 1
+    assert main(["run", str(EXAMPLES / "norms.py"), "--kernel", "nope"]) == 2
     err = capsys.readouterr().err
     assert "'nope' not found" in err and "rmsnorm, layernorm" in err
 
@@ -119,7 +119,7 @@ def test_missing_inputs_and_no_golden(tmp_path, capsys):
         """
     )
     path = _write(tmp_path, body)
-    assert main(["run", path]) == 1
+    assert main(["run", path]) == 2
     assert "define make_inputs_k(rng), make_inputs(rng) or INPUTS" in capsys.readouterr().err
     path = _write(
         tmp_path, body + "\nimport numpy as np\nINPUTS = (np.ones((2, 3), np.float32),)\n"
@@ -130,9 +130,9 @@ def test_missing_inputs_and_no_golden(tmp_path, capsys):
 
 
 def test_no_kernel_and_missing_file(tmp_path, capsys):
-    assert main(["run", _write(tmp_path, "x = 1\n")]) == 1
+    assert main(["run", _write(tmp_path, "x = 1\n")]) == 2
     assert "defines no @nki.jit kernel" in capsys.readouterr().err
-    assert main(["run", str(tmp_path / "absent.py")]) == 1
+    assert main(["run", str(tmp_path / "absent.py")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 

@@ -73,7 +73,7 @@ def test_plan_error_names_values(capsys):
                 "7",
             ]
         )
-        == 1
+        == 2  # bad input (README, "Exit status")
     )
     assert "not divisible by tp(7)" in capsys.readouterr().err
 

@@ -78,6 +78,6 @@ def test_profile_cli_json_and_files(tmp_path, capsys):
 
 def test_profile_cli_unknown_kernel_lists_the_kernels(capsys):
     rc = main(["profile", str(EXAMPLES / "matmul_tutorial.py"), "--kernel", "nope", "--no-files"])
-    assert rc == 1
+    assert rc == 2
     err = capsys.readouterr().err
     assert "tiled" in err and "optimized" in err

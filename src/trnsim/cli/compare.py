@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.console import Console
 from rich.table import Table
 
 from trnsim import hw
-from trnsim.errors import ConfigError
+from trnsim.errors import UsageError
 from trnsim.hw.describe import kind_of, rows
+from trnsim.report.output import print_json
 from trnsim.report.units import pretty
 
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def comparison(names: list[str], keys: str | None = None) -> dict:
     """The comparison as data: per key, each preset's SI value and its ratio to the first."""
     if len(names) < 2:
-        raise ConfigError(f"compare needs at least two presets, got {len(names)}: {names}")
+        raise UsageError(f"compare needs at least two presets, got {len(names)}: {names}")
     presets = [hw.lookup(n) for n in names]
     kinds = {kind_of(p) for p in presets}
     for kind in ("system", "chip"):  # a name like "v5p" is a chip and a system: prefer one kind
@@ -32,7 +32,7 @@ def comparison(names: list[str], keys: str | None = None) -> dict:
             presets, kinds = [registry.get(n) for n in names], {kind}
     if len(kinds) > 1:
         listed = ", ".join(f"{p.name} ({kind_of(p)})" for p in presets)
-        raise ConfigError(f"compare needs presets of one kind; got {listed}")
+        raise UsageError(f"compare needs presets of one kind; got {listed}")
     per_preset = [{r.key: r for r in rows(p)} for p in presets]
     ordered: list[str] = []
     for table in per_preset:
@@ -55,13 +55,16 @@ def comparison(names: list[str], keys: str | None = None) -> dict:
             for v in values
         ]
         out_rows.append({"key": key, "unit": unit, "values": values, "ratios": ratios})
+    if not out_rows:
+        groups = sorted({k.split(".", 1)[0] for k in ordered})
+        raise UsageError(f"--keys {keys!r} matches no figure; keys contain: {', '.join(groups)}")
     return {"presets": [p.name for p in presets], "kind": kinds.pop(), "rows": out_rows}
 
 
 def run(args: argparse.Namespace) -> int:
     data = comparison(args.names, args.keys)
     if args.json:
-        print(json.dumps(data, indent=2))
+        print_json(data)
         return 0
     table = Table(title=f"{data['kind']}s: " + " vs ".join(data["presets"]), title_justify="left")
     table.add_column("figure")

@@ -14,6 +14,8 @@ import time
 from rich.console import Console
 from rich.rule import Rule
 
+from trnsim.errors import UsageError
+
 # (title, "module:function") in tour order.
 SECTIONS: list[tuple[str, str]] = [
     ("Hardware catalog", "trnsim.cli.demo_hw:section"),
@@ -35,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     start = time.perf_counter()
     chosen = [s for s in SECTIONS if not args.only or args.only.lower() in s[0].lower()]
+    if not chosen:
+        titles = "; ".join(t for t, _ in SECTIONS)
+        raise UsageError(f"--only {args.only!r} matches no section; sections: {titles}")
     for i, (title, target) in enumerate(chosen, 1):
         console.print(Rule(f"[bold]{i}/{len(chosen)}  {title}"))
         module_name, func_name = target.split(":")

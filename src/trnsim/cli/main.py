@@ -8,11 +8,16 @@ verb name -> (module, one-line help). Flags beat files beat defaults.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
+import threading
+from typing import NoReturn
 
 from trnsim import __version__
-from trnsim.errors import TrnsimError
+from trnsim.errors import KernelError, TrnsimError
 
 # verb -> (module under trnsim.cli, help). Add a verb by adding a line here.
 VERBS: dict[str, tuple[str, str]] = {
@@ -30,8 +35,16 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (``trnsim VERB: error: ...; see trnsim VERB --help``)
+    instead of the usage block, exit status 2. Sub-parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="trnsim",
         description="trnsim: a software Trainium3 (emulator, timing, fabric, performance model).",
     )
@@ -45,17 +58,100 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so ``finally`` blocks remove temporary files."""
+
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_BROKEN_PIPE = 130, 143, 141  # 128 + signal number
+EXIT_INTERNAL = 3
+
+
+def exit_status(exc: TrnsimError) -> int:
+    """1 when a check failed (an illegal kernel, a kernel that raised or ran out of bounds);
+    2 for every other trnsim error: bad usage or input (a flag, a name, a path, a file)."""
+    return EXIT_CHECK_FAILED if isinstance(exc, KernelError) else EXIT_USAGE
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb; every outcome is an exit status (README, "Exit status"):
+    0 success, 1 a check failed, 2 bad usage or input, 3 an internal error (a bug; the
+    traceback with ``TRNSIM_TRACEBACK=1``), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM),
+    141 stdout closed early (e.g. piped into ``head``). Errors are one line on stderr."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # bad usage: argparse prints one line, exits 2
     if args.verb is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
+    in_main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    prefix = f"trnsim {args.verb}:"
     try:
         return int(args._run(args) or 0)
     except TrnsimError as exc:
-        print(f"trnsim {args.verb}: error: {exc}", file=sys.stderr)
-        return 1
+        _say(f"{prefix} error: {exc}")
+        return exit_status(exc)
+    except KeyboardInterrupt:
+        _stop_kernel_threads(KeyboardInterrupt)
+        _say(f"{prefix} interrupted")
+        return EXIT_INTERRUPTED
+    except Terminated:
+        _stop_kernel_threads(Terminated)
+        _say(f"{prefix} terminated (SIGTERM)")
+        return EXIT_TERMINATED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except SystemExit as exc:  # rich's Console meets a closed pipe with SystemExit(1)
+        if exc.code == 1 and _stdout_is_devnull():
+            return EXIT_BROKEN_PIPE
+        raise
+    except Exception as exc:
+        if os.environ.get("TRNSIM_TRACEBACK") == "1":
+            raise
+        text = (str(exc).strip().splitlines() or [""])[0]
+        _say(
+            f"{prefix} internal error: {type(exc).__name__}: {text} (a bug in trnsim; "
+            "TRNSIM_TRACEBACK=1 shows the traceback)"
+        )
+        return EXIT_INTERNAL
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def _stop_kernel_threads(exc_type: type[BaseException]) -> None:
+    """The programs of an interrupted LNC=2 kernel run stop too (else the exit waits)."""
+    if "trnsim.nki.kernelfile" in sys.modules:
+        from trnsim.nki.kernelfile import stop_kernel_threads
+
+        stop_kernel_threads(exc_type)
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError):  # stderr closed too: nothing more to say
+        print(line, file=sys.stderr)
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError):
+        return False
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader is gone: point stdout at /dev/null so the interpreter's final flush
+    does not fail again (the recipe of the Python docs, 'Note on SIGPIPE')."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -3,98 +3,124 @@
 The file follows the kernel-file convention of ``trnsim run`` (``trnsim.nki.kernelfile``):
 ``@nki.jit`` kernels, ``KERNEL = "name"`` for the default, ``make_inputs(rng)`` (or
 ``make_inputs_<kernel>(rng)`` / ``INPUTS``) for the arguments. ``--arg KEY=VALUE`` passes
-keyword arguments to ``make_inputs`` (e.g. ``--arg M=4096 --arg empty=1``). The kernel runs in
-timing-only mode (no data) unless ``--functional``. Prints the profile summary (``--json`` for
-the machine form) and writes a Perfetto trace JSON and a PNG timeline (``--no-files`` skips).
+keyword arguments to ``make_inputs`` (Python literals, e.g. ``--arg M=4096 --arg empty=true``).
+The kernel runs in timing-only mode (no data) unless ``--functional``. Prints the profile
+summary (``--json`` for the machine form) and writes a Perfetto trace JSON and a PNG timeline:
+into ``--out-dir`` (default: the current directory) or to ``--trace``/``--png``. With
+``--json`` nothing is written unless a path (``--trace``, ``--png``, ``--out-dir``) is given;
+``--no-files`` writes nothing. Every output path is checked before the kernel runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from trnsim.cli.argtypes import nonneg_int, positive_float, positive_int
 from trnsim.core.profile import Profile
 from trnsim.core.timing import schedule
-from trnsim.errors import ConfigError
+from trnsim.errors import UsageError
+from trnsim.nki.kernelfile import (
+    DEFAULT_MAX_INSTRUCTIONS,
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    MIN_TIMEOUT_S,
+    inputs_for,
+    load,
+    parse_args,
+    pick_kernel,
+    run_kernel,
+    time_limit,
+)
+from trnsim.report.output import output_path, print_json
+from trnsim.report.progress import progress
+
+TARGETS = ["gen2", "gen3", "gen4", "trn1", "trn2", "trn3"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="kernel file (the 'trnsim run' convention)")
-    parser.add_argument(
-        "--target",
-        choices=["gen2", "gen3", "gen4", "trn1", "trn2", "trn3"],
-        default="gen4",
-        help="NeuronCore generation (default gen4)",
-    )
+def timeout_seconds(text: str) -> float:
+    """``--timeout``: seconds in [MIN_TIMEOUT_S, MAX_TIMEOUT_S]."""
+    value = positive_float(text)
+    if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is out of range (must be {MIN_TIMEOUT_S:g}..{MAX_TIMEOUT_S:g} seconds)"
+        )
+    return value
+
+
+def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags ``run`` and ``profile`` share: inputs and bounds of a kernel run."""
     parser.add_argument("--kernel", metavar="NAME", help="which @nki.jit kernel of the file")
-    parser.add_argument("--seed", type=int, default=0, help="seed passed to make_inputs(rng)")
+    parser.add_argument(
+        "--seed", type=nonneg_int, default=0, help="seed passed to make_inputs(rng) (>= 0)"
+    )
     parser.add_argument(
         "--arg",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="keyword argument for make_inputs (int/float/bool)",
+        help="keyword argument for make_inputs (a Python literal, or true/false)",
     )
+    parser.add_argument(
+        "--max-instructions",
+        type=positive_int,
+        default=DEFAULT_MAX_INSTRUCTIONS,
+        metavar="N",
+        help=f"stop a kernel issuing more than N instructions per core "
+        f"(default {DEFAULT_MAX_INSTRUCTIONS:,})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=timeout_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"stop a kernel running longer than this (default {DEFAULT_TIMEOUT_S:g} s)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="kernel file (the 'trnsim run' convention)")
+    parser.add_argument(
+        "--target", choices=TARGETS, default="gen4", help="NeuronCore generation (default gen4)"
+    )
+    add_kernel_arguments(parser)
     parser.add_argument(
         "--functional", action="store_true", help="also compute the data (default: timing-only)"
     )
     parser.add_argument(
         "--active-cores",
-        type=int,
+        type=positive_int,
         default=None,
-        help="cores of the chip sharing HBM bandwidth (default: the kernel's)",
+        help="cores of the chip sharing HBM bandwidth, 1..the chip's cores (default: the kernel's)",
     )
     parser.add_argument("--trace", metavar="PATH", help="Perfetto trace JSON path")
     parser.add_argument("--png", metavar="PATH", help="PNG timeline path")
+    parser.add_argument(
+        "--out-dir", metavar="DIR", help="directory for the default-named trace and PNG"
+    )
     parser.add_argument("--no-files", action="store_true", help="write no trace or PNG")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _value(text: str) -> Any:
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    return text
+def check_active_cores(target: str, active_cores: int | None) -> None:
+    """``--active-cores`` must be 1..the cores of the target's chip."""
+    if active_cores is None:
+        return
+    from trnsim.core.calibration import chip_of
+    from trnsim.hw import core
+    from trnsim.nki.simulate import resolve_target
 
-
-def _kwargs(pairs: list[str]) -> dict[str, Any]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ConfigError(f"--arg {pair!r}: expected KEY=VALUE")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = _value(v.strip())
-    return out
-
-
-def inputs_for(mod: Any, kernel: str, seed: int, kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """The kernel's arguments under the kernel-file convention (make_inputs / INPUTS)."""
-    fn = getattr(mod, f"make_inputs_{kernel}", None) or getattr(mod, "make_inputs", None)
-    if fn is not None:
-        params = inspect.signature(fn).parameters
-        unknown = set(kwargs) - set(params)
-        if unknown:
-            raise ConfigError(
-                f"make_inputs has no parameter {', '.join(sorted(unknown))}; "
-                f"parameters: {', '.join(params)}"
-            )
-        args = fn(np.random.default_rng(seed), **kwargs)
-    elif hasattr(mod, "INPUTS"):
-        args = mod.INPUTS
-    else:
-        raise ConfigError(f"no inputs for kernel {kernel!r}: define make_inputs(rng) or INPUTS")
-    return tuple(args) if isinstance(args, tuple | list) else (args,)
+    chip = chip_of(core(resolve_target(target)))
+    if not 1 <= active_cores <= chip.cores:
+        raise UsageError(
+            f"--active-cores {active_cores}: {chip.name} has {chip.cores} NeuronCores "
+            f"(must be 1..{chip.cores})"
+        )
 
 
 def profile_file(
@@ -105,45 +131,102 @@ def profile_file(
     kwargs: dict[str, Any] | None = None,
     functional: bool = False,
     active_cores: int | None = None,
+    max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS,
+    timeout: float | None = None,
+    before_run: Callable[[str], Any] | None = None,
 ) -> tuple[str, Profile]:
-    """Load a kernel file, run its kernel (timing-only unless ``functional``), time it."""
-    from trnsim.nki.kernelfile import load_module, pick_kernel
-    from trnsim.nki.simulate import record_run, resolve_target
-    from trnsim.nki.simulate import run as run_kernel
+    """Load a kernel file, run its kernel (timing-only unless ``functional``), time it.
 
-    mod = load_module(path)
-    name, k = pick_kernel(mod, kernel)
-    args = inputs_for(mod, name, seed, kwargs or {})
+    ``before_run(kernel_name)`` is called once the kernel is known, before it runs (the CLI
+    checks its output paths there)."""
+    from trnsim.nki.simulate import resolve_target
+
+    check_active_cores(target, active_cores)
     tgt = resolve_target(target)
-    # timing-only: the record alone (no copy of the inputs into HBM, no sentinel-filled
-    # outputs: for the full-size tutorial matmul that is 250 MB no one reads)
-    res = run_kernel(k, *args, target=tgt) if functional else record_run(k, *args, target=tgt)
-    return name, schedule(res.instructions, tgt, active_cores=active_cores)
+    with time_limit(timeout, path):
+        mod = load(path)
+        name, k = pick_kernel(mod, kernel)
+        if before_run is not None:
+            before_run(name)
+        args = inputs_for(mod, name, seed, kwargs or {})
+        with progress(f"running {name} ({'functional' if functional else 'timing-only'})"):
+            res = run_kernel(
+                mod,
+                name,
+                k,
+                args,
+                target=tgt,
+                functional=functional,
+                max_instructions=max_instructions,
+                # timing-only: the record alone (no copy of the inputs into HBM, no
+                # sentinel-filled outputs: 250 MB no one reads for the full-size tutorial)
+                record_only=not functional,
+            )
+    with progress(f"scheduling {len(res.instructions):,} instructions"):
+        return name, schedule(res.instructions, tgt, active_cores=active_cores)
+
+
+def planned_files(args: argparse.Namespace, kernel: str) -> dict[str, Path]:
+    """The files this run writes ({"trace": path, "png": path}), each checked writable."""
+    if args.no_files:
+        return {}
+    if args.json and not (args.trace or args.png or args.out_dir):
+        return {}
+    for flag, given in (("--trace", args.trace), ("--png", args.png), ("--out-dir", args.out_dir)):
+        if given is not None and not given.strip():
+            raise UsageError(f"{flag}: empty path")
+    if args.out_dir is not None:
+        d = Path(args.out_dir)
+        if not d.is_dir():
+            raise UsageError(f"--out-dir: {args.out_dir!r} is not an existing directory")
+    stem = f"{Path(args.file).stem}.{kernel}.{args.target}"
+    base = Path(args.out_dir) if args.out_dir is not None else Path(".")
+    out: dict[str, Path] = {}
+    for kind, flag, suffix in (
+        ("trace", "--trace", "trace.json"),
+        ("png", "--png", "timeline.png"),
+    ):
+        given = getattr(args, kind)
+        if args.json and not given and args.out_dir is None:
+            continue  # --json with only the other path given: write just that one
+        out[kind] = output_path(given or base / f"{stem}.{suffix}", flag if given else "--out-dir")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
+    kwargs = parse_args(args.arg)
+    files: dict[str, Path] = {}
+
+    def check_paths(kernel: str) -> None:
+        files.update(planned_files(args, kernel))
+
     name, prof = profile_file(
         args.file,
         args.kernel,
         args.target,
         args.seed,
-        _kwargs(args.arg),
+        kwargs,
         args.functional,
         args.active_cores,
+        args.max_instructions,
+        args.timeout,
+        before_run=check_paths,
     )
-    files: dict[str, str] = {}
-    if not args.no_files:
+    written: dict[str, str] = {}
+    if files:
         from trnsim.report.perfetto import write_trace
         from trnsim.report.timeline import write_timeline
 
-        stem = f"{Path(args.file).stem}.{name}.{args.target}"
-        files["trace"] = str(write_trace(prof, args.trace or f"{stem}.trace.json"))
-        files["png"] = str(write_timeline(prof, args.png or f"{stem}.timeline.png"))
+        with progress("writing " + ", ".join(str(p) for p in files.values())):
+            if "trace" in files:
+                written["trace"] = str(write_trace(prof, files["trace"]))
+            if "png" in files:
+                written["png"] = str(write_timeline(prof, files["png"]))
     if args.json:
-        print(json.dumps({"kernel": name, **prof.to_json(), "files": files}, indent=2))
+        print_json({"kernel": name, **prof.to_json(), "files": written})
     else:
         show(Console(), name, prof)
-        for kind, p in files.items():
+        for kind, p in written.items():
             Console().print(f"{kind}: {p}")
     return 0
 

@@ -2,45 +2,62 @@
 
 The file follows the kernel-file convention of ``trnsim.nki.kernelfile`` (``@nki.jit``
 kernels, ``make_inputs(rng)``, optional ``golden(*inputs)`` and ``TOLERANCE``). Prints the
-outputs, the max abs / rel error against the golden and the instruction count by engine; exit
-status 1 when a tolerance is set and not met (or on an illegal kernel, with the rule and the
-kernel's file and line).
+outputs, the max abs / rel error against the golden, the tolerance that applied (the file's, the
+flags', or the default for the output dtype) and the instruction count by engine. Exit status:
+0 pass (or no golden), 1 when the check fails or the kernel breaks a rule, raises or exceeds a
+bound (with the kernel's file and line), 2 for a bad file, flag or ``--arg``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.nki.kernelfile import FileRun, run_file
+from trnsim.cli.argtypes import nonneg_float
+from trnsim.cli.profile import TARGETS, add_kernel_arguments
+from trnsim.nki.kernelfile import FileRun, parse_args, run_file
+from trnsim.report.output import print_json
+from trnsim.report.progress import progress
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="kernel file (see 'Kernel files' in the README)")
     parser.add_argument(
         "--target",
-        choices=["gen2", "gen3", "gen4", "trn1", "trn2", "trn3"],
+        choices=TARGETS,
         default=None,
         help="NeuronCore generation (default: the kernel's platform_target, "
         "NEURON_PLATFORM_TARGET_OVERRIDE, else gen4)",
     )
-    parser.add_argument("--kernel", metavar="NAME", help="which @nki.jit kernel of the file")
-    parser.add_argument("--seed", type=int, default=0, help="seed passed to make_inputs(rng)")
-    parser.add_argument("--rtol", type=float, help="relative tolerance (overrides TOLERANCE)")
-    parser.add_argument("--atol", type=float, help="absolute tolerance (overrides TOLERANCE)")
+    add_kernel_arguments(parser)
+    parser.add_argument(
+        "--rtol", type=nonneg_float, help="relative tolerance, >= 0 (overrides TOLERANCE)"
+    )
+    parser.add_argument(
+        "--atol", type=nonneg_float, help="absolute tolerance, >= 0 (overrides TOLERANCE)"
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:
-    r = run_file(
-        args.file, args.kernel, target=args.target, seed=args.seed, rtol=args.rtol, atol=args.atol
-    )
+    kwargs = parse_args(args.arg)
+    with progress(f"running {args.file}"):
+        r = run_file(
+            args.file,
+            args.kernel,
+            target=args.target,
+            seed=args.seed,
+            rtol=args.rtol,
+            atol=args.atol,
+            kwargs=kwargs,
+            max_instructions=args.max_instructions,
+            timeout=args.timeout,
+        )
     if args.json:
-        print(json.dumps(r.to_dict(), indent=2))
+        print_json(r.to_dict())
     else:
         show(Console(), r)
     return 1 if r.passed is False else 0
@@ -51,13 +68,19 @@ def show(console: Console, r: FileRun) -> None:
     console.print(f"[bold]{r.kernel}[/bold] from {r.path} on {r.target}: outputs {outs}")
     if r.has_golden:
         verdict = ""
-        if r.passed is not None:
-            tol = r.tolerance or {}
+        tol = r.tolerance
+        if r.passed is not None and tol is not None:
             mark = "[green]pass[/green]" if r.passed else "[red]FAIL[/red]"
-            verdict = f"  {mark} (rtol {tol['rtol']:g}, atol {tol['atol']:g})"
+            verdict = f"  {mark} (rtol {tol['rtol']:g}, atol {tol['atol']:g}; {tol['source']})"
         console.print(
             f"vs golden: max abs err {r.max_abs_err:.3g}, max rel err {r.max_rel_err:.3g}{verdict}"
         )
+        if r.nonfinite:
+            n = sum(o.size for o in r.outputs)
+            console.print(
+                f"[red]{r.nonfinite:,} of {n:,} output elements are NaN or Inf where the golden "
+                "is not[/red] (NaN is the fill of memory never written)"
+            )
     else:
         console.print("no golden() in the file: outputs not checked")
     t = Table(title=f"{r.instructions} instructions")

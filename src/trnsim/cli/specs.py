@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.console import Console
 from rich.table import Table
 
 from trnsim import hw
 from trnsim.hw.describe import rows, to_dict
+from trnsim.report.output import print_json
 from trnsim.report.units import pretty
 
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.name is None:
         listing = _listing()
         if args.json:
-            print(json.dumps(listing, indent=2))
+            print_json(listing)
             return 0
         for kind, entries in listing.items():
             table = Table(title=f"{kind} presets", title_justify="left")
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     preset = hw.lookup(args.name)
     if args.json:
-        print(json.dumps(to_dict(preset), indent=2))
+        print_json(to_dict(preset))
         return 0
     table = Table(title=f"{preset.name}", title_justify="left")
     table.add_column("figure")

@@ -211,8 +211,9 @@ class NeuronCore:
         if budget is not None and len(self.record) >= budget:
             raise fail(
                 "instruction-budget",
-                f"{op.value} would be instruction {len(self.record) + 1} of core {self.index}; "
-                f"the budget is {budget} (CoreOptions.max_instructions)",
+                f"{op.value} would be instruction {len(self.record) + 1} of core {self.index}, "
+                f"more than {budget:,} instructions (the budget is {budget:,}: "
+                "--max-instructions, CoreOptions.max_instructions)",
             )
         chosen = engine or DEFAULT_ENGINE[op]  # (rule engine: one of the spec's choices)
         # rules.check, with the verdict cached per signature (rules.Checker): bounds of each

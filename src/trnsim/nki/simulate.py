@@ -13,6 +13,7 @@ gen4. Rounding: ``rounding=`` > ``NEURON_RT_STOCHASTIC_ROUNDING_EN=1`` > RNE.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import threading
@@ -134,6 +135,7 @@ def run(
     seed: int = 0,
     functional: bool = True,
     options: CoreOptions | None = None,
+    max_instructions: int | None = None,
     **kwargs: Any,
 ) -> RunResult:
     """Run ``kernel`` on emulated NeuronCore(s) and return outputs plus the records.
@@ -142,8 +144,22 @@ def run(
     but no data moves (outputs hold the uninitialised sentinel). ``options``: how the cores
     run (``trnsim.core.options.CoreOptions``); ``None``: the plain interpreter, or the
     deferred path if the environment sets ``TRNSIM_DEFERRED=1`` (``CoreOptions.from_env``).
+    ``max_instructions``: shorthand for ``CoreOptions.max_instructions`` (a core issuing more
+    stops the kernel with a ``KernelError`` at its line).
     """
-    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, functional, True, options)
+    return _launch(
+        kernel,
+        args,
+        kwargs,
+        target,
+        lnc,
+        rounding,
+        seed,
+        functional,
+        True,
+        options,
+        max_instructions,
+    )
 
 
 def record_run(
@@ -154,6 +170,7 @@ def record_run(
     rounding: str | None = None,
     seed: int = 0,
     options: CoreOptions | None = None,
+    max_instructions: int | None = None,
     **kwargs: Any,
 ) -> RunResult:
     """A timing-only run kept for its instruction record alone (``outputs`` is None).
@@ -163,7 +180,19 @@ def record_run(
     outputs are not copied out (for the tutorial's large matmuls that handling of a few
     hundred MB costs more than recording 10^5 instructions).
     """
-    return _launch(kernel, args, kwargs, target, lnc, rounding, seed, False, False, options)
+    return _launch(
+        kernel,
+        args,
+        kwargs,
+        target,
+        lnc,
+        rounding,
+        seed,
+        False,
+        False,
+        options,
+        max_instructions,
+    )
 
 
 def _launch(
@@ -177,9 +206,12 @@ def _launch(
     functional: bool,
     keep_data: bool,
     options: CoreOptions | None = None,
+    max_instructions: int | None = None,
 ) -> RunResult:
     if options is None:
         options = CoreOptions.from_env()
+    if max_instructions is not None:
+        options = dataclasses.replace(options, max_instructions=max_instructions)
     if isinstance(kernel, Kernel):
         fn, n = kernel.fn, lnc or kernel.lnc
         target = target or kernel.options.get("platform_target")

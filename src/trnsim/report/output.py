@@ -7,7 +7,8 @@
   flag and the path.
 - ``atomic_write(path, write)``: ``write(tmp_path)`` fills a temporary file beside ``path``,
   which is then renamed over it with mode 0644; the temporary is removed on any exit
-  (exception, ``KeyboardInterrupt``, ``SystemExit`` from a SIGTERM handler).
+  (exception, ``KeyboardInterrupt``, the exception a SIGTERM handler raises). An ``OSError``
+  (no space, a read-only file system) becomes a ``UsageError`` naming the path.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def print_json(data: Any, **kwargs: Any) -> None:
 
 def output_path(path: str | os.PathLike[str], flag: str = "output") -> Path:
     """Return ``Path(path)`` if it can be written, else raise ``UsageError`` naming ``flag``."""
+    if not str(path):
+        raise UsageError(f"{flag}: empty path")
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{flag}: {str(p)!r} is a directory, not a file")
@@ -42,18 +45,30 @@ def output_path(path: str | os.PathLike[str], flag: str = "output") -> Path:
         raise UsageError(f"{flag}: directory {str(parent)!r} is not writable")
     if p.exists() and not os.access(p, os.W_OK):
         raise UsageError(f"{flag}: {str(p)!r} is not writable")
+    try:  # the permission bits are not the whole story (/proc, read-only mounts): try it
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise UsageError(f"{flag}: cannot write in {str(parent)!r}: {why}") from None
+    os.close(fd)
+    os.unlink(probe)
     return p
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[str], Any]) -> Path:
     """Write ``path`` whole: ``write(tmp)`` fills a temporary file that is then renamed."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, p)
+    except OSError as exc:  # a full disk, a read-only file system: the user's to fix
+        raise UsageError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -8,13 +8,12 @@ microseconds (the trace format's unit). The file is written whole (temp file + r
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from trnsim.core.profile import Profile
 from trnsim.errors import ConfigError
+from trnsim.report.output import atomic_write, output_path
 
 _ORDER = ("tensor", "vector", "scalar", "gpsimd", "sync")
 
@@ -85,18 +84,11 @@ def trace_events(profile: Profile, max_slices: int | None = None) -> dict[str, A
 
 
 def write_trace(profile: Profile, path: str | Path, max_slices: int | None = None) -> Path:
-    """Write the trace JSON to ``path`` atomically; returns the path."""
-    p = Path(path)
+    """Write the trace JSON to ``path`` whole (``trnsim.report.output.atomic_write``)."""
     data = trace_events(profile, max_slices)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=p.name, suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, separators=(",", ":"))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(data, f, separators=(",", ":"), allow_nan=False)
+
+    return atomic_write(output_path(path, "trace"), write)

@@ -6,17 +6,17 @@ are merged (``broken_barh`` per row), so 10^5-instruction kernels still draw in 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from trnsim.core.profile import Profile
 from trnsim.errors import ConfigError
+from trnsim.report.output import atomic_write, output_path
 from trnsim.report.perfetto import _track_sort_key
 
 
 def write_timeline(profile: Profile, path: str | Path, width_px: int = 1600) -> Path:
     """Draw the schedule to a PNG at ``path`` (written whole); returns the path."""
+    path = output_path(path, "png")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,16 +62,7 @@ def write_timeline(profile: Profile, path: str | Path, width_px: int = 1600) -> 
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[op]) for op in opcodes]
     ax.legend(handles, opcodes, loc="upper right", fontsize=7, ncol=min(4, len(opcodes)))
     fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=p.name, suffix=".png", dir=p.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return p
