@@ -395,6 +395,68 @@ def run_grouped(g: Grouped, t0: float = 0.0) -> float:
     return end
 
 
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """(index of each value among the distinct values, number of distinct values).
+
+    A few distinct values (latencies, caps, sizes of one phase) are peeled off one by one
+    without a sort; many fall back to ``np.unique``.
+    """
+    if len(values) == 0 or (values == values[0]).all():
+        return np.zeros(len(values), np.int64), 1
+    inv = np.full(len(values), -1, np.int64)
+    for k in range(8):
+        todo = np.flatnonzero(inv < 0)
+        if len(todo) == 0:
+            return inv, k
+        inv[todo[values[todo] == values[todo[0]]]] = k
+    distinct, inv = np.unique(values, return_inverse=True)
+    return inv.astype(np.int64), len(distinct)
+
+
+def _factorize_int(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`_factorize` for integers: a lookup table over their range when it is short (no
+    sort; indices follow the values' order), else a sort."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64), 0
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo > 4 * len(values) + 1024:
+        return _factorize(values)
+    present = np.zeros(hi - lo + 1, bool)
+    present[values - lo] = True
+    remap = np.cumsum(present) - 1
+    return remap[values - lo], int(remap[-1]) + 1
+
+
+#: More runs than this and the shared-link sets are sorted per flow instead.
+MAX_RUNS = 64
+
+
+def _shared_rows(
+    fi: np.ndarray, li: np.ndarray, shared: np.ndarray, n: int, nlinks: int
+) -> list[np.ndarray]:
+    """Each flow's shared links as rows of a (slots x flows) table, -1 where none.
+
+    Slots are the maximal runs of strictly increasing flow index in the incidence list (a flow
+    is in a run at most once), so no sort is needed when routes come in a few such runs; flows
+    with equal sets in different slots only make finer (still exact) classes.
+    """
+    if not shared.any():
+        return []
+    run = np.concatenate([[0], np.cumsum(fi[1:] <= fi[:-1])])
+    if run[-1] + 1 <= MAX_RUNS:
+        rows = np.full((int(run[-1]) + 1, n), -1, np.int64)
+        rows[run[shared], fi[shared]] = li[shared]
+        return [r for r in rows if (r >= 0).any()]
+    sf, sl = fi[shared], li[shared]
+    order = np.argsort(sf * nlinks + sl)  # by flow, then link: a canonical set per flow
+    sf, sl = sf[order], sl[order]
+    per = np.bincount(sf, minlength=n)
+    slot = np.arange(len(sf)) - np.repeat(np.cumsum(per) - per, per)
+    rows = np.full((int(per.max()), n), -1, np.int64)
+    rows[slot, sf] = sl
+    return list(rows)
+
+
 def group_flows(fabric: Fabric, phase: Phase) -> Grouped:
     """Classes of identical constraints (exact for any phase on any fabric).
 
@@ -414,37 +476,32 @@ def group_flows(fabric: Fabric, phase: Phase) -> Grouped:
     private_cap = np.full(n, np.inf)
     np.minimum.at(private_cap, fi[~shared], fabric.capacity[li[~shared]])
     nlinks = len(fabric.capacity)
-    sf, sl = fi[shared], li[shared]
-    order = np.argsort(sf * nlinks + sl)  # by flow, then link: a canonical set per flow
-    sf, sl = sf[order], sl[order]
-    per = np.bincount(sf, minlength=n)
-    width = int(per.max(initial=0))
-    cols = [size.view(np.int64), lat.view(np.int64), private_cap.view(np.int64)]
-    if width:
-        slot = np.arange(len(sf)) - np.repeat(np.cumsum(per) - per, per)
-        links = np.full((width, n), -1, np.int64)
-        links[slot, sf] = sl
-        cols += list(links)
+    cols = [_factorize(size), _factorize(lat), _factorize(private_cap)]
+    cols += [_factorize_int(row) for row in _shared_rows(fi, li, shared, n, nlinks)]
     code = np.zeros(n, np.int64)
     radix = 1
-    for col in cols:
-        if (col == col[0]).all():
+    for inv, card in cols:
+        if card <= 1:
             continue
-        values, inv = np.unique(col, return_inverse=True)
-        if radix * len(values) >= 2**62:
-            radix_values, code = np.unique(code, return_inverse=True)
-            radix = len(radix_values)
-        code = code * len(values) + inv
-        radix *= len(values)
-    _, first, cls = np.unique(code, return_index=True, return_inverse=True)
-    nc = len(first)
-    count = np.bincount(cls, minlength=nc).astype(float)
-    # shared links: each its own link class; pairs (class, link) with their crossings
-    pair, crossings = np.unique(cls[sf] * nlinks + sl, return_counts=True)
-    pc, pl = np.divmod(pair, nlinks)
-    used_links, lj_shared = np.unique(pl, return_inverse=True)
+        if radix * card >= 2**62:
+            code, radix = _factorize(code)
+        code = code * card + inv
+        radix *= card
+    code, radix = _factorize_int(code)
+    first = np.full(radix, n, np.int64)
+    np.minimum.at(first, code, np.arange(n))
+    cls = code
+    count = np.bincount(cls, minlength=radix).astype(float)
+    # shared links: each its own link class; every flow of a class crosses its representative's
+    rep_f = np.zeros(n, bool)
+    rep_f[first] = True
+    on = shared & rep_f[fi]
+    pc, pl = cls[fi[on]], li[on]
+    lj_shared, nused = _factorize_int(pl)
+    used_links = np.zeros(nused, np.int64)
+    used_links[lj_shared] = pl
     capacity = [fabric.capacity[used_links]]
-    ci, lj, w = [pc], [lj_shared], [crossings.astype(float)]
+    ci, lj, w = [pc], [lj_shared], [count[pc]]
     # private caps: one link class per flow class, carrying that class alone
     pcap = private_cap[first]
     has = np.isfinite(pcap)
