@@ -23,6 +23,7 @@ from trnsim.fabric import OPS, CollectiveResult, collective_time
 from trnsim.fabric.collectives import ALGOS, canonical_op, resolve_system
 from trnsim.report.output import output_path, print_json
 from trnsim.report.progress import progress
+from trnsim.report.tables import fit
 
 UNITS = {
     "": 1,
@@ -203,7 +204,7 @@ def _print_one(console: Console, r: CollectiveResult) -> None:
     t.add_column("bandwidth (us)", justify="right")
     for level, part in r.breakdown.items():
         t.add_row(level, f"{part['latency_s'] * 1e6:.2f}", f"{part['bandwidth_s'] * 1e6:.2f}")
-    console.print(t)
+    console.print(fit(t))
     console.print(
         f"time {r.time_s * 1e6:.2f} us   algbw {r.algbw / 1e9:.2f} GB/s   "
         f"busbw {r.busbw / 1e9:.2f} GB/s   algorithm {r.algo}   ({r.evaluator} form, "
@@ -224,7 +225,7 @@ def _print_sweep(console: Console, results: list[CollectiveResult]) -> None:
             f"{r.busbw / 1e9:.2f}",
             r.algo,
         )
-    console.print(t)
+    console.print(fit(t))
 
 
 def write_plot(results: list[CollectiveResult], path: str) -> None:

@@ -11,6 +11,7 @@ from rich.table import Table
 from trnsim import hw
 from trnsim.errors import ConfigError
 from trnsim.hw.describe import kind_of, rows
+from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 
 
@@ -72,5 +73,5 @@ def run(args: argparse.Namespace) -> int:
             if i:
                 cells.append(f"{r:.2f}x" if r is not None else "")
         table.add_row(*cells)
-    Console().print(table)
+    Console().print(fit(table))
     return 0
