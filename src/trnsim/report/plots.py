@@ -56,6 +56,13 @@ def _bytes_label(x: float, _pos: Any = None) -> str:
     return f"{x:g} B"
 
 
+def value_label(v: float) -> str:
+    """A bar's figure in plain notation: 4,110 / 632 / 0.427 (three significant digits)."""
+    if abs(v) >= 1000:
+        return f"{float(f'{v:.3g}'):,.0f}"
+    return f"{v:.3g}"
+
+
 def sweep_chart(results: Sequence[Any], path: str | os.PathLike[str]) -> Path:
     """Bus bandwidth (GB/s) and time (us) against the per-rank size of a collective sweep
     (``results``: ``trnsim.fabric.CollectiveResult``), log-scaled sizes in binary units."""
@@ -110,7 +117,7 @@ def comparison_chart(
         ax.set_ylim(0, top * 1.15)
         for b, v in zip(bars, values, strict=True):
             ax.annotate(
-                "n/a" if not v else f"{v:,.3g}",
+                "n/a" if not v else value_label(v),
                 (b.get_x() + b.get_width() / 2, v or 0.0),
                 ha="center",
                 va="bottom",
