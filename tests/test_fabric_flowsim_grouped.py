@@ -123,3 +123,10 @@ def test_large_exchange_is_never_enumerated():
     fab = build_fabric(system("trn3-ultracluster"), 4096, 0.8)
     g = exchange_classes(fab, 4096, 2**30 / 4096)
     assert g.count.sum() == 4096 * 4095 and len(g.count) < 100
+
+
+def test_a_phase_too_large_to_list_is_refused_with_the_rule():
+    from trnsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"would list 84,925,440 flows one by one"):
+        simulate("all-to-all", 2**30, 9216, "tpu-v7-pod", "direct")
