@@ -130,3 +130,17 @@ def test_a_phase_too_large_to_list_is_refused_with_the_rule():
 
     with pytest.raises(ConfigError, match=r"would list 84,925,440 flows one by one"):
         simulate("all-to-all", 2**30, 9216, "tpu-v7-pod", "direct")
+
+
+@pytest.mark.parametrize("size", [1000, 64 * 1024 + 7, 3 * MiB + 1, 300 * MiB])
+@pytest.mark.parametrize("name,ranks", [("trn3-gen2", 100), ("gb300-nvl72", 150),
+                                        ("trn2-ultraserver", 64)])  # fmt: skip
+def test_grouped_matches_per_flow_across_sizes(name, ranks, size):
+    for op, algo in (("all-to-all", "direct"), ("all-reduce", "rdh"), ("all-gather", "ring")):
+        spec = simulate(op, size, ranks, name, algo, overheads=OV, grouped=False)
+        _same(spec, simulate(op, size, ranks, name, algo, overheads=OV))
+
+
+def test_leaves_that_do_not_nest_fall_back_to_listing_flows():
+    fab = build_fabric(system("trn3-gen2"), 300, 0.8, FatTree(tiers=2, leaf_chips=100))
+    assert exchange_classes(fab, 300, 1e6) is None
