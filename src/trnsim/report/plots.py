@@ -171,21 +171,29 @@ def draw_timeline(profile: Any, order: Sequence[int], width_px: int = 1600) -> A
     track = np.asarray(sched.track, dtype=np.int64)
     start = np.asarray(sched.start, dtype=float)
     end = np.asarray(sched.end, dtype=float)
-    fam = np.array([family(ins.opcode.value) for ins in sched.instructions], dtype=object)
-    families = sorted(set(fam.tolist()))
+    fam_of = [family(ins.opcode.value) for ins in sched.instructions]
+    families = sorted(set(fam_of))
+    index = {f: i for i, f in enumerate(families)}
+    fam = np.fromiter((index[f] for f in fam_of), dtype=np.int64, count=len(fam_of))
     colour = dict(zip(families, palette(len(families)), strict=True))
+    # one group of instructions per (track, family), in a single sort
+    key = track * len(families) + fam
+    by_key = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(key[by_key], np.arange(len(names) * len(families) + 1))
     height = 0.8
     fig, ax = plt.subplots(figsize=(width_px / DPI, 1.4 + 0.45 * len(order)), dpi=DPI)
     x = edges * scale
+    widths = np.diff(edges)
+    busy = {}
     for t in order:
         row = row_of[t]
-        on_row = track == t
         bottom = np.zeros(bins)
-        for f in families:
-            sel = on_row & (fam == f)
-            if not sel.any():
+        for i, f in enumerate(families):
+            k = t * len(families) + i
+            sel = by_key[bounds[k] : bounds[k + 1]]
+            if len(sel) == 0:
                 continue
-            frac = busy_per_pixel(start[sel], end[sel], edges) / np.diff(edges)
+            frac = busy_per_pixel(start[sel], end[sel], edges) / widths
             top = np.minimum(bottom + frac, 1.0)
             y0 = row + height / 2 - bottom * height
             y1 = row + height / 2 - top * height
@@ -198,14 +206,15 @@ def draw_timeline(profile: Any, order: Sequence[int], width_px: int = 1600) -> A
                 linewidth=0,
             )
             bottom = top
+        busy[t] = float((bottom * widths).sum())
         ax.axhline(row + height / 2, color="0.85", linewidth=0.5, zorder=0)
-    ax.set_yticks(range(len(order)), [names[t] for t in order])
+    ax.set_yticks(range(len(order)), [f"{names[t]} {busy[t] / total:.1%}" for t in order])
     ax.set_ylim(len(order) - 0.5, -0.5)
     ax.set_xlim(0, total * scale)
     ax.set_xlabel("time (µs)")
     ax.set_title(
         f"{profile.target}: {total * 1e3:.3f} ms, MFU {profile.mfu:.1%} (trnsim timing model)"
-        "\nfilled height = busy fraction of each pixel column",
+        "\nfilled height = busy fraction of each pixel column; row label: busy share of the run",
         fontsize=10,
     )
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[f]) for f in families]
