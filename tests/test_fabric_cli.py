@@ -65,7 +65,6 @@ def test_flow_evaluator(capsys):
         (["--system", "trn9"], "unknown system preset 'trn9'"),
         (["--algo", "butterfly"], "unknown collective algorithm 'butterfly'"),
         (["--system", "tpu-v7-pod", "--ranks", "10000"], r"ranks \(10000\) exceed"),
-        (["--size", "big"], "cannot read size 'big'"),
     ],
 )
 def test_errors_exit_2_with_the_rule(argv, message, capsys):

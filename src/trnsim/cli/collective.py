@@ -17,20 +17,25 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
 import re
-import tempfile
-import time
 
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
-from trnsim.errors import ConfigError
+from trnsim.cli.argtypes import positive_int
+from trnsim.errors import ConfigError, UsageError
 from trnsim.fabric import OPS, CollectiveResult, collective_time
-from trnsim.fabric.collectives import ALGOS, NCCL_ALGOS, flow_overheads, resolve_system
+from trnsim.fabric.collectives import (
+    ALGOS,
+    NCCL_ALGOS,
+    canonical_op,
+    flow_overheads,
+    resolve_system,
+)
 from trnsim.fabric.stacks import STACKS, canonical_stack
+from trnsim.report.output import output_path, print_json
+from trnsim.report.progress import progress
+from trnsim.report.tables import fit
 
 UNITS = {
     "": 1,
@@ -48,6 +53,11 @@ UNITS = {
     "g": 2**30,
 }
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+#: Largest accepted per-rank size: 1 TiB (far above any chip's HBM; a bound on nonsense).
+MAX_SIZE = 2**40
+#: Ops whose buffer is split into one chunk per rank: the size must give each chunk a byte.
+SPLIT_OPS = ("all-gather", "reduce-scatter", "all-to-all")
+SIZE_RULE = "a whole number of bytes from 1 B to 1 TiB"
 
 
 def parse_size(text: str) -> float:
@@ -60,6 +70,27 @@ def parse_size(text: str) -> float:
     return float(match.group(1)) * UNITS[unit]
 
 
+def size_arg(text: str) -> float:
+    """argparse type for sizes: :func:`parse_size`, then the rule :data:`SIZE_RULE`."""
+    if str(text).strip().startswith("-"):
+        raise argparse.ArgumentTypeError(f"size {text!r} is negative; it must be {SIZE_RULE}")
+    try:
+        value = parse_size(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 1 <= value <= MAX_SIZE or value != int(value):
+        raise argparse.ArgumentTypeError(f"size {text!r} ({value:g} B) must be {SIZE_RULE}")
+    return value
+
+
+def ranks_arg(text: str) -> int:
+    """argparse type for ``--ranks``: a whole number >= 2 (a collective joins two or more)."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: a collective needs at least 2 ranks")
+    return value
+
+
 def human_bytes(n: float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
@@ -68,11 +99,17 @@ def human_bytes(n: float) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # "-5MiB" is a value (to be refused by its type), not an unknown flag
+    parser._negative_number_matcher = re.compile(r"^-\d|^-\.\d")
     ops = ", ".join(OPS)
     parser.add_argument("--op", default="all-reduce", help=f"collective ({ops}; aliases ok)")
     parser.add_argument("--system", default="trn3-gen2", help="system preset (trnsim specs)")
-    parser.add_argument("--ranks", type=int, help="chips taking part (default: the system's)")
-    parser.add_argument("--size", default="1GiB", help="nccl-tests size per rank, e.g. 64KiB")
+    parser.add_argument(
+        "--ranks", type=ranks_arg, help="chips taking part, >= 2 (default: the system's)"
+    )
+    parser.add_argument(
+        "--size", type=size_arg, default=2**30, help=f"nccl-tests size per rank, {SIZE_RULE}"
+    )
     parser.add_argument(
         "--algo",
         help=f"force an algorithm (Neuron / TPU: {', '.join(ALGOS)}, mesh, kangaring; NCCL: "
@@ -86,11 +123,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--placement", default="packed", choices=("packed", "spread"))
     parser.add_argument("--evaluator", default="closed", choices=("closed", "flow"))
     parser.add_argument("--sweep", action="store_true", help="1 KiB .. 1 GiB table and plot")
-    parser.add_argument("--min-size", default="1KiB", help="sweep start (default 1KiB)")
-    parser.add_argument("--max-size", default="1GiB", help="sweep end (default 1GiB)")
-    parser.add_argument("--factor", type=int, default=4, choices=(2, 4), help="sweep step factor")
+    parser.add_argument("--min-size", type=size_arg, default=2**10, help="sweep start (1KiB)")
+    parser.add_argument("--max-size", type=size_arg, default=2**30, help="sweep end (1GiB)")
     parser.add_argument(
-        "--plot", default="collective_sweep.png", help="PNG path for --sweep ('' to skip)"
+        "--factor", type=positive_int, default=4, choices=(2, 4), help="sweep step factor"
+    )
+    parser.add_argument(
+        "--plot",
+        help="PNG path for --sweep (default collective_sweep.png, none with --json; '' to skip)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
 
@@ -121,42 +161,76 @@ def _stack_line(r: CollectiveResult) -> str:
     return f"stack {stk.name} ({stk.library}{proto}): {stk.algorithms}; constants: {stk.constants}"
 
 
+def check_size(op: str, size: float, ranks: int, flag: str = "--size") -> None:
+    """Ops that split the buffer into one chunk per rank need at least one byte per chunk."""
+    if op in SPLIT_OPS and size < ranks:
+        raise UsageError(
+            f"{flag} {size:g} B is too small for {op} on {ranks} ranks: the buffer splits into "
+            f"one chunk per rank, so it must be at least {ranks} B"
+        )
+
+
+def _scale_out_note(spec, ranks: int) -> str | None:
+    """Ranks beyond the system's chips join copies of it over its scale-out level (said, not
+    silent); without one the closed form refuses with the rule."""
+    if ranks <= spec.chips:
+        return None
+    outer = spec.levels[-1] if spec.levels else None
+    if outer is None or outer.kind != "fat-tree" or ranks > outer.span:
+        return None
+    copies = -(-ranks // spec.chips)
+    return (
+        f"note: {ranks} ranks exceed the {spec.chips} chips of {spec.name}: the group spans "
+        f"{copies} of them joined over its scale-out level {outer.name!r}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     console = Console()
+    err = Console(stderr=True)
     spec = resolve_system(args.system)
+    op = canonical_op(args.op).name
     ranks = args.ranks if args.ranks is not None else spec.chips
+    if ranks < 2:
+        raise UsageError(f"--ranks: system {spec.name!r} has {ranks} chip; a collective needs 2")
+    note = _scale_out_note(spec, ranks)
     if not args.sweep:
-        res = evaluate(args, parse_size(args.size), ranks)
+        check_size(op, args.size, ranks)
+        res = evaluate(args, args.size, ranks)
+        if note:
+            err.print(note)
         if args.json:
-            print(json.dumps(res.to_dict(), indent=2))
+            print_json(res.to_dict())
         else:
             _print_one(console, res)
         return 0
-    lo, hi = parse_size(args.min_size), parse_size(args.max_size)
-    if not 0 < lo <= hi:
-        raise ConfigError(f"sweep needs 0 < --min-size <= --max-size, got {lo:g} and {hi:g}")
+    lo, hi = args.min_size, args.max_size
+    if lo > hi:
+        raise UsageError(f"--min-size ({lo:g} B) must not exceed --max-size ({hi:g} B)")
+    check_size(op, lo, ranks, "--min-size")
+    plot = args.plot if args.plot is not None else (None if args.json else "collective_sweep.png")
+    if plot:
+        output_path(plot, "--plot")
     sizes = []
     s = lo
     while s <= hi * (1 + 1e-12):
         sizes.append(s)
         s *= args.factor
     results = []
-    start = time.perf_counter()
-    with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("sweeping", total=len(sizes), visible=False)
+    with progress(f"sweeping {len(sizes)} sizes", total=len(sizes)) as bar:
         for size in sizes:
             results.append(evaluate(args, size, ranks))
-            progress.advance(task)
-            if time.perf_counter() - start > 1.0:
-                progress.update(task, visible=True)
+            bar.advance()
+    if note:
+        err.print(note)
     if args.json:
-        print(json.dumps([r.to_dict() for r in results], indent=2))
+        print_json([r.to_dict() for r in results])
     else:
         _print_sweep(console, results)
-    if args.plot:
-        write_plot(results, args.plot)
+    if plot:
+        write_plot(results, plot)
         if not args.json:
-            console.print(f"plot written to {args.plot}")
+            console.print(f"plot written to {plot}")
     return 0
 
 
@@ -167,7 +241,7 @@ def _print_one(console: Console, r: CollectiveResult) -> None:
     t.add_column("bandwidth (us)", justify="right")
     for level, part in r.breakdown.items():
         t.add_row(level, f"{part['latency_s'] * 1e6:.2f}", f"{part['bandwidth_s'] * 1e6:.2f}")
-    console.print(t)
+    console.print(fit(t))
     console.print(
         f"time {r.time_s * 1e6:.2f} us   algbw {r.algbw / 1e9:.2f} GB/s   "
         f"busbw {r.busbw / 1e9:.2f} GB/s   algorithm {r.algo}   ({r.evaluator} form, "
@@ -189,33 +263,12 @@ def _print_sweep(console: Console, results: list[CollectiveResult]) -> None:
             f"{r.busbw / 1e9:.2f}",
             r.algo + (f"/{r.protocol}" if r.protocol else ""),
         )
-    console.print(t)
+    console.print(fit(t))
     console.print(_stack_line(r0))
 
 
 def write_plot(results: list[CollectiveResult], path: str) -> None:
-    """busbw and time against size (log axes), written atomically (temp file, then replace)."""
-    import matplotlib
+    """busbw and time against size (log axes), written whole (``atomic_write``)."""
+    from trnsim.report.plots import sweep_chart
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = [r.nbytes for r in results]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    ax1.plot(sizes, [r.busbw / 1e9 for r in results], marker="o")
-    ax1.set(xscale="log", xlabel="size (bytes)", ylabel="busbw (GB/s)", title="bus bandwidth")
-    ax2.plot(sizes, [r.time_s * 1e6 for r in results], marker="o")
-    ax2.set(xscale="log", yscale="log", xlabel="size (bytes)", ylabel="time (us)", title="time")
-    r0 = results[0]
-    fig.suptitle(f"{r0.op}, {r0.ranks} ranks, {r0.system} ({r0.evaluator})")
-    fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=directory)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    sweep_chart(results, path)

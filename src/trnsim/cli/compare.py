@@ -11,6 +11,7 @@ from trnsim import hw
 from trnsim.errors import UsageError
 from trnsim.hw.describe import kind_of, rows
 from trnsim.report.output import print_json
+from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 
 
@@ -79,5 +80,5 @@ def run(args: argparse.Namespace) -> int:
             if i:
                 cells.append(f"{r:.2f}x" if r is not None else "")
         table.add_row(*cells)
-    Console().print(table)
+    Console().print(fit(table))
     return 0

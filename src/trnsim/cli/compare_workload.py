@@ -9,6 +9,7 @@ from rich.table import Table
 
 from trnsim.cli.train import dump
 from trnsim.perf.compare import DEFAULT_SYSTEMS, compare
+from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 
 
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             cells += [pretty(r.ttft_s, "s"), pretty(r.tpot_s, "s")]
         cells += [pretty(r.usd_per_million_tokens), pretty(r.joules_per_token)]
         table.add_row(*cells)
-    console.print(table)
+    console.print(fit(table))
     for r in rows:
         console.print(f"[dim]{r.system}: " + "; ".join(r.assumptions) + "[/dim]")
     if args.png:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from trnsim.cli.train import dump, resolve_system
 from trnsim.perf.planner import search_inference, search_training
+from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 
 
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 pretty(e.usd_per_million_tokens),
                 pretty(e.memory.total * e.plan.ranks_per_chip, "B"),
             )
-    console.print(table)
+    console.print(fit(table))
     for n in res.notes:
         console.print(f"[red]{n}[/red]")
     return 0 if res.top else 1

@@ -10,6 +10,7 @@ from rich.table import Table
 from trnsim import hw
 from trnsim.hw.describe import rows, to_dict
 from trnsim.report.output import print_json
+from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             table.add_column("summary")
             for e in entries:
                 table.add_row(e["name"], ", ".join(e["aliases"]), e["summary"])
-            console.print(table)
+            console.print(fit(table))
         return 0
     preset = hw.lookup(args.name)
     if args.json:
@@ -70,5 +71,5 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_sources:
             cells.append(r.source)
         table.add_row(*cells)
-    console.print(table)
+    console.print(fit(table))
     return 0

@@ -14,6 +14,7 @@ from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
 from trnsim.perf import CostInputs, estimate_training, plan_for_chips
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
+from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 
 
@@ -94,7 +95,7 @@ def print_kv(console: Console, title: str, rows: list[tuple[str, str]]) -> None:
     table.add_column("value")
     for k, v in rows:
         table.add_row(k, v)
-    console.print(table)
+    console.print(fit(table))
 
 
 def dump(data: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 from trnsim.cli.train import dump
 from trnsim.perf import calibrate, tables
 from trnsim.perf.table_model import COMPUTE_MODELS
+from trnsim.report.tables import fit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             f"{r.predicted:,.2f}",
             f"[{style}]{r.error:+.1%}[/{style}]" if style else f"{r.error:+.1%}",
         )
-    console.print(table)
+    console.print(fit(table))
     for k, v in summary.items():
         console.print(f"{k}: [bold]{v:.1%}[/bold]")
     console.print(f"[dim]compute model: {rep.model}; profiles: {profiles.source}[/dim]")

@@ -1,63 +1,232 @@
-"""PNG charts (matplotlib, Agg backend; written to a temporary file, then renamed)."""
+"""PNG charts (matplotlib, Agg backend), drawn honestly and written whole.
+
+Rules every chart here keeps: axes say their units; legends sit outside the data; labels never
+print over one another or over a footnote (the layout makes room for them); one colour per
+series; every file goes through ``trnsim.report.output.atomic_write`` (mode 0644, no temporary
+left behind). Timelines aggregate per pixel: a pixel column's filled height is the fraction of
+that pixel's time the engine was busy, so the drawn area equals the real busy time at any size.
+"""
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
+
+from trnsim.report.output import atomic_write, output_path
+
+DPI = 100
 
 
-def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=out.parent)
-    os.close(fd)
+def palette(n: int) -> list[Any]:
+    """``n`` distinct colours: tab10, then the light tab20 shades, then Dark2 and Set1; past
+    that, evenly spaced hues (never a repeated colour)."""
+    base = (
+        list(plt.get_cmap("tab10").colors)
+        + list(plt.get_cmap("tab20").colors[1::2])
+        + list(plt.get_cmap("Dark2").colors)
+        + list(plt.get_cmap("Set1").colors)
+    )
+    if n <= len(base):
+        return base[:n]
+    return base + [plt.get_cmap("hsv")(i / (n - len(base))) for i in range(n - len(base))]
+
+
+def save(fig: Any, path: str | os.PathLike[str], flag: str = "png") -> Path:
+    """Write ``fig`` as a PNG at ``path`` whole (checked with ``output_path`` first)."""
+    out = output_path(path, flag)
     try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, out)
+        return atomic_write(out, lambda tmp: fig.savefig(tmp, format="png", dpi=DPI))
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return out
 
 
-def comparison_chart(rows: Sequence[Any], path: str | os.PathLike[str], title: str) -> Path:
+def _bytes_label(x: float, _pos: Any = None) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if x >= scale:
+            return f"{x / scale:g} {unit}"
+    return f"{x:g} B"
+
+
+def value_label(v: float) -> str:
+    """A bar's figure in plain notation: 4,110 / 632 / 0.427 (three significant digits)."""
+    if abs(v) >= 1000:
+        return f"{float(f'{v:.3g}'):,.0f}"
+    return f"{v:.3g}"
+
+
+def sweep_chart(results: Sequence[Any], path: str | os.PathLike[str]) -> Path:
+    """Bus bandwidth (GB/s) and time (us) against the per-rank size of a collective sweep
+    (``results``: ``trnsim.fabric.CollectiveResult``), log-scaled sizes in binary units."""
+    sizes = [r.nbytes for r in results]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
+    ax1.plot(sizes, [r.busbw / 1e9 for r in results], marker="o")
+    ax1.set(xlabel="size per rank", ylabel="bus bandwidth (GB/s, decimal)")
+    ax1.set_title("bus bandwidth (nccl-tests busbw)")
+    ax2.plot(sizes, [r.time_s * 1e6 for r in results], marker="o")
+    ax2.set(yscale="log", xlabel="size per rank", ylabel="time (µs)")
+    ax2.set_title("time per collective")
+    step = max(1, -(-len(sizes) // 8))  # at most 8 labelled sizes
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes[::step])
+        ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+        ax.grid(True, which="major", alpha=0.3)
+        ax.tick_params(axis="x", labelrotation=30)
+    r0 = results[0]
+    evaluator = "flow simulation" if r0.evaluator == "flow" else "closed form"
+    fig.suptitle(f"{r0.op} on {r0.ranks} ranks of {r0.system} ({evaluator})")
+    return save(fig, path, "--plot")
+
+
+def comparison_chart(
+    rows: Sequence[Any], path: str | os.PathLike[str], title: str, note: str | None = None
+) -> Path:
     """Bars of tokens/s per chip, USD per million tokens and joules per token, one bar per
-    system (``rows``: ``trnsim.perf.compare.CompareRow``). Missing figures are left blank."""
+    system (``rows``: ``trnsim.perf.compare.CompareRow``); missing figures are marked n/a.
+
+    ``note``: the footnote (what model produced the figures), supplied by the caller, who
+    knows; none is drawn without it.
+    """
     names = [r.system for r in rows]
     panels = [
-        ("tokens/s per chip", [r.tokens_per_s_per_chip for r in rows]),
-        ("USD per million tokens", [r.usd_per_million_tokens or 0.0 for r in rows]),
-        ("joules per token", [r.joules_per_token or 0.0 for r in rows]),
+        ("throughput", "tokens/s per chip", [r.tokens_per_s_per_chip for r in rows]),
+        ("cost", "USD per million tokens", [r.usd_per_million_tokens for r in rows]),
+        ("energy", "joules per token", [r.joules_per_token for r in rows]),
     ]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0))
-    for ax, (label, values) in zip(axes, panels, strict=True):
-        bars = ax.bar(range(len(names)), values, color="#4c72b0")
-        ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.2 * len(panels), 4.6), layout="constrained", squeeze=False
+    )
+    colours = palette(len(names))
+    for ax, (label, unit, values) in zip(axes[0], panels, strict=True):
+        heights = [v or 0.0 for v in values]
+        bars = ax.bar(range(len(names)), heights, color=colours)
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
         ax.set_title(label, fontsize=10)
+        ax.set_ylabel(unit)
+        top = max(heights, default=0.0) or 1.0
+        ax.set_ylim(0, top * 1.15)
         for b, v in zip(bars, values, strict=True):
             ax.annotate(
-                "n/a" if v == 0 else f"{v:.3g}",
-                (b.get_x() + b.get_width() / 2, v),
+                "n/a" if not v else value_label(v),
+                (b.get_x() + b.get_width() / 2, v or 0.0),
                 ha="center",
                 va="bottom",
                 fontsize=7,
             )
     fig.suptitle(title, fontsize=11)
-    fig.text(
-        0.5,
-        -0.08,
-        "trnsim estimate: roofline with the fitted Trn1 efficiency profile for "
-        "every system; prices and power are inputs (see --json assumptions)",
-        ha="center",
-        fontsize=7,
+    if note:
+        fig.get_layout_engine().set(rect=(0, 0.06, 1, 0.94))
+        fig.text(0.5, 0.01, note, ha="center", va="bottom", fontsize=7, wrap=True)
+    return save(fig, path, "--png")
+
+
+# ---------------------------------------------------------------------------------------------
+# Timelines
+# ---------------------------------------------------------------------------------------------
+
+
+def busy_per_pixel(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Busy seconds of the intervals ``[start, end)`` inside each bin of ``edges`` (exact:
+    the bins sum to the intervals' total length within ``[edges[0], edges[-1]]``).
+
+    F(x) = sum over intervals of the part before x = sum_{s<x} (x - s) - sum_{e<x} (x - e).
+    """
+    s = np.sort(np.asarray(start, float))
+    e = np.sort(np.asarray(end, float))
+    cs = np.concatenate([[0.0], np.cumsum(s)])
+    ce = np.concatenate([[0.0], np.cumsum(e)])
+    ks = np.searchsorted(s, edges, side="left")
+    ke = np.searchsorted(e, edges, side="left")
+    f = (ks * edges - cs[ks]) - (ke * edges - ce[ke])
+    return np.diff(f)
+
+
+def family(opcode: str) -> str:
+    """The colour group of an opcode (its name: each opcode is its own family)."""
+    return opcode
+
+
+def draw_timeline(profile: Any, order: Sequence[int], width_px: int = 1600) -> Any:
+    """A figure of ``profile.schedule``: one row per engine / DMA queue; in each pixel column
+    the filled height is the busy fraction of that pixel, stacked by opcode family (drawn
+    area = busy time); ``order``: track indices top to bottom. Returns the matplotlib figure
+    (the caller writes it)."""
+    sched = profile.schedule
+    names = list(sched.track_names)
+    row_of = {t: r for r, t in enumerate(order)}
+    total = profile.total_s or 1.0
+    scale = 1e6  # microseconds on the axis
+    bins = max(int(width_px * 0.8), 50)
+    edges = np.linspace(0.0, total, bins + 1)
+    track = np.asarray(sched.track, dtype=np.int64)
+    start = np.asarray(sched.start, dtype=float)
+    end = np.asarray(sched.end, dtype=float)
+    fam_of = [family(ins.opcode.value) for ins in sched.instructions]
+    families = sorted(set(fam_of))
+    index = {f: i for i, f in enumerate(families)}
+    fam = np.fromiter((index[f] for f in fam_of), dtype=np.int64, count=len(fam_of))
+    colour = dict(zip(families, palette(len(families)), strict=True))
+    # one group of instructions per (track, family), in a single sort
+    key = track * len(families) + fam
+    by_key = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(key[by_key], np.arange(len(names) * len(families) + 1))
+    height = 0.8
+    fig, ax = plt.subplots(figsize=(width_px / DPI, 1.4 + 0.45 * len(order)), dpi=DPI)
+    x = edges * scale
+    widths = np.diff(edges)
+    busy = {}
+    for t in order:
+        row = row_of[t]
+        bottom = np.zeros(bins)
+        for i, f in enumerate(families):
+            k = t * len(families) + i
+            sel = by_key[bounds[k] : bounds[k + 1]]
+            if len(sel) == 0:
+                continue
+            frac = busy_per_pixel(start[sel], end[sel], edges) / widths
+            top = np.minimum(bottom + frac, 1.0)
+            y0 = row + height / 2 - bottom * height
+            y1 = row + height / 2 - top * height
+            ax.fill_between(
+                x,
+                np.append(y0, y0[-1]),
+                np.append(y1, y1[-1]),
+                step="post",
+                color=colour[f],
+                linewidth=0,
+            )
+            bottom = top
+        busy[t] = float((bottom * widths).sum())
+        ax.axhline(row + height / 2, color="0.85", linewidth=0.5, zorder=0)
+    ax.set_yticks(range(len(order)), [f"{names[t]} {busy[t] / total:.1%}" for t in order])
+    ax.set_ylim(len(order) - 0.5, -0.5)
+    ax.set_xlim(0, total * scale)
+    ax.set_xlabel("time (µs)")
+    ax.set_title(
+        f"{profile.target}: {total * 1e3:.3f} ms, MFU {profile.mfu:.1%} (trnsim timing model)"
+        "\nfilled height = busy fraction of each pixel column; row label: busy share of the run",
+        fontsize=10,
     )
-    return _save(fig, path)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour[f]) for f in families]
+    ax.legend(
+        handles,
+        families,
+        loc="upper left",
+        bbox_to_anchor=(1.005, 1.0),
+        fontsize=7,
+        title="opcode",
+        title_fontsize=7,
+        frameon=False,
+        ncol=1 if len(families) <= 16 else 2,
+    )
+    return fig
