@@ -1,0 +1,231 @@
+"""Conformance cases: the kernels of aws-neuron/nki-library (new ``nki`` API).
+
+Only the call shapes and the NumPy references are written here, from each kernel's documented
+arguments and semantics (its docstring is the spec); the kernels are imported unmodified from a
+local checkout (``trnsim conformance PATH/nki-library``). Tolerances follow the dtypes: fp32
+work is checked to a few fp32 ulps, bf16 outputs to one or two bf16 ulps (2^-7 relative) of a
+float64 reference, with the kernel's documented internal dtype noted where it matters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.conformance.case import Case
+from trnsim.conformance.refs import bf16, f64, randn
+
+LIB = "src/nkilib_src/nkilib/"
+REPO = "nki-library"
+
+
+def _path(rel: str) -> str:
+    return LIB + rel
+
+
+# ---- cumsum --------------------------------------------------------------------------------
+
+
+def _cumsum_ref(x, axis=-1):
+    return np.cumsum(f64(x), axis=-1).astype(x.dtype)
+
+
+# ---- cascaded max --------------------------------------------------------------------------
+
+
+def _cascaded_max_ref(x):
+    x2 = f64(x).reshape(-1, x.shape[-1])
+    vals = x2.max(axis=-1)
+    idx = x2.argmax(axis=-1)
+    shape = (*x.shape[:-1], 1)
+    return vals.astype(x.dtype).reshape(shape), idx.astype(np.uint32).reshape(shape)
+
+
+# ---- RoPE ----------------------------------------------------------------------------------
+
+
+def _rope_ref(x, cos, sin, lnc_shard=False, contiguous_layout=True, relayout_in_sbuf=False):
+    """x [d, B, H, S], cos/sin [d/2, B, S]: the rotation of each (first-half, second-half)
+    pair (contiguous layout) or (even, odd) pair (interleaved layout) of the head dim."""
+    xf = f64(x)
+    c, s = f64(cos)[:, :, None, :], f64(sin)[:, :, None, :]
+    half = x.shape[0] // 2
+    if contiguous_layout:
+        x1, x2 = xf[:half], xf[half:]
+    else:
+        x1, x2 = xf[0::2], xf[1::2]
+    o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
+    out = np.empty_like(xf)
+    if contiguous_layout:
+        out[:half], out[half:] = o1, o2
+    else:
+        out[0::2], out[1::2] = o1, o2
+    return out.astype(x.dtype)
+
+
+def _rope_inputs(d: int, b: int, h: int, s: int):
+    def make(rng):
+        x = randn(rng, (d, b, h, s), np.float32)
+        ang = rng.uniform(0, 2 * np.pi, (d // 2, b, s))
+        return x, np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+    return make
+
+
+def _rope_hf_ref(q, k, q_out, k_out, cos=None, sin=None, rope_cache=None, backward=False):
+    """HuggingFace rotate_half: out = x * cos + rotate_half(x) * sin with cos/sin [S, D]
+    (the backward pass rotates the other way: sin negated)."""
+
+    def rot(x):
+        xf = f64(x)
+        half = x.shape[-1] // 2
+        r = np.concatenate([-xf[..., half:], xf[..., :half]], axis=-1)
+        sgn = -1.0 if backward else 1.0
+        return (xf * f64(cos) + sgn * r * f64(sin)).astype(x.dtype)
+
+    return rot(q), rot(k)
+
+
+def _rope_hf_inputs(b: int, hq: int, hk: int, s: int, d: int):
+    def make(rng):
+        q = randn(rng, (b, hq, s, d))
+        k = randn(rng, (b, hk, s, d))
+        ang = rng.uniform(0, 2 * np.pi, (s, d // 2))
+        ang = np.concatenate([ang, ang], axis=-1)
+        return (
+            q,
+            k,
+            np.zeros_like(q),
+            np.zeros_like(k),
+            np.cos(ang).astype(np.float32),
+            np.sin(ang).astype(np.float32),
+        )
+
+    return make
+
+
+# ---- dynamic elementwise add ---------------------------------------------------------------
+
+
+def _dyn_add_inputs(m: int, h: int):
+    def make(rng):
+        n = np.array([[m // 128]], np.int32)
+        return randn(rng, (m, h), bf16), randn(rng, (m, h), bf16), n
+
+    return make
+
+
+def _dyn_add_ref(a, b, n):
+    rows = int(n[0, 0]) * 128
+    assert rows == a.shape[0], "the case processes every tile (the rest is left unwritten)"
+    return (f64(a) + f64(b)).astype(a.dtype)
+
+
+# ---- cross entropy -------------------------------------------------------------------------
+
+
+def _ce_inputs(n: int, v: int):
+    def make(rng):
+        return randn(rng, (n, v)), rng.integers(0, v, n).astype(np.int32)
+
+    return make
+
+
+def _ce_fwd_ref(logits, targets, positions_per_batch=32, chunk_size=32768, dtype=None):
+    x = f64(logits)
+    m = x.max(axis=-1)
+    lse = m + np.log(np.exp(x - m[:, None]).sum(axis=-1))
+    loss = lse - x[np.arange(len(targets)), targets]
+    return loss.astype(np.float32), lse.astype(np.float32)
+
+
+CASES: list[Case] = [
+    Case(
+        "library/cumsum_2d",
+        REPO,
+        _path("core/cumsum/cumsum.py"),
+        "cumsum",
+        lambda rng: (randn(rng, (256, 1024)),),
+        _cumsum_ref,
+        rtol=1e-5,
+        atol=1e-4,
+        notes="fp32 [B, H]; fp32 accumulation of up to 1024 terms (atol: fp32 sum error)",
+    ),
+    Case(
+        "library/cumsum_3d",
+        REPO,
+        _path("core/cumsum/cumsum.py"),
+        "cumsum",
+        lambda rng: (randn(rng, (4, 3, 640)),),
+        _cumsum_ref,
+        rtol=1e-5,
+        atol=1e-4,
+        notes="fp32 [B, S, H] with H not a multiple of 512",
+    ),
+    Case(
+        "library/cascaded_max",
+        REPO,
+        _path("core/max/cascaded_max.py"),
+        "cascaded_max",
+        lambda rng: (randn(rng, (2, 2, 4096)),),
+        _cascaded_max_ref,
+        grid=(2,),
+        rtol=0.0,
+        atol=0.0,
+        notes="fp32 [B, S, V], LNC=2 (documented as required for BxS > 1); max is exact",
+    ),
+    Case(
+        "library/rope_contiguous",
+        REPO,
+        _path("core/embeddings/rope.py"),
+        "RoPE",
+        _rope_inputs(128, 2, 2, 128),
+        _rope_ref,
+        rtol=1e-5,
+        atol=1e-5,
+    ),
+    Case(
+        "library/rope_interleaved",
+        REPO,
+        _path("core/embeddings/rope.py"),
+        "RoPE",
+        _rope_inputs(64, 1, 2, 128),
+        _rope_ref,
+        kwargs={"contiguous_layout": False},
+        rtol=1e-5,
+        atol=1e-5,
+    ),
+    Case(
+        "library/rope_hf",
+        REPO,
+        _path("core/embeddings/rope_hf.py"),
+        "rope_hf",
+        _rope_hf_inputs(1, 2, 1, 128, 64),
+        _rope_hf_ref,
+        rtol=1e-5,
+        atol=1e-5,
+    ),
+    Case(
+        "library/dynamic_elementwise_add",
+        REPO,
+        _path("experimental/dynamic_shapes/dynamic_elementwise_add.py"),
+        "dynamic_elementwise_add",
+        _dyn_add_inputs(256, 1024),
+        _dyn_add_ref,
+        rtol=2**-8,
+        atol=0.0,
+        notes="bf16: one rounding of the exact sum (half an ulp)",
+    ),
+    Case(
+        "library/cross_entropy_forward",
+        REPO,
+        _path("experimental/loss/cross_entropy.py"),
+        "cross_entropy_forward",
+        _ce_inputs(64, 2048),
+        _ce_fwd_ref,
+        kwargs={"positions_per_batch": 32, "chunk_size": 1024, "dtype": np.float32},
+        grid=(2,),
+        rtol=1e-5,
+        atol=1e-4,
+        notes="fp32 internal dtype, two vocab chunks (the online log-sum-exp path), LNC=2",
+    ),
+]
