@@ -98,12 +98,18 @@ def test_psum_allocations_start_on_bank_boundaries():
 
 
 def test_overlapping_explicit_addresses():
-    def k():
-        a = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf, address=(0, 0))
-        b = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf, address=(0, 128))
-        return a, b
+    """Liveness is program order: placing ``b`` over ``a``'s addresses ends ``a``'s life, and
+    using ``a`` afterwards is the overlap, named with both tensors' uses."""
 
-    expect("overlap", k, values=("overlaps",))
+    def k():
+        a = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf, address=(0, 0), name="a")
+        nisa.memset(a, 1.0)
+        b = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf, address=(0, 128), name="b")
+        nisa.memset(b, 2.0)
+        nisa.memset(a, 3.0)
+
+    err = expect("overlap", k, values=("'a'", "'b'", "last used at", "first used at"))
+    assert str(err).count(HERE) >= 3  # a's last use, b's placement and first use, this line
 
 
 def test_operand_in_wrong_memory():

@@ -28,7 +28,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from trnsim.core.arraypool import ArrayPool
 from trnsim.core.instruction import Operand
-from trnsim.core.location import fail
+from trnsim.core.location import fail, kernel_location
 from trnsim.numerics import Format, get_format
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
@@ -43,7 +43,10 @@ class Allocation:
         "buffer",
         "byte_offset",
         "core",
+        "explicit",
+        "first_use",
         "kind",
+        "last_use",
         "live",
         "marks_version",
         "memory",
@@ -51,6 +54,8 @@ class Allocation:
         "nbytes",
         "partition_start",
         "partitions",
+        "placed_at",
+        "superseded",
         "version",
     )
 
@@ -74,6 +79,14 @@ class Allocation:
         self.name = name
         self.buffer = buffer
         self.live = True
+        # Explicitly placed allocations (``address=``) track their uses in program order:
+        # where they were placed, first and last used, and the explicitly placed allocation
+        # that reused their addresses after their last use (``OnChipMemory.allocate``).
+        self.explicit = False
+        self.placed_at: tuple[str, int] | None = None
+        self.first_use: tuple[str, int] | None = None
+        self.last_use: tuple[str, int] | None = None
+        self.superseded: Allocation | None = None
         # Bumped by every write of the data (version) and of the PSUM accumulation marks
         # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
         self.version = 0
@@ -184,14 +197,13 @@ class OnChipMemory:
                     f"{unit} allocation {name!r} at byte {offset} + {nbytes} bytes runs past "
                     f"{self.bytes_per_partition} bytes/partition on {self.generation_name}",
                 )
-            for other in tuple(self.live):  # a snapshot: see _first_fit
-                if _overlaps(other, pstart, partitions, offset, nbytes):
-                    raise fail(
-                        "overlap",
-                        f"{unit} allocation {name!r} (partitions {pstart}.."
-                        f"{pstart + partitions - 1}, bytes {offset}..{offset + nbytes - 1}) "
-                        f"overlaps live {other!r}",
-                    )
+            # Liveness is program order: a tensor whose addresses an explicitly placed one
+            # reuses is dead from here on; a later use of it is the real overlap (described()).
+            reused = [
+                other
+                for other in tuple(self.live)  # a snapshot: see _first_fit
+                if _overlaps(other, pstart, partitions, offset, nbytes)
+            ]
         else:
             pstart = 0
             offset = self._first_fit(pstart, partitions, nbytes, align)
@@ -204,6 +216,12 @@ class OnChipMemory:
                     f"{_kib(self.bytes_per_partition)}/partition on {self.generation_name}",
                 )
         alloc = Allocation(self, pstart, partitions, offset, nbytes, name)
+        if address is not None:
+            alloc.explicit = True
+            alloc.placed_at = kernel_location()
+            for other in reused:
+                other.superseded = alloc
+                self.free(other)
         self.live.append(alloc)
         if fill and self.fill_sentinel:
             self.fill(alloc)
@@ -292,6 +310,32 @@ class Hbm:
             alloc.live = False
             self.used -= alloc.nbytes
             self.live.remove(alloc)
+
+
+def _where(loc: tuple[str, int] | None) -> str:
+    if loc is None:
+        return "never"
+    return f"{loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
+
+
+def _note_use(alloc: Allocation) -> None:
+    """An instruction uses ``alloc`` here: record it (explicitly placed tensors), or refuse
+    it when an explicitly placed tensor has reused its addresses since its last use."""
+    new = alloc.superseded
+    if new is not None:
+        unit = alloc.kind.upper()
+        raise fail(
+            "overlap",
+            f"{unit} tensor {alloc.name!r} (partitions {alloc.partition_start}.."
+            f"{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}.."
+            f"{alloc.byte_offset + alloc.nbytes - 1}; last used at {_where(alloc.last_use)}) "
+            f"is used again after {unit} tensor {new.name!r} was placed over its addresses at "
+            f"{_where(new.placed_at)} (first used at {_where(new.first_use)})",
+        )
+    here = kernel_location()
+    if alloc.first_use is None:
+        alloc.first_use = here
+    alloc.last_use = here
 
 
 def _overlaps(a: Allocation, pstart: int, partitions: int, offset: int, nbytes: int) -> bool:
@@ -531,6 +575,9 @@ class View:
         """``(operand(role), signature, parts)``: the signature is the operand without its
         byte offset (what the rules may look at, see ``rules.Checker``), the parts are the
         operand without its role. Cached per view."""
+        alloc = self.storage.alloc
+        if alloc.explicit or alloc.superseded is not None:
+            _note_use(alloc)
         d = self._operand
         if d is not None:
             if d[0][0] == role:
