@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        show(Console(), checkout, commit, results, counts, args.profile)
+        console = Console(width=None if sys.stdout.isatty() else 220)
+        show(console, checkout, commit, results, counts, args.profile)
     return 0 if counts["pass"] == len(results) else 1
 
 

@@ -23,8 +23,11 @@ def _mm_ref(lhs_t, rhs, **_):
 
 
 # bf16 outputs: one rounding of an fp32 sum. The kernel's fp32 sum differs from the exact one
-# in its last bits, which can move the bf16 rounding by one ulp (at most 2^-7 relative).
-_MM = dict(reference=_mm_ref, rtol=2**-7, atol=1e-6)
+# (a) in its last bits, which can move the bf16 rounding by one ulp (2^-7 relative), and (b) by
+# the fp32 accumulation error, bounded by K * 2^-24 * sum_k |a_k b_k| (K = 256 standard-normal
+# products: sum |a b| ~ 256 * 2/pi ~ 163, bound ~ 2.5e-3), which dominates where the sum cancels
+# to near zero.
+_MM = dict(reference=_mm_ref, rtol=2**-7, atol=2.5e-3)
 
 CASES: list[Case] = [
     Case(

@@ -18,6 +18,7 @@ the case's inputs, compares with the case's reference and classifies the result:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import time
