@@ -121,7 +121,10 @@ def test_language_compositions_against_numpy():
             nl.store(h, o)
             res.append(h)
         ident = nl.shared_identity_matrix(4, nl.float32)
-        res.append(ident)
+        assert ident.buffer == nl.sbuf
+        h = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
+        nl.store(h, ident)
+        res.append(h)
         total = nl.fori_loop(0, 4, lambda i, v: v + i, 10)
         assert total == 16
         with nl.no_reorder():

@@ -138,6 +138,126 @@ def _ce_fwd_ref(logits, targets, positions_per_batch=32, chunk_size=32768, dtype
     return loss.astype(np.float32), lse.astype(np.float32)
 
 
+def _ce_bwd_inputs(n: int, v: int):
+    def make(rng):
+        logits, targets = _ce_inputs(n, v)(rng)
+        x = f64(logits)
+        m = x.max(axis=-1)
+        lse = (m + np.log(np.exp(x - m[:, None]).sum(axis=-1))).astype(np.float32)
+        return logits, targets, lse
+
+    return make
+
+
+def _ce_bwd_ref(logits, targets, lse, reduction="mean", dtype=None, inplace=True, **_):
+    """grad = scale * (softmax(logits) - onehot(target)), softmax from the saved LSE."""
+    x = f64(logits)
+    g = np.exp(x - f64(lse)[:, None])
+    g[np.arange(len(targets)), targets] -= 1.0
+    scale = 1.0 / len(targets) if reduction == "mean" else 1.0
+    return (g * scale).astype(np.float32)
+
+
+# ---- indexed flatten -----------------------------------------------------------------------
+
+
+def _flatten_inputs(e: int, t: int, f_len: int, out_len: int):
+    def make(rng):
+        x = rng.integers(0, 1000, (e, t)).astype(np.int32)
+        blocks = out_len // f_len
+        per_row = t // f_len
+        # rows do not overlap (the kernel merges the LNC halves with a max); the last row
+        # starts half a row before the end, so half its blocks are skipped (out of bounds)
+        starts = np.arange(0, blocks - 2 * per_row + 1, per_row)
+        offs = np.empty(e, np.int32)
+        offs[:-1] = rng.choice(starts, e - 1, replace=False)
+        offs[-1] = blocks - per_row // 2
+        return x, f_len, out_len, offs
+
+    return make
+
+
+def _flatten_ref(x, f_len, out_len, row_offsets, row_offsets_start=None, padding_val=-1):
+    """The documented pseudocode: each row's f_len-blocks land at its block offset onwards;
+    blocks past the end are skipped; the rest holds padding_val."""
+    out = np.full(out_len, padding_val, x.dtype)
+    blocks = out.reshape(out_len // f_len, f_len)
+    e, t = x.shape
+    for r in range(e):
+        for p in range(t // f_len):
+            b = int(row_offsets[r]) + p
+            if b < out_len // f_len:
+                blocks[b] = x[r, p * f_len : (p + 1) * f_len]
+    return out
+
+
+# ---- nonzero indices -----------------------------------------------------------------------
+
+
+def _nonzero_inputs(t: int, c: int):
+    def make(rng):
+        x = (rng.random((t, c)) < 0.3).astype(np.float32) * randn(rng, (t, c))
+        return (x,)
+
+    return make
+
+
+def _nonzero_ref(x, col_start_id=None, n_cols=None, chunk_size=None, index_dtype=np.int32):
+    t, c = x.shape
+    idx = np.full((c, t), -1, np.int32)
+    counts = np.zeros(c, np.int32)
+    for j in range(c):
+        nz = np.nonzero(x[:, j])[0]
+        idx[j, : len(nz)] = nz
+        counts[j] = len(nz)
+    return idx, counts
+
+
+def _nonzero_count_ref(x):
+    nz = np.nonzero(x[0])[0]
+    out = np.full((1, x.shape[1] + 1), -1, np.int32)
+    out[0, : len(nz)] = nz
+    out[0, -1] = len(nz)
+    return out
+
+
+# ---- convolutions --------------------------------------------------------------------------
+
+
+def _conv1d_ref(x, w, bias=None, stride=1, padding=(0, 0), dilation=1, **_):
+    """y[b, o, l] = sum_{k, c} w[k, c, o] * xpad[b, c, l*stride + k*dilation] (+ bias[o])."""
+    xp = np.pad(f64(x), ((0, 0), (0, 0), tuple(padding)))
+    k = w.shape[0]
+    l_out = (xp.shape[2] - dilation * (k - 1) - 1) // stride + 1
+    y = np.zeros((x.shape[0], w.shape[2], l_out))
+    for kk in range(k):
+        cols = xp[:, :, kk * dilation : kk * dilation + stride * (l_out - 1) + 1 : stride]
+        y += np.einsum("bcl,co->bol", cols, f64(w[kk]))
+    if bias is not None:
+        y += f64(bias)[None, :, None]
+    return y.astype(x.dtype)
+
+
+def _conv1d_inputs(b: int, c_in: int, c_out: int, length: int, k: int):
+    def make(rng):
+        w = randn(rng, (k, c_in, c_out)) / np.float32(np.sqrt(c_in * k))
+        return randn(rng, (b, c_in, length)), w.astype(np.float32)
+
+    return make
+
+
+def _dw_ref(img, filt, padding=((0, 0), (0, 0)), stride=(1, 1), **_):
+    """Depthwise: y[n, c, 0, q] = sum_s f[c, 0, 0, s] * xpad[n, c, 0, q*stride_w + s]."""
+    x = np.pad(f64(img), ((0, 0), (0, 0), (0, 0), tuple(padding[1])))
+    s = filt.shape[-1]
+    q = (x.shape[-1] - s) // stride[1] + 1
+    y = np.zeros((*img.shape[:3], q))
+    for j in range(s):
+        w = f64(filt)[:, 0, 0, j][None, :, None, None]
+        y += x[..., j : j + stride[1] * (q - 1) + 1 : stride[1]] * w
+    return y.astype(img.dtype)
+
+
 CASES: list[Case] = [
     Case(
         "library/cumsum_2d",
@@ -227,5 +347,81 @@ CASES: list[Case] = [
         rtol=1e-5,
         atol=1e-4,
         notes="fp32 internal dtype, two vocab chunks (the online log-sum-exp path), LNC=2",
+    ),
+    Case(
+        "library/cross_entropy_backward",
+        REPO,
+        _path("experimental/loss/cross_entropy.py"),
+        "cross_entropy_backward",
+        _ce_bwd_inputs(64, 2048),
+        _ce_bwd_ref,
+        kwargs={
+            "positions_per_batch": 32,
+            "chunk_size": 1024,
+            "dtype": np.float32,
+            "inplace": False,
+        },
+        grid=(2,),
+        rtol=1e-5,
+        atol=1e-8,
+        notes="fp32, mean reduction, LSE from the float64 forward",
+    ),
+    Case(
+        "library/indexed_flatten",
+        REPO,
+        _path("core/subkernels/indexed_flatten.py"),
+        "indexed_flatten",
+        _flatten_inputs(4, 512, 32, 4096),
+        _flatten_ref,
+        grid=(2,),
+        rtol=0.0,
+        atol=0.0,
+        notes="int32 data moved exactly; LNC=2 (documented requirement); one row partly OOB",
+    ),
+    Case(
+        "library/find_nonzero_indices",
+        REPO,
+        _path("core/subkernels/find_nonzero_indices.py"),
+        "find_nonzero_indices",
+        _nonzero_inputs(256, 16),
+        _nonzero_ref,
+        grid=(2,),
+        rtol=0.0,
+        atol=0.0,
+    ),
+    Case(
+        "library/find_nonzero_indices_with_count",
+        REPO,
+        _path("experimental/benchmark/find_nonzero_indices_with_count.py"),
+        "find_nonzero_indices_with_count",
+        lambda rng: ((rng.random((1, 512)) < 0.3).astype(np.float32),),
+        _nonzero_count_ref,
+        rtol=0.0,
+        atol=0.0,
+    ),
+    Case(
+        "library/conv1d",
+        REPO,
+        _path("experimental/conv/conv1d.py"),
+        "conv1d",
+        _conv1d_inputs(2, 64, 96, 200, 3),
+        _conv1d_ref,
+        kwargs={"padding": (1, 1)},
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32; K=3 'same' padding; fp32 matmul accumulation over K*C_in=192 terms",
+    ),
+    Case(
+        "library/depthwise_conv1d",
+        REPO,
+        _path("experimental/conv/depthwise_conv1d.py"),
+        "depthwise_conv1d_implicit_gemm",
+        lambda rng: (randn(rng, (1, 8, 1, 256)), randn(rng, (8, 1, 1, 4))),
+        _dw_ref,
+        kwargs={"feature_group_count": 8},
+        grid=(2,),
+        rtol=1e-5,
+        atol=1e-5,
+        notes="fp32, LNC=2 (documented channel sharding), S=4, stride 1",
     ),
 ]

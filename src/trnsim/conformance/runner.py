@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -332,7 +332,8 @@ def run_checkout(
         if not cases:
             raise UsageError(f"--only {only!r} matches no case of {checkout}")
     results = []
-    with checkout_imports(root, checkout):
+    # a kernel's own prints go to stderr: stdout carries the table or the JSON
+    with checkout_imports(root, checkout), redirect_stdout(sys.stderr):
         for case in cases:
             r = run_case(case, root, seed=seed, profile=profile)
             results.append(r)

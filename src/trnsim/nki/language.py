@@ -514,7 +514,11 @@ class no_reorder:
 
 
 def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
-    """An HBM tensor holding ``constant`` (a NumPy array), placed with the kernel's inputs."""
+    """A shared-HBM tensor holding ``constant`` (a NumPy array or the path of a ``.npy``
+    file), loaded with the kernel like its inputs (SDK: embedded in the binary, loaded to HBM
+    at model load). ``dtype`` (a trnsim extension) converts it first."""
+    if isinstance(constant, str | bytes) or hasattr(constant, "__fspath__"):
+        constant = np.load(constant)
     arr = np.asarray(constant)
     t = ndarray(arr.shape, dtype if dtype is not None else arr.dtype, shared_hbm)
     prog = current()
@@ -524,9 +528,16 @@ def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
     return t
 
 
-def shared_identity_matrix(n: int, dtype: Any = uint8) -> NkiTensor:
-    """An ``n x n`` identity matrix in HBM (``shared_constant(np.identity(n))``)."""
-    return shared_constant(np.identity(int(n)), dtype)
+def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = None) -> NkiTensor:
+    """An ``n x n`` identity matrix in SBUF (``dst`` if given): a shared constant in HBM,
+    loaded with one ``dma_copy``."""
+    from trnsim.nki import isa
+
+    n = int(n)
+    const = shared_constant(np.identity(n), dtype)
+    out = dst if dst is not None else ndarray((n, n), dtype, sbuf)
+    isa.dma_copy(out, const)
+    return out
 
 
 def is_psum(x: View) -> bool:
