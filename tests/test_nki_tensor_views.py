@@ -105,3 +105,35 @@ def test_errors_name_unnamed_tensors_by_their_line():
         nki.run(k)
     assert "''" not in str(info.value)
     assert "sbuf@test_nki_tensor_views.py:" in str(info.value)
+
+
+def test_tiles_allocated_up_front_at_one_address_are_used_in_turn():
+    """nki-library's attention_cte allocates a grid of PSUM tiles at a few bank addresses
+    before using any of them; each is used in turn, so their lives do not overlap."""
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+
+    def k(x):
+        out = nl.ndarray((4, 8), nl.float32, buffer=nl.shared_hbm)
+        tiles = [
+            nl.ndarray((4, 8), nl.float32, buffer=nl.psum, address=(0, 0), name=f"p{i}")
+            for i in range(3)
+        ]
+        for i, t in enumerate(tiles):
+            nisa.tensor_scalar(t, nl.load(x), nl.add, float(i))
+            nl.store(out, nl.copy(t))
+        return out
+
+    np.testing.assert_array_equal(nki.run(k, x).outputs, x + 2)
+
+    def interleaved(x):
+        a = nl.ndarray((4, 8), nl.float32, buffer=nl.psum, address=(0, 0), name="a")
+        b = nl.ndarray((4, 8), nl.float32, buffer=nl.psum, address=(0, 0), name="b")
+        nisa.tensor_scalar(a, nl.load(x), nl.add, 1.0)
+        nisa.tensor_scalar(b, nl.load(x), nl.add, 2.0)
+        nl.copy(a)  # a's life spans b's use: the real overlap
+
+    with pytest.raises(KernelError) as info:
+        nki.run(interleaved, x)
+    msg = str(info.value)
+    assert info.value.rule == "overlap" and "'a'" in msg and "'b'" in msg
+    assert "first used at test_nki_tensor_views.py:" in msg

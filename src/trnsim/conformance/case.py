@@ -8,7 +8,16 @@ from typing import Any
 
 import numpy as np
 
-Inputs = Callable[[np.random.Generator], tuple[Any, ...]]
+Inputs = Callable[[np.random.Generator], Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    """What ``Case.inputs`` may return instead of a tuple: positional and keyword arguments
+    (for kernels whose tensors come after keyword-only or defaulted parameters)."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -21,7 +30,9 @@ class Case:
     path: the file's path inside that checkout.
     kernel: the kernel function's name in that file.
     api: ``"nki"`` (NKI 0.6, ``import nki``) or ``"legacy"`` (``import neuronxcc.nki``).
-    inputs: ``inputs(rng)`` returns the positional arguments (NumPy arrays and scalars).
+    inputs: ``inputs(rng)`` returns the positional arguments (NumPy arrays and scalars), or a
+        ``Call`` with keyword arguments too (merged over ``kwargs``). It runs with the
+        checkout importable, so it may build the library's own config objects.
     reference: ``reference(*inputs, **kwargs)`` returns the expected output(s), in NumPy,
         written here from what the documentation specifies.
     kwargs: keyword arguments passed to both the kernel and the reference.

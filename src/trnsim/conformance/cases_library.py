@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim.conformance.case import Case
+from trnsim.conformance.case import Call, Case
 from trnsim.conformance.refs import bf16, f64, randn
 
 LIB = "src/nkilib_src/nkilib/"
@@ -258,6 +258,109 @@ def _dw_ref(img, filt, padding=((0, 0), (0, 0)), stride=(1, 1), **_):
     return y.astype(img.dtype)
 
 
+# ---- attention (context encoding) ------------------------------------------------------------
+
+
+def _attn_inputs(b: int, sq: int, skv: int, d: int):
+    def make(rng):
+        q = randn(rng, (b, sq, d))  # tp_q=True layout
+        k = randn(rng, (b, d, skv))  # tp_k=False layout
+        v = randn(rng, (b, skv, d))
+        return q, k, v
+
+    return make
+
+
+def _attn_ref(q, k, v, scale=1.0, causal_mask=True, **_):
+    """softmax(scale * q @ k) @ v with a causal mask (query i sees keys j <= i)."""
+    s = scale * np.einsum("bqd,bdk->bqk", f64(q), f64(k))
+    if causal_mask:
+        qi = np.arange(q.shape[1])[:, None]
+        kj = np.arange(k.shape[2])[None, :]
+        s = np.where(kj <= qi, s, -np.inf)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = s / s.sum(axis=-1, keepdims=True)
+    return (p @ f64(v)).astype(q.dtype)
+
+
+# ---- output projections --------------------------------------------------------------------
+
+
+def _oproj_tkg_inputs(d: int, b: int, n: int, s: int, h: int):
+    def make(rng):
+        att = randn(rng, (d, b, n, s))
+        w = (randn(rng, (n * d, h)) / np.float32(np.sqrt(n * d))).astype(np.float32)
+        bias = randn(rng, (1, h))
+        return att, w, bias
+
+    return make
+
+
+def _oproj_tkg_ref(att, w, bias=None, **_):
+    """out[b * S + s, h] = sum_{n, d} att[d, b, n, s] * w[n * D + d, h] + bias[0, h]."""
+    d, b, n, s = att.shape
+    x = f64(att).transpose(1, 3, 2, 0).reshape(b * s, n * d)
+    out = x @ f64(w) + (0 if bias is None else f64(bias))
+    return out.astype(att.dtype)
+
+
+def _oproj_cte_inputs(b: int, n: int, d: int, s: int, h: int):
+    def make(rng):
+        att = randn(rng, (b, n, d, s))
+        w = (randn(rng, (n * d, h)) / np.float32(np.sqrt(n * d))).astype(np.float32)
+        return att, w, randn(rng, (1, h))
+
+    return make
+
+
+def _oproj_cte_ref(att, w, bias=None, **_):
+    """out[b, s, h] = sum_{n, d} att[b, n, d, s] * w[n * D + d, h] + bias[0, h]."""
+    b, n, d, s = att.shape
+    x = f64(att).transpose(0, 3, 1, 2).reshape(b, s, n * d)
+    out = x @ f64(w) + (0 if bias is None else f64(bias))
+    return out.astype(att.dtype)
+
+
+# ---- MLP -------------------------------------------------------------------------------------
+
+
+def _mlp_inputs(b: int, s: int, h: int, i: int):
+    def make(rng):
+        x = randn(rng, (b, s, h))
+        wg = (randn(rng, (h, i)) / np.float32(np.sqrt(h))).astype(np.float32)
+        wu = (randn(rng, (h, i)) / np.float32(np.sqrt(h))).astype(np.float32)
+        wd = (randn(rng, (i, h)) / np.float32(np.sqrt(i))).astype(np.float32)
+        return x, wg, wu, wd
+
+    return make
+
+
+def _mlp_ref(x, wg, wu, wd, **_):
+    """The documented flow without norm or bias: (silu(x @ Wg) * (x @ Wu)) @ Wd."""
+    xf = f64(x)
+    g = xf @ f64(wg)
+    act = g / (1.0 + np.exp(-g))
+    return ((act * (xf @ f64(wu))) @ f64(wd)).astype(x.dtype)
+
+
+# ---- QKV projection --------------------------------------------------------------------------
+
+
+def _qkv_inputs(b: int, s: int, h: int, heads: int, kv_heads: int, d: int):
+    def make(rng):
+        i = (heads + 2 * kv_heads) * d
+        x = randn(rng, (b, s, h))
+        w = (randn(rng, (h, i)) / np.float32(np.sqrt(h))).astype(np.float32)
+        return Call((x, w), {"bias": randn(rng, (1, i))})
+
+    return make
+
+
+def _qkv_ref(x, w, bias=None, **_):
+    """The documented step 3 in the BSD layout: qkv[b, s, :] = x[b, s] @ W + bias."""
+    return (f64(x) @ f64(w) + (0 if bias is None else f64(bias))).astype(x.dtype)
+
+
 CASES: list[Case] = [
     Case(
         "library/cumsum_2d",
@@ -423,5 +526,83 @@ CASES: list[Case] = [
         rtol=1e-5,
         atol=1e-5,
         notes="fp32, LNC=2 (documented channel sharding), S=4, stride 1",
+    ),
+    Case(
+        "library/attention_cte_causal",
+        REPO,
+        _path("core/attention/attention_cte.py"),
+        "attention_cte",
+        _attn_inputs(1, 256, 256, 64),
+        _attn_ref,
+        kwargs={"scale": 0.125},
+        rtol=1e-4,
+        atol=1e-5,
+        notes="fp32 q [B, Sq, d] (tp_q), k [B, d, Skv], v [B, Skv, d]; causal; fp32 softmax",
+    ),
+    Case(
+        "library/output_projection_tkg",
+        REPO,
+        _path("core/output_projection/output_projection_tkg.py"),
+        "output_projection_tkg",
+        _oproj_tkg_inputs(64, 2, 2, 4, 512),
+        _oproj_tkg_ref,
+        rtol=1e-4,
+        atol=1e-5,
+        notes="fp32 attention [D, B, N, S], weight [N*D, H], bias; out [B*S, H]",
+    ),
+    Case(
+        "library/output_projection_cte",
+        REPO,
+        _path("core/output_projection/output_projection_cte/output_projection_cte.py"),
+        "output_projection_cte",
+        _oproj_cte_inputs(1, 2, 64, 512, 512),
+        _oproj_cte_ref,
+        rtol=1e-4,
+        atol=1e-5,
+        notes="fp32 attention [B, N, D, S], weight [N*D, H], bias; out [B, S, H]",
+    ),
+    Case(
+        "library/mlp_cte",
+        REPO,
+        _path("core/mlp/mlp.py"),
+        "mlp",
+        _mlp_inputs(1, 256, 512, 1024),
+        _mlp_ref,
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32, context encoding (S=256), SiLU, no norm/bias/quantization",
+    ),
+    Case(
+        "library/mlp_tkg",
+        REPO,
+        _path("core/mlp/mlp.py"),
+        "mlp",
+        _mlp_inputs(1, 4, 512, 1024),
+        _mlp_ref,
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32, token generation (S=4), SiLU, no norm/bias/quantization",
+    ),
+    Case(
+        "library/qkv_cte",
+        REPO,
+        _path("core/qkv/qkv.py"),
+        "qkv",
+        _qkv_inputs(1, 256, 512, 4, 2, 64),
+        _qkv_ref,
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32 [B, S, H] x [H, (4 + 2 * 2) * 64] + bias, BSD output, context encoding",
+    ),
+    Case(
+        "library/qkv_tkg",
+        REPO,
+        _path("core/qkv/qkv.py"),
+        "qkv",
+        _qkv_inputs(2, 2, 512, 4, 2, 64),
+        _qkv_ref,
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32, token generation (B*S = 4), BSD output",
     ),
 ]

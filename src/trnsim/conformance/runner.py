@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from trnsim.conformance.case import Case
+from trnsim.conformance.case import Call, Case
 from trnsim.errors import KernelError, UsageError
 
 CASE_MODULES = (
@@ -53,6 +53,7 @@ CHECKOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 _TRNSIM_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
 _NKI_NAMES = ("nki", "neuronxcc")
+_NKI_ENUMS = ("nc_version", "engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode")
 
 
 def all_cases() -> list[Case]:
@@ -192,7 +193,8 @@ def classify(exc: BaseException, root: Path) -> tuple[str, str, str]:
         missing = exc.rule == "not-implemented"
         return ("trnsim-missing" if missing else "kernel-error"), str(exc), kernel_loc
     if isinstance(exc, SyntaxError):
-        return "external", f"syntax error in {exc.filename}:{exc.lineno}", loc
+        file = str(exc.filename or "").replace(str(root) + os.sep, "")
+        return "external", f"{type(exc).__name__} in the library: {exc.msg}", f"{file}:{exc.lineno}"
     if isinstance(exc, ImportError):
         mod = (exc.name or "").split(".")[0]
         if mod in _NKI_NAMES or mod == "trnsim":
@@ -202,6 +204,8 @@ def classify(exc: BaseException, root: Path) -> tuple[str, str, str]:
         return "trnsim-missing", msg, loc
     if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
         return "trnsim-missing", msg, loc  # a documented keyword trnsim does not take yet
+    if isinstance(exc, TypeError) and any(f"'{e}'" in str(exc) for e in _NKI_ENUMS):
+        return "trnsim-missing", msg, loc  # an operation on an nki.isa enum trnsim lacks
     frames = traceback.extract_tb(exc.__traceback__)
     innermost = frames[-1].filename if frames else ""
     if isinstance(exc, AttributeError) and ("trnsim" in str(exc) or "nki" in str(exc)):
@@ -277,21 +281,30 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
 
     root = root.resolve()
     rng = np.random.default_rng(seed)
-    inputs = case.inputs(rng)
-    shapes = describe_inputs(inputs, case.kwargs)
-    args = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in inputs]
+    res = Result(case.name, case.kernel, case.path, "", "pass", None, 0.0)
     t0 = time.perf_counter()
-    res = Result(case.name, case.kernel, case.path, shapes, "pass", None, 0.0)
+    try:
+        made = case.inputs(rng)
+    except Exception as exc:  # building inputs may import the library's own classes
+        res.outcome, res.detail, res.location = classify(exc, root)
+        return res
+    if isinstance(made, Call):
+        inputs, kwargs = tuple(made.args), {**case.kwargs, **made.kwargs}
+    else:
+        inputs, kwargs = tuple(made), dict(case.kwargs)
+    res.shapes = describe_inputs(inputs, kwargs)
+    args = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in inputs]
+    kw = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
     try:
         kernel = _launchable(load_kernel(case, root), case)
-        out = run(kernel, *args, target=case.target, **case.kwargs).outputs
+        out = run(kernel, *args, target=case.target, **kw).outputs
     except Exception as exc:
         res.outcome, res.detail, res.location = classify(exc, root)
         res.seconds = time.perf_counter() - t0
         return res
     res.seconds = time.perf_counter() - t0
     try:
-        ref = case.reference(*inputs, **case.kwargs)
+        ref = case.reference(*inputs, **kwargs)
     except Exception as exc:  # the reference is ours: a bug here is a trnsim bug
         res.outcome = "trnsim-error"
         res.detail = f"reference failed: {type(exc).__name__}: {exc}"
@@ -306,7 +319,7 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
         from trnsim.nki.simulate import record_run
 
         try:
-            rec = record_run(kernel, *inputs, target=case.target, **case.kwargs)
+            rec = record_run(kernel, *inputs, target=case.target, **kwargs)
             res.profile_s = schedule(rec.instructions, rec.cores[0].spec).total_s
         except Exception as exc:
             res.outcome, res.detail, res.location = classify(exc, root)

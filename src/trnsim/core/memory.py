@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from math import prod
 from typing import Any
@@ -46,6 +47,7 @@ class Allocation:
         "explicit",
         "first_use",
         "kind",
+        "last_seq",
         "last_use",
         "live",
         "marks_version",
@@ -55,7 +57,7 @@ class Allocation:
         "partition_start",
         "partitions",
         "placed_at",
-        "superseded",
+        "sharers",
         "version",
     )
 
@@ -79,14 +81,15 @@ class Allocation:
         self.name = name
         self.buffer = buffer
         self.live = True
-        # Explicitly placed allocations (``address=``) track their uses in program order:
-        # where they were placed, first and last used, and the explicitly placed allocation
-        # that reused their addresses after their last use (``OnChipMemory.allocate``).
+        # Explicitly placed allocations (``address=``) that share addresses with others track
+        # their uses in program order (``OnChipMemory.allocate``, ``_note_use``): where they
+        # were placed, first and last used (location and sequence number), and the sharers.
         self.explicit = False
         self.placed_at: tuple[str, int] | None = None
         self.first_use: tuple[str, int] | None = None
         self.last_use: tuple[str, int] | None = None
-        self.superseded: Allocation | None = None
+        self.last_seq = -1
+        self.sharers: list[Allocation] = []
         # Bumped by every write of the data (version) and of the PSUM accumulation marks
         # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
         self.version = 0
@@ -197,8 +200,9 @@ class OnChipMemory:
                     f"{unit} allocation {name!r} at byte {offset} + {nbytes} bytes runs past "
                     f"{self.bytes_per_partition} bytes/partition on {self.generation_name}",
                 )
-            # Liveness is program order: a tensor whose addresses an explicitly placed one
-            # reuses is dead from here on; a later use of it is the real overlap (described()).
+            # Liveness is program order (first use to last use), not allocation or Python
+            # references: tensors may share addresses as long as their uses do not interleave;
+            # an interleaving use is the real overlap (``_note_use``).
             reused = [
                 other
                 for other in tuple(self.live)  # a snapshot: see _first_fit
@@ -220,8 +224,11 @@ class OnChipMemory:
             alloc.explicit = True
             alloc.placed_at = kernel_location()
             for other in reused:
-                other.superseded = alloc
-                self.free(other)
+                if not other.explicit and other.last_seq < 0 and other.version > 0:
+                    # an untracked tensor already written: it was in use up to here
+                    other.last_use, other.last_seq = alloc.placed_at, next(_USE_SEQ)
+                other.sharers.append(alloc)
+                alloc.sharers.append(other)
         self.live.append(alloc)
         if fill and self.fill_sentinel:
             self.fill(alloc)
@@ -318,24 +325,33 @@ def _where(loc: tuple[str, int] | None) -> str:
     return f"{loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
 
 
+_USE_SEQ = itertools.count()
+"""Program order of the uses of address-sharing allocations (one counter: a run's cores
+each check their own allocations, so the interleaving of two cores does not matter)."""
+
+
 def _note_use(alloc: Allocation) -> None:
-    """An instruction uses ``alloc`` here: record it (explicitly placed tensors), or refuse
-    it when an explicitly placed tensor has reused its addresses since its last use."""
-    new = alloc.superseded
-    if new is not None:
-        unit = alloc.kind.upper()
-        raise fail(
-            "overlap",
-            f"{unit} tensor {alloc.name!r} (partitions {alloc.partition_start}.."
-            f"{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}.."
-            f"{alloc.byte_offset + alloc.nbytes - 1}; last used at {_where(alloc.last_use)}) "
-            f"is used again after {unit} tensor {new.name!r} was placed over its addresses at "
-            f"{_where(new.placed_at)} (first used at {_where(new.first_use)})",
-        )
+    """An instruction uses ``alloc``, which shares addresses with other allocations: refuse
+    the use if a sharer was used since ``alloc``'s previous use (their lives interleave: the
+    real overlap), else record it."""
+    if alloc.last_seq >= 0:
+        for other in alloc.sharers:
+            if other.last_seq > alloc.last_seq:
+                unit = alloc.kind.upper()
+                raise fail(
+                    "overlap",
+                    f"{unit} tensor {alloc.name!r} (partitions {alloc.partition_start}.."
+                    f"{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}.."
+                    f"{alloc.byte_offset + alloc.nbytes - 1}; last used at "
+                    f"{_where(alloc.last_use)}) is used again after {unit} tensor "
+                    f"{other.name!r} (placed at {_where(other.placed_at)}) reused its addresses "
+                    f"(first used at {_where(other.first_use)}, last at {_where(other.last_use)})",
+                )
     here = kernel_location()
     if alloc.first_use is None:
         alloc.first_use = here
     alloc.last_use = here
+    alloc.last_seq = next(_USE_SEQ)
 
 
 def _overlaps(a: Allocation, pstart: int, partitions: int, offset: int, nbytes: int) -> bool:
@@ -576,7 +592,7 @@ class View:
         byte offset (what the rules may look at, see ``rules.Checker``), the parts are the
         operand without its role. Cached per view."""
         alloc = self.storage.alloc
-        if alloc.explicit or alloc.superseded is not None:
+        if alloc.explicit or alloc.sharers:
             _note_use(alloc)
         d = self._operand
         if d is not None:

@@ -383,12 +383,79 @@ for _n in ("rms_norm", "load_transpose2d", "gather_flattened", "dynamic_range", 
 
 
 class NKIObject:
-    """Base class of NKI kernel dataclasses and configuration objects (``nl.NKIObject``):
-    keyword arguments become attributes; ``@dataclass`` subclasses define their own."""
+    """Base class of NKI kernel classes (``nl.NKIObject``). As the NKI language guide says,
+    every such class behaves like a data class with or without ``@dataclass``: unless the
+    class defines ``__init__``, it gets ``__init__(self, f1=default, ...)`` over its fields
+    (annotated or plain class attributes, in order, bases first; no default means None),
+    which then calls ``__post_init__``. Source: SDK ``nki/get-started/nki-language-guide.rst``,
+    "Class Support"."""
 
     def __init__(self, **kwargs: Any) -> None:
         for k, v in kwargs.items():
             setattr(self, k, v)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            # set before @dataclass runs, which keeps an __init__ the class already has
+            cls.__init__ = _nki_init(_nki_fields(cls))  # type: ignore[method-assign]
+
+
+def _nki_fields(cls: type) -> list[tuple[str, Any]]:
+    """(name, default) of an NKI class's fields: annotated names and plain class attributes
+    (not callables, properties or dunders), bases first."""
+    import dataclasses
+    import inspect
+
+    fields: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or klass is NKIObject or not issubclass(klass, NKIObject):
+            continue
+        names = list(inspect.get_annotations(klass))
+        names += [
+            n
+            for n, v in klass.__dict__.items()
+            if not n.startswith("__")
+            and not callable(v)
+            and not isinstance(v, property | staticmethod | classmethod)
+        ]
+        for n in names:
+            v = klass.__dict__.get(n, None)
+            if isinstance(v, dataclasses.Field):
+                v = (
+                    v
+                    if v.default_factory is not dataclasses.MISSING
+                    else (None if v.default is dataclasses.MISSING else v.default)
+                )
+            fields[n] = v
+    return list(fields.items())
+
+
+def _nki_init(fields: list[tuple[str, Any]]):
+    import dataclasses
+
+    names = [n for n, _ in fields]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes {len(names)} fields, got {len(args)}")
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+        given = dict(zip(names, args, strict=False)) | kwargs
+        for n, default in fields:
+            if n in given:
+                v = given[n]
+            elif isinstance(default, dataclasses.Field):
+                v = default.default_factory()  # type: ignore[misc]
+            else:
+                v = default
+            object.__setattr__(self, n, v)
+        post = getattr(self, "__post_init__", None)
+        if post is not None:
+            post()
+
+    return __init__
 
 
 def expand_dims(x: NkiTensor, axis: int) -> NkiTensor:
