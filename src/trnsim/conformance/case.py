@@ -39,6 +39,8 @@ class Case:
     grid: SPMD launch grid (``kernel[grid](...)``), or None.
     rtol, atol: the tolerance, chosen from the dtypes involved (say why in ``notes``).
     target: NeuronCore generation (``"gen2"``, ``"gen3"``, ``"gen4"``).
+    decode: optional ``decode(outputs)``: the kernel's outputs in the form the reference
+        returns (e.g. an fp8 tensor whose last 4 bytes of a row are an fp32 scale, split in two).
     notes: why these shapes, tolerance, anything unusual.
     """
 
@@ -54,4 +56,5 @@ class Case:
     rtol: float = 1e-5
     atol: float = 1e-5
     target: str = "gen4"
+    decode: Callable[[Any], Any] | None = None
     notes: str = ""

@@ -361,6 +361,65 @@ def _qkv_ref(x, w, bias=None, **_):
     return (f64(x) @ f64(w) + (0 if bias is None else f64(bias))).astype(x.dtype)
 
 
+# ---- top-k -----------------------------------------------------------------------------------
+
+
+def _topk_inputs(bxs: int, v: int, k: int):
+    def make(rng):
+        from nkilib.core.topk.rotational_topk_utils import (
+            create_rotational_topk_config,
+            create_topk_config,
+        )
+
+        x = randn(rng, (bxs, v))
+        cfg = create_topk_config((bxs, v), np.float32, k, sorted=True, num_programs=2)
+        return x, create_rotational_topk_config((bxs, v), cfg)
+
+    return make
+
+
+def _topk_ref(x, config):
+    """The k largest values of each row, in descending order, and their indices."""
+    k = config.topk_config.k
+    idx = np.argsort(-f64(x), axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(x, idx, axis=-1), idx.astype(np.uint32)
+
+
+# ---- RMSNorm + FP8 row quantization --------------------------------------------------------
+
+FP8_E4M3_RANGE = 240.0  # the kernel's documented range (rmsnorm_quant_constants.py)
+
+
+def _rmsq_inputs(b: int, s: int, h: int):
+    def make(rng):
+        from nkilib.core.rmsnorm.rmsnorm_quant import RmsNormQuantKernelArgs
+
+        args = RmsNormQuantKernelArgs(eps=1e-6)
+        return randn(rng, (b, s, h), bf16), randn(rng, (1, h), bf16), args
+
+    return make
+
+
+def _rmsq_decode(out):
+    """[.., H + 4] float8_e4m3 -> (the H quantized values, the fp32 dequantization scale)."""
+    out = np.asarray(out)
+    data = out[..., :-4].astype(np.float32)
+    scale = np.ascontiguousarray(out[..., -4:]).view(np.uint8).view(np.float32)
+    return data, scale
+
+
+def _rmsq_ref(x, w, kargs, input_dequant_scale=None):
+    """y = x / sqrt(mean(x^2) + eps) * w; per row: dequant scale = max|y| / 240 and data =
+    float8_e4m3(y / scale) (the documented row quantization)."""
+    import ml_dtypes
+
+    xf = f64(x)
+    y = xf / np.sqrt((xf * xf).mean(axis=-1, keepdims=True) + kargs.eps) * f64(w).reshape(-1)
+    scale = np.abs(y).max(axis=-1, keepdims=True) / FP8_E4M3_RANGE
+    q = (y / scale).astype(np.float32).astype(ml_dtypes.float8_e4m3).astype(np.float32)
+    return q, scale.astype(np.float32)
+
+
 CASES: list[Case] = [
     Case(
         "library/cumsum_2d",
@@ -604,5 +663,32 @@ CASES: list[Case] = [
         rtol=1e-4,
         atol=1e-4,
         notes="fp32, token generation (B*S = 4), BSD output",
+    ),
+    Case(
+        "library/rotational_topk",
+        REPO,
+        _path("core/topk/rotational_topk.py"),
+        "rotational_topk",
+        _topk_inputs(4, 4096, 8),
+        _topk_ref,
+        grid=(2,),
+        rtol=0.0,
+        atol=0.0,
+        notes="fp32 [BxS, V], k=8 sorted, LNC=2; values and indices exact (no ties)",
+    ),
+    Case(
+        "library/rmsnorm_quant_row",
+        REPO,
+        _path("core/rmsnorm/rmsnorm_quant.py"),
+        "rmsnorm_quant_kernel",
+        _rmsq_inputs(1, 128, 512),
+        _rmsq_ref,
+        decode=_rmsq_decode,
+        rtol=2**-3,
+        atol=1e-6,
+        notes="bf16 [B, S, H] (with fp32 input the kernel pairs a bf16 ones-vector with fp32 "
+        "gamma in nc_matmul, which the docs forbid), RMS norm then fp8 e4m3 row quantization; "
+        "data to one fp8 ulp (2^-3: fp32 arithmetic can move a value across a rounding "
+        "boundary)",
     ),
 ]

@@ -309,6 +309,8 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
         res.outcome = "trnsim-error"
         res.detail = f"reference failed: {type(exc).__name__}: {exc}"
         return res
+    if case.decode is not None:
+        out = case.decode(out)
     ok, err, why = compare(out, ref, case.rtol, case.atol)
     res.max_error = err
     if not ok:
