@@ -420,6 +420,77 @@ def _rmsq_ref(x, w, kargs, input_dequant_scale=None):
     return q, scale.astype(np.float32)
 
 
+# ---- MoE top-k reduce (after all_to_all_v) ----------------------------------------------------
+
+
+def _topk_reduce_inputs(t: int, k: int, n_src: int, h: int):
+    def make(rng):
+        rows = n_src * t
+        data = randn(rng, (rows, h), bf16)
+        tokens = np.full(rows, -1, np.int32)  # padding rows match no token
+        slots = rng.choice(rows, t * k, replace=False)
+        tokens[slots] = np.repeat(np.arange(t, dtype=np.int32), k)
+        packed = tokens.reshape(rows, 1).view(np.uint16).view(bf16)  # int32 as 2 bf16 words
+        return np.ascontiguousarray(np.concatenate([data, packed], axis=1)), t, k
+
+    return make
+
+
+def _topk_reduce_ref(x, t, k):
+    """output[token] = sum of the rows whose packed int32 index (last 2 columns) is token."""
+    tokens = np.ascontiguousarray(x[:, -2:]).view(np.int32).reshape(-1)
+    data = f64(x[:, :-2])
+    out = np.stack([data[tokens == i].sum(axis=0) for i in range(t)])
+    return out.astype(x.dtype)
+
+
+# ---- attention backward (flash) --------------------------------------------------------------
+
+_LSE_TILE = 128
+
+
+def _attn_fwd_parts(q, k, scale, causal):
+    """P [bs, h, Sq, Sk] and lse [bs, h, Sq] for q [bs, h, d, Sq], k [bs, h, d, Sk]."""
+    s = scale * np.einsum("bhdi,bhdj->bhij", f64(q), f64(k))
+    if causal:
+        i = np.arange(q.shape[-1])[:, None]
+        j = np.arange(k.shape[-1])[None, :]
+        s = np.where(j <= i, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    lse = m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True))
+    return np.exp(s - lse), lse[..., 0]
+
+
+def _attn_bwd_inputs(bs: int, h: int, d: int, sq: int):
+    def make(rng):
+        q, k, v, dy = (randn(rng, (bs, h, d, sq)) for _ in range(4))
+        p, lse = _attn_fwd_parts(q, k, 1.0 / np.sqrt(d), True)
+        o = np.einsum("bhij,bhdj->bhdi", p, f64(v)).astype(np.float32)
+        # lse[b, h, i, t] is query t * tile + i (tile = partition dim)
+        lse_t = lse.reshape(bs, h, sq // _LSE_TILE, _LSE_TILE).transpose(0, 1, 3, 2)
+        return Call(
+            (q, k, v, o, dy, np.ascontiguousarray(lse_t, dtype=np.float32)),
+            {"use_causal_mask": True},
+        )
+
+    return make
+
+
+def _attn_bwd_ref(q, k, v, o, dy, lse, use_causal_mask=False, softmax_scale=None, **_):
+    """The attention backward pass: dV = P^T dY, dS = P * (dP - rowsum(dY * O)),
+    dQ = scale * dS K, dK = scale * dS^T Q (softmax scale 1/sqrt(d) by default)."""
+    scale = softmax_scale if softmax_scale is not None else 1.0 / np.sqrt(q.shape[2])
+    p, _ = _attn_fwd_parts(q, k, scale, use_causal_mask)
+    dyf, vf, qf, kf = f64(dy), f64(v), f64(q), f64(k)
+    dv = np.einsum("bhij,bhdi->bhdj", p, dyf)
+    dp = np.einsum("bhdi,bhdj->bhij", dyf, vf)
+    dsum = (dyf * f64(o)).sum(axis=2)[..., None]  # [bs, h, Sq, 1]
+    ds = p * (dp - dsum)
+    dq = scale * np.einsum("bhij,bhdj->bhdi", ds, kf)
+    dk = scale * np.einsum("bhij,bhdi->bhdj", ds, qf)
+    return tuple(x.astype(q.dtype) for x in (dq, dk, dv))
+
+
 CASES: list[Case] = [
     Case(
         "library/cumsum_2d",
@@ -690,5 +761,29 @@ CASES: list[Case] = [
         "gamma in nc_matmul, which the docs forbid), RMS norm then fp8 e4m3 row quantization; "
         "data to one fp8 ulp (2^-3: fp32 arithmetic can move a value across a rounding "
         "boundary)",
+    ),
+    Case(
+        "library/topk_reduce",
+        REPO,
+        _path("experimental/collectives/topk_reduce.py"),
+        "topk_reduce",
+        _topk_reduce_inputs(16, 4, 8, 256),
+        _topk_reduce_ref,
+        grid=(2,),
+        rtol=2**-7,
+        atol=0.03,
+        notes="bf16 [8 * 16, 256 + 2], T=16, K=4, LNC=2 on H; a bf16 sum of K=4 rows: up to 3 "
+        "bf16 roundings of partial sums |s| < ~4 (3 * 2^-9 * 4 ~ 0.025) on top of 1 ulp",
+    ),
+    Case(
+        "library/attention_bwd_causal",
+        REPO,
+        _path("core/attention/attention_bwd.py"),
+        "attention_bwd",
+        _attn_bwd_inputs(1, 1, 64, 256),
+        _attn_bwd_ref,
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32 q, k, v, o, dY [1, 1, 64, 256], causal, scale 1/sqrt(d); lse from float64",
     ),
 ]
