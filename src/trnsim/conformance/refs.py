@@ -48,7 +48,7 @@ def mx_words(x_kf: np.ndarray, elem: str, packed: str) -> tuple[np.ndarray, np.n
     q = mx.quantize(np.asarray(x_kf, np.float32), elem, axis=0, block=32)
     k, f = q.data.shape
     codes = q.data.reshape(k // 4, 4, f).transpose(0, 2, 1)  # [K/4, F, 4]
-    return pack_x4(codes, packed), np.ascontiguousarray(q.scales)
+    return pack_x4(codes, packed)[..., 0], np.ascontiguousarray(q.scales)
 
 
 def mx_decode(words: np.ndarray, scales: np.ndarray, elem: str, packed: str) -> np.ndarray:
@@ -58,7 +58,7 @@ def mx_decode(words: np.ndarray, scales: np.ndarray, elem: str, packed: str) -> 
     from trnsim.numerics.mx import scale_values
     from trnsim.numerics.packing import unpack_x4
 
-    codes = unpack_x4(words, packed)  # [K/4, F, 4] element codes
+    codes = unpack_x4(words[..., None], packed)  # [K/4, F, 4] element codes
     fmt = get_format(elem)
     vals = codes.view(fmt.dtype).astype(np.float64)
     kp, f, _ = vals.shape
