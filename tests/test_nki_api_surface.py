@@ -125,13 +125,25 @@ def test_language_compositions_against_numpy():
         h = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
         nl.store(h, ident)
         res.append(h)
+        rms = nl.rms_norm(t, nl.load(x), axis=1, n=32, epsilon=1e-6)
+        h = nl.ndarray(rms.shape, rms.dtype, buffer=nl.shared_hbm)
+        nl.store(h, rms)
+        res.append(h)
+        tr = nl.load_transpose2d(x[0:8, 0:8])
+        h = nl.ndarray(tr.shape, tr.dtype, buffer=nl.shared_hbm)
+        nl.store(h, tr)
+        res.append(h)
+        assert list(nl.dynamic_range(3)) == [0, 1, 2]
         total = nl.fori_loop(0, 4, lambda i, v: v + i, 10)
         assert total == 16
         with nl.no_reorder():
             pass
         return res
 
-    sm, var, wh, lnot, al, inv, ident = tnki.run(k, x, c, ints).outputs
+    sm, var, wh, lnot, al, inv, ident, rms, tr = tnki.run(k, x, c, ints).outputs
+    ref_rms = x / np.sqrt((x.astype(np.float64) ** 2).mean(axis=1, keepdims=True) + 1e-6) * x
+    np.testing.assert_allclose(rms, ref_rms, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(tr, x[0:8, 0:8].T)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(sm, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(var, x.astype(np.float64).var(axis=1, keepdims=True), rtol=1e-5)

@@ -375,7 +375,7 @@ def _not_here(name: str):
     return fn
 
 
-for _n in ("rms_norm", "load_transpose2d", "gather_flattened", "dynamic_range", "rand", "dropout"):
+for _n in ("gather_flattened", "rand", "dropout"):
     globals()[_n] = _not_here(_n)
 
 
@@ -550,6 +550,66 @@ def var(x: NkiTensor, axis: Any, dtype: Any = None) -> NkiTensor:
     isa.tensor_scalar(d, x, "subtract", m.reshape((x.shape[0], 1)))
     isa.tensor_tensor(d, d, d, "multiply")
     return mean(d, axis, dtype or x.dtype, keepdims=True)
+
+
+def rms_norm(
+    x: NkiTensor,
+    w: NkiTensor,
+    axis: Any,
+    n: int,
+    epsilon: float = 1e-6,
+    dtype: Any = None,
+    compute_dtype: Any = None,
+) -> NkiTensor:
+    """``x / RMS(x) * w`` with ``RMS(x) = sqrt(sum(x^2 along axis) / n + epsilon)``, along
+    the free dims; ``w`` has ``x``'s shape (or broadcasts to it along free dims)."""
+    from trnsim.nki import isa
+
+    _free_axes(x, axis, "rms_norm")
+    cdt = compute_dtype or float32
+    sq = ndarray(x.shape, cdt, sbuf)
+    isa.tensor_tensor(sq, x, x, "multiply")
+    ms = sum(sq, axis, cdt, keepdims=True).reshape((x.shape[0], 1))
+    inv = ndarray(ms.shape, cdt, sbuf)
+    isa.tensor_scalar(inv, ms, "multiply", 1.0 / int(n), op1="add", operand1=float(epsilon))
+    isa.activation(inv, "rsqrt", inv)
+    if tuple(w.shape) != tuple(x.shape):
+        w = w.broadcast_to(tuple(x.shape))
+    out = ndarray(x.shape, dtype or x.dtype, sbuf)
+    isa.scalar_tensor_tensor(out, x, "multiply", inv, "multiply", w)
+    return out
+
+
+def load_transpose2d(src: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """A 2-D HBM tensor ``[A, B]`` loaded transposed into a new SBUF tile ``[B, A]`` (one
+    ``dma_copy`` reading ``src`` through its transposed view)."""
+    from trnsim.nki import isa
+
+    if src.on_chip or src.ndim != 2:
+        raise fail(
+            "load-transpose2d",
+            f"nl.load_transpose2d needs a 2-D HBM tensor, got {src.memory} {list(src.shape)}",
+        )
+    out = ndarray((src.shape[1], src.shape[0]), dtype or src.dtype, sbuf)
+    isa.dma_copy(out, src.permute(1, 0))
+    return out
+
+
+def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> range:
+    """A loop on device with run-time bounds. trnsim runs kernels eagerly, so Python integer
+    bounds are the run-time values; bounds held in registers wait for register support."""
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop):
+        if not isinstance(v, int | np.integer):
+            raise fail(
+                "not-implemented",
+                f"nl.dynamic_range bound {v!r}: bounds in registers (nisa.register_*) are not "
+                "emulated by trnsim yet; integer bounds work",
+            )
+    if not isinstance(step, int | np.integer) or step <= 0:
+        raise fail("dynamic-range", f"nl.dynamic_range step must be a positive int, got {step!r}")
+    return range(int(start), int(stop), int(step))
 
 
 def fori_loop(lower: int, upper: int, body: Any, init_val: Any) -> Any:
