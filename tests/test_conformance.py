@@ -54,3 +54,63 @@ def test_library_cumsum_runs_unmodified_and_matches():
     (r,) = results
     assert r.outcome == "pass", r.detail
     assert r.max_error is not None and r.max_error < 1e-3
+
+
+def _fake_samples(tmp_path, body):
+    """A minimal nki-samples-shaped checkout holding one kernel file."""
+    folder = tmp_path / "src" / "nki_samples" / "tutorials" / "t"
+    folder.mkdir(parents=True)
+    (folder / "k.py").write_text(body)
+    return tmp_path
+
+
+def test_a_python_error_in_a_kernel_is_reported_at_the_kernels_line(tmp_path):
+    from trnsim.conformance.case import Case
+    from trnsim.conformance.runner import checkout_imports, run_case
+
+    root = _fake_samples(
+        tmp_path,
+        "import nki\nimport nki.language as nl\n\n\n@nki.jit\ndef k(x):\n    return 1 / 0\n",
+    )
+    case = Case(
+        "t/k",
+        "nki-samples",
+        "src/nki_samples/tutorials/t/k.py",
+        "k",
+        lambda rng: (np.zeros((2, 2), np.float32),),
+        lambda x: x,
+    )
+    with checkout_imports(root.resolve(), "nki-samples"):
+        r = run_case(case, root)
+    assert r.outcome == "kernel-error" and "ZeroDivisionError" in r.detail
+    assert r.location == "src/nki_samples/tutorials/t/k.py:7"
+
+
+def test_call_inputs_and_decode(tmp_path):
+    from trnsim.conformance.case import Call, Case
+    from trnsim.conformance.runner import checkout_imports, run_case
+
+    root = _fake_samples(
+        tmp_path,
+        "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n\n\n"
+        "@nki.jit\ndef k(x, scale=1.0):\n"
+        "    t = nl.load(x)\n"
+        "    o = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)\n"
+        "    nisa.tensor_scalar(o, t, nl.multiply, scale)\n"
+        "    h = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)\n"
+        "    nl.store(h, o)\n"
+        "    return h\n",
+    )
+    case = Case(
+        "t/k",
+        "nki-samples",
+        "src/nki_samples/tutorials/t/k.py",
+        "k",
+        lambda rng: Call((np.ones((2, 4), np.float32),), {"scale": 3.0}),
+        lambda x, scale: (x * scale).sum(axis=1),
+        decode=lambda out: out.sum(axis=1),
+    )
+    with checkout_imports(root.resolve(), "nki-samples"):
+        r = run_case(case, root)
+    assert r.outcome == "pass", r.detail
+    assert "scale=3.0" in r.shapes and r.max_error == 0.0
