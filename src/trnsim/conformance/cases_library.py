@@ -491,6 +491,57 @@ def _attn_bwd_ref(q, k, v, o, dy, lse, use_causal_mask=False, softmax_scale=None
     return tuple(x.astype(q.dtype) for x in (dq, dk, dv))
 
 
+# ---- MoE blockwise matmul (context encoding) -------------------------------------------------
+
+
+def _bwmm_inputs(t: int, h: int, b: int, e: int, i: int):
+    def make(rng):
+        x = randn(rng, (t, h))
+        gup = (randn(rng, (e, h, 2, i)) / np.float32(np.sqrt(h))).astype(np.float32)
+        down = (randn(rng, (e, i, h)) / np.float32(np.sqrt(i))).astype(np.float32)
+        # top-1 routing with every block full: expert k gets tokens perm[k*B : (k+1)*B]
+        perm = rng.permutation(t).astype(np.int32)
+        block_to_expert = (np.arange(t // b) % e).astype(np.int32).reshape(-1, 1)
+        aff = np.zeros(((t + 1) * e, 1), np.float32)
+        for blk in range(t // b):
+            ids = perm[blk * b : (blk + 1) * b]
+            aff[ids * e + block_to_expert[blk, 0], 0] = rng.uniform(0.1, 1.0, b)
+        from nkilib.core.utils.common_types import ExpertAffinityScaleMode
+
+        return Call(
+            (x, aff, gup, down, b, perm, block_to_expert),
+            {
+                "compute_dtype": np.float32,
+                "is_tensor_update_accumulating": False,
+                "expert_affinities_scaling_mode": ExpertAffinityScaleMode.POST_SCALE,
+            },
+        )
+
+    return make
+
+
+def _bwmm_ref(x, aff, gup, down, b, token_position_to_id, block_to_expert, **_):
+    """The documented pseudocode: per block, silu(h @ Wg) * (h @ Wu) @ Wd, scaled by the
+    token's affinity for the block's expert, added into the token's output row."""
+    e = gup.shape[0]
+    out = np.zeros((x.shape[0], x.shape[1]))
+    for blk in range(len(token_position_to_id) // b):
+        ex = int(block_to_expert[blk, 0])
+        ids = token_position_to_id[blk * b : (blk + 1) * b]
+        hs = f64(x)[ids]
+        g = hs @ f64(gup[ex, :, 0, :])
+        u = hs @ f64(gup[ex, :, 1, :])
+        y = (g / (1.0 + np.exp(-g)) * u) @ f64(down[ex])
+        out[ids] += y * f64(aff)[ids * e + ex]
+    return out.astype(x.dtype)
+
+
+def _bwmm_dropping_ref(*args, **kwargs):
+    """(output, gate_up_activations_T, down_activations): the saved activations are the
+    kernel's own checkpoint layout, not checked (None)."""
+    return _bwmm_ref(*args, **kwargs), None, None
+
+
 CASES: list[Case] = [
     Case(
         "library/cumsum_2d",
@@ -785,5 +836,43 @@ CASES: list[Case] = [
         rtol=1e-4,
         atol=1e-4,
         notes="fp32 q, k, v, o, dY [1, 1, 64, 256], causal, scale 1/sqrt(d); lse from float64",
+    ),
+    Case(
+        "library/bwmm_shard_on_block",
+        REPO,
+        _path("core/moe/moe_cte/bwmm_shard_on_block.py"),
+        "bwmm_shard_on_block",
+        _bwmm_inputs(256, 512, 128, 2, 256),
+        _bwmm_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32 compute, T=256, H=512, B=128, E=2, I_TP=256, top-1, full blocks, LNC=2 "
+        "(the block distribution reads block_to_expert with a stride of 2 shards)",
+    ),
+    Case(
+        "library/bwmm_shard_on_I",
+        REPO,
+        _path("core/moe/moe_cte/bwmm_shard_on_I.py"),
+        "blockwise_mm_baseline_shard_intermediate",
+        _bwmm_inputs(512, 512, 256, 2, 256),
+        _bwmm_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-4,
+        notes="T=512, B=256 (the kernel needs blocks of 256), E=2, sharded on the "
+        "intermediate dim, post-scale",
+    ),
+    Case(
+        "library/bwmm_shard_on_I_dropping",
+        REPO,
+        _path("core/moe/moe_cte/bwmm_shard_on_I.py"),
+        "blockwise_mm_shard_intermediate_dropping",
+        _bwmm_inputs(512, 512, 256, 2, 256),
+        _bwmm_dropping_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-4,
+        notes="as bwmm_shard_on_I (every block full: nothing dropped), post-scale",
     ),
 ]

@@ -210,7 +210,10 @@ class OnChipMemory:
             ]
         else:
             pstart = 0
+            reused = []
             offset = self._first_fit(pstart, partitions, nbytes, align)
+            if offset is None:
+                offset, reused = self._reuse_least_recent(partitions, nbytes, align)
             if offset is None:
                 used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
                 raise fail(
@@ -222,6 +225,7 @@ class OnChipMemory:
         alloc = Allocation(self, pstart, partitions, offset, nbytes, name)
         if address is not None:
             alloc.explicit = True
+        if reused:
             alloc.placed_at = kernel_location()
             for other in reused:
                 if not other.explicit and other.last_seq < 0 and other.version > 0:
@@ -266,6 +270,36 @@ class OnChipMemory:
                 cursor = end
         cursor = -(-cursor // align) * align
         return None if cursor + nbytes > self.bytes_per_partition else cursor
+
+    def _reuse_least_recent(
+        self, partitions: int, nbytes: int, align: int
+    ) -> tuple[int | None, list[Allocation]]:
+        """The memory is full of live allocations (Python still references them). Liveness is
+        program order, not references: place the new allocation over the least recently used
+        ones (never used first), which become its address sharers; a later use of one of them
+        after the new tensor's use is the real overlap (``_note_use``). Returns (offset, the
+        allocations it overlaps), or (None, []) when it does not fit even so."""
+        candidates = sorted(
+            (a for a in tuple(self.live) if a.partition_start < partitions),
+            key=lambda a: a.last_seq,
+        )
+        evicted: list[Allocation] = []
+        offset = None
+        for victim in candidates:
+            self.live.remove(victim)
+            evicted.append(victim)
+            offset = self._first_fit(0, partitions, nbytes, align)
+            if offset is not None:
+                break
+        reused = (
+            [a for a in evicted if _overlaps(a, 0, partitions, offset, nbytes)]
+            if (offset is not None)
+            else []
+        )
+        self.live.extend(a for a in evicted if a not in reused)
+        for a in reused:  # no longer blocking allocation; freed as usual when dropped
+            a.live = False
+        return offset, reused
 
     def free(self, alloc: Allocation) -> None:
         if alloc.live:
@@ -319,9 +353,10 @@ class Hbm:
             self.live.remove(alloc)
 
 
-def _where(loc: tuple[str, int] | None) -> str:
+def _where(loc: tuple[str, int] | None, before: tuple[str, int] | None = None) -> str:
+    """``file:line`` of a use; for an untracked earlier use, "before" the given place."""
     if loc is None:
-        return "never"
+        return "never" if before is None else f"before {_where(before)}"
     return f"{loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
 
 
@@ -343,7 +378,7 @@ def _note_use(alloc: Allocation) -> None:
                     f"{unit} tensor {alloc.name!r} (partitions {alloc.partition_start}.."
                     f"{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}.."
                     f"{alloc.byte_offset + alloc.nbytes - 1}; last used at "
-                    f"{_where(alloc.last_use)}) is used again after {unit} tensor "
+                    f"{_where(alloc.last_use, other.placed_at)}) is used again after {unit} tensor "
                     f"{other.name!r} (placed at {_where(other.placed_at)}) reused its addresses "
                     f"(first used at {_where(other.first_use)}, last at {_where(other.last_use)})",
                 )
@@ -594,6 +629,8 @@ class View:
         alloc = self.storage.alloc
         if alloc.explicit or alloc.sharers:
             _note_use(alloc)
+        else:
+            alloc.last_seq = next(_USE_SEQ)
         d = self._operand
         if d is not None:
             if d[0][0] == role:
