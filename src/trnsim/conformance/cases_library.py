@@ -868,11 +868,12 @@ CASES: list[Case] = [
         REPO,
         _path("core/moe/moe_cte/bwmm_shard_on_I.py"),
         "blockwise_mm_shard_intermediate_dropping",
-        _bwmm_inputs(512, 512, 256, 2, 256),
+        _bwmm_inputs(2048, 512, 1024, 2, 256),
         _bwmm_dropping_ref,
         grid=(2,),
         rtol=1e-4,
         atol=1e-4,
-        notes="as bwmm_shard_on_I (every block full: nothing dropped), post-scale",
+        notes="T=2048, B=1024 (the kernel tiles blocks by 1024: smaller blocks run no tile and "
+        "leave the output zero), H=512, E=2, I=256; every block full, post-scale",
     ),
 ]
