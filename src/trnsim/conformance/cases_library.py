@@ -536,6 +536,25 @@ def _bwmm_ref(x, aff, gup, down, b, token_position_to_id, block_to_expert, **_):
     return out.astype(x.dtype)
 
 
+def _moe_cte_inputs(t: int, h: int, b: int, e: int, i: int):
+    """moe_cte's argument order (token map and block map before the block size) and a
+    shard_on_block spec."""
+
+    def make(rng):
+        from nkilib.core.moe.moe_cte.moe_cte import MoECTEImplementation, MoECTESpec
+
+        c = _bwmm_inputs(t, h, b, e, i)(rng)
+        x, aff, gup, down, blk, perm, bte = c.args
+        spec = MoECTESpec(implementation=MoECTEImplementation.shard_on_block)
+        return Call((x, aff, gup, down, perm, bte, blk, spec), c.kwargs)
+
+    return make
+
+
+def _moe_cte_ref(x, aff, gup, down, perm, bte, blk, spec, **kw):
+    return _bwmm_ref(x, aff, gup, down, blk, perm, bte, **kw)
+
+
 def _bwmm_dropping_ref(*args, **kwargs):
     """(output, gate_up_activations_T, down_activations): the saved activations are the
     kernel's own checkpoint layout, not checked (None)."""
@@ -875,5 +894,29 @@ CASES: list[Case] = [
         atol=1e-4,
         notes="T=2048, B=1024 (the kernel tiles blocks by 1024: smaller blocks run no tile and "
         "leave the output zero), H=512, E=2, I=256; every block full, post-scale",
+    ),
+    Case(
+        "library/bwmm_shard_on_H",
+        REPO,
+        _path("experimental/moe/forward/bwmm_shard_on_H.py"),
+        "blockwise_mm_baseline_shard_hidden",
+        _bwmm_inputs(256, 512, 128, 2, 256),
+        _bwmm_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-4,
+        notes="as bwmm_shard_on_block, sharded on the hidden dim (LNC all-reduce), post-scale",
+    ),
+    Case(
+        "library/moe_cte_shard_on_block",
+        REPO,
+        _path("core/moe/moe_cte/moe_cte.py"),
+        "moe_cte",
+        _moe_cte_inputs(256, 512, 128, 2, 256),
+        _moe_cte_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-4,
+        notes="the moe_cte entry point with a shard_on_block spec (same problem as bwmm)",
     ),
 ]
