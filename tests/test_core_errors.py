@@ -56,12 +56,32 @@ def test_sbuf_over_capacity_gen2_vs_gen4():
 
 
 def test_sbuf_exhausted_by_live_allocations():
+    """Liveness is program order: a full SBUF lends the least recently used tensor's space to
+    a new one; using the old one again afterwards is the error, naming both tensors."""
+
     def k():
-        keep = [nl.ndarray((128, 100 * 1024), nl.uint8, buffer=nl.sbuf) for _ in range(2)]
-        nl.ndarray((128, 100 * 1024), nl.uint8, buffer=nl.sbuf)
+        keep = [
+            nl.ndarray((128, 100 * 1024), nl.uint8, buffer=nl.sbuf, name=f"keep{i}")
+            for i in range(2)
+        ]
+        for t in keep:
+            nisa.memset(t, 1)
+        third = nl.ndarray((128, 100 * 1024), nl.uint8, buffer=nl.sbuf, name="third")
+        nisa.memset(third, 2)
+        nisa.memset(keep[0], 3)  # keep0 lent its space to third: their lives interleave
         return keep
 
-    expect("sbuf-capacity", k, values=("does not fit", "2 live allocations"))
+    expect("overlap", k, values=("'keep0'", "'third'", "used again"))
+
+    def fine():
+        keep = [nl.ndarray((128, 100 * 1024), nl.uint8, buffer=nl.sbuf) for _ in range(2)]
+        for t in keep:
+            nisa.memset(t, 1)
+        third = nl.ndarray((128, 100 * 1024), nl.uint8, buffer=nl.sbuf)
+        nisa.memset(third, 2)  # keep[0] is never used again: legal
+        return keep
+
+    run(fine)
 
 
 def test_freed_tiles_are_reused():
@@ -98,12 +118,18 @@ def test_psum_allocations_start_on_bank_boundaries():
 
 
 def test_overlapping_explicit_addresses():
-    def k():
-        a = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf, address=(0, 0))
-        b = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf, address=(0, 128))
-        return a, b
+    """Liveness is program order: placing ``b`` over ``a``'s addresses ends ``a``'s life, and
+    using ``a`` afterwards is the overlap, named with both tensors' uses."""
 
-    expect("overlap", k, values=("overlaps",))
+    def k():
+        a = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf, address=(0, 0), name="a")
+        nisa.memset(a, 1.0)
+        b = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf, address=(0, 128), name="b")
+        nisa.memset(b, 2.0)
+        nisa.memset(a, 3.0)
+
+    err = expect("overlap", k, values=("'a'", "'b'", "last used at", "first used at"))
+    assert str(err).count(HERE) >= 3  # a's last use, b's placement and first use, this line
 
 
 def test_operand_in_wrong_memory():

@@ -102,7 +102,6 @@ CASES = [
     ("activate2", _activate2, "reduce_cmd", nisa.reduce_cmd.reduce, (), "gen4"),
     ("exponential", _exponential, "reduce_cmd", nisa.reduce_cmd.reset, (), "gen4"),
     ("range_select", _range_select, "reduce_cmd", nisa.reduce_cmd.idle, (), "gen4"),
-    ("local_gather", _local_gather, "num_valid_indices", 3, (), "gen4"),
     ("dma_compute", _dma_compute, "unique_indices", False, (A,), "gen4"),
     ("dma_compute", _dma_compute, "oob_mode", nisa.oob_mode.skip, (A,), "gen4"),
     ("dma_transpose", _dma_transpose, "priority", 1, (A,), "gen4"),

@@ -130,21 +130,39 @@ def test_range_select_and_its_fill_rule():
         nki.run(bad, x, lo, hi)
 
 
-def test_local_gather_within_partition_groups():
-    src = np.arange(32 * 4, dtype=np.float32).reshape(32, 4)  # value = 4 * p + f
-    idx = RNG.integers(0, 16 * 4, (32, 3)).astype(np.uint16)  # group of 16 partitions
+def test_local_gather_the_documented_example():
+    """The SDK's own example (``nki/test/test_nki_isa_local_gather.py``): src (128, 512, 4),
+    16x4 indices replicated to the 8 GpSimd cores, 4 elements per index; each partition
+    gathers from its own data, indices flattened partition-dim first."""
+    src = (RNG.random((128, 512, 4)) * 100).astype(np.float32)
+    per_core = RNG.integers(0, 512, (16, 4)).astype(np.uint16)
+    index = np.tile(per_core, (8, 1))
 
     def k(src, idx):
-        d = nl.ndarray((32, 3), nl.float32, buffer=nl.sbuf)
-        nisa.local_gather(d, load(src), load(idx))
+        d = nl.ndarray((128, 4, 16, 4), nl.float32, buffer=nl.sbuf)
+        nisa.local_gather(d, load(src), load(idx), num_elem_per_idx=4)
         return store(d)
 
-    out = nki.run(k, src, idx).outputs
-    ref = np.empty((32, 3), np.float32)
-    for g in range(2):  # group g: partitions 16g..16g+15 pooled partition-major
-        pool = src[16 * g : 16 * (g + 1)].reshape(-1)
-        ref[16 * g : 16 * (g + 1)] = pool[idx[16 * g : 16 * (g + 1)].reshape(-1)].reshape(16, 3)
-    np.testing.assert_array_equal(out, ref)
+    out = nki.run(k, src, index * 4).outputs
+    ref = np.empty((128, 64, 4), np.float32)
+    for c in range(8):
+        rows = slice(16 * c, 16 * (c + 1))
+        ref[rows] = np.take(src[rows], index[rows].flatten(order="F"), axis=1)
+    np.testing.assert_array_equal(out, ref.reshape(128, 4, 16, 4))
+
+
+def test_local_gather_semantics_honours_num_valid_indices():
+    from trnsim.core.semantics import local_gather
+
+    src = np.arange(32 * 8, dtype=np.float32).reshape(32, 8)
+    index = np.tile(np.arange(16 * 2).reshape(16, 2) % 8, (2, 1)).astype(np.uint16)
+    out = local_gather(src, index, 16, 1, num_valid=5)
+    for c in range(2):
+        rows = slice(16 * c, 16 * (c + 1))
+        ids = index[rows].flatten(order="F")[:5]
+        np.testing.assert_array_equal(out[rows], src[rows][:, ids])
+    with pytest.raises(ValueError, match="num_valid_indices 33"):
+        local_gather(src, index, 16, 1, num_valid=33)
 
 
 def test_affine_select_lower_triangle():

@@ -32,6 +32,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "validate": ("validate", "perf model vs published Trn1 measurements (per-row, MAPE)"),
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
+    "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
 }
 
 

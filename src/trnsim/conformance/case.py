@@ -8,7 +8,16 @@ from typing import Any
 
 import numpy as np
 
-Inputs = Callable[[np.random.Generator], tuple[Any, ...]]
+Inputs = Callable[[np.random.Generator], Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    """What ``Case.inputs`` may return instead of a tuple: positional and keyword arguments
+    (for kernels whose tensors come after keyword-only or defaulted parameters)."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -21,13 +30,17 @@ class Case:
     path: the file's path inside that checkout.
     kernel: the kernel function's name in that file.
     api: ``"nki"`` (NKI 0.6, ``import nki``) or ``"legacy"`` (``import neuronxcc.nki``).
-    inputs: ``inputs(rng)`` returns the positional arguments (NumPy arrays and scalars).
+    inputs: ``inputs(rng)`` returns the positional arguments (NumPy arrays and scalars), or a
+        ``Call`` with keyword arguments too (merged over ``kwargs``). It runs with the
+        checkout importable, so it may build the library's own config objects.
     reference: ``reference(*inputs, **kwargs)`` returns the expected output(s), in NumPy,
         written here from what the documentation specifies.
     kwargs: keyword arguments passed to both the kernel and the reference.
     grid: SPMD launch grid (``kernel[grid](...)``), or None.
     rtol, atol: the tolerance, chosen from the dtypes involved (say why in ``notes``).
     target: NeuronCore generation (``"gen2"``, ``"gen3"``, ``"gen4"``).
+    decode: optional ``decode(outputs)``: the kernel's outputs in the form the reference
+        returns (e.g. an fp8 tensor whose last 4 bytes of a row are an fp32 scale, split in two).
     notes: why these shapes, tolerance, anything unusual.
     """
 
@@ -43,4 +56,5 @@ class Case:
     rtol: float = 1e-5
     atol: float = 1e-5
     target: str = "gen4"
+    decode: Callable[[Any], Any] | None = None
     notes: str = ""

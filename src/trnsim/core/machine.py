@@ -841,6 +841,7 @@ def _local_gather(nc: NeuronCore, c: Call) -> None:
         nc.read_raw(c.src[INDEX]),
         a.get("group", nc.spec.partitions // 8),
         a.get("num_elem_per_idx", 1),
+        a.get("num_valid_indices"),
     )
     nc.write_raw(c.dst[DST], out)
 

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from math import prod
 from typing import Any
@@ -28,7 +29,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from trnsim.core.arraypool import ArrayPool
 from trnsim.core.instruction import Operand
-from trnsim.core.location import fail
+from trnsim.core.location import fail, kernel_location
 from trnsim.numerics import Format, get_format
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
@@ -43,7 +44,11 @@ class Allocation:
         "buffer",
         "byte_offset",
         "core",
+        "explicit",
+        "first_use",
         "kind",
+        "last_seq",
+        "last_use",
         "live",
         "marks_version",
         "memory",
@@ -51,6 +56,8 @@ class Allocation:
         "nbytes",
         "partition_start",
         "partitions",
+        "placed_at",
+        "sharers",
         "version",
     )
 
@@ -74,6 +81,15 @@ class Allocation:
         self.name = name
         self.buffer = buffer
         self.live = True
+        # Explicitly placed allocations (``address=``) that share addresses with others track
+        # their uses in program order (``OnChipMemory.allocate``, ``_note_use``): where they
+        # were placed, first and last used (location and sequence number), and the sharers.
+        self.explicit = False
+        self.placed_at: tuple[str, int] | None = None
+        self.first_use: tuple[str, int] | None = None
+        self.last_use: tuple[str, int] | None = None
+        self.last_seq = -1
+        self.sharers: list[Allocation] = []
         # Bumped by every write of the data (version) and of the PSUM accumulation marks
         # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
         self.version = 0
@@ -193,17 +209,20 @@ class OnChipMemory:
                     f"{unit} allocation {name!r} at byte {offset} + {nbytes} bytes runs past "
                     f"{self.bytes_per_partition} bytes/partition on {self.generation_name}",
                 )
-            for other in tuple(self.live):  # a snapshot: see _first_fit
-                if _overlaps(other, pstart, partitions, offset, nbytes):
-                    raise fail(
-                        "overlap",
-                        f"{unit} allocation {name!r} (partitions {pstart}.."
-                        f"{pstart + partitions - 1}, bytes {offset}..{offset + nbytes - 1}) "
-                        f"overlaps live {other!r}",
-                    )
+            # Liveness is program order (first use to last use), not allocation or Python
+            # references: tensors may share addresses as long as their uses do not interleave;
+            # an interleaving use is the real overlap (``_note_use``).
+            reused = [
+                other
+                for other in tuple(self.live)  # a snapshot: see _first_fit
+                if _overlaps(other, pstart, partitions, offset, nbytes)
+            ]
         else:
             pstart = 0
+            reused = []
             offset = self._first_fit(pstart, partitions, nbytes, align)
+            if offset is None:
+                offset, reused = self._reuse_least_recent(partitions, nbytes, align)
             if offset is None:
                 used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
                 raise fail(
@@ -213,6 +232,16 @@ class OnChipMemory:
                     f"{_kib(self.bytes_per_partition)}/partition on {self.generation_name}",
                 )
         alloc = Allocation(self, pstart, partitions, offset, nbytes, name)
+        if address is not None:
+            alloc.explicit = True
+        if reused:
+            alloc.placed_at = kernel_location()
+            for other in reused:
+                if not other.explicit and other.last_seq < 0 and other.version > 0:
+                    # an untracked tensor already written: it was in use up to here
+                    other.last_use, other.last_seq = alloc.placed_at, next(_USE_SEQ)
+                other.sharers.append(alloc)
+                alloc.sharers.append(other)
         self.live.append(alloc)
         if fill and self.fill_sentinel:
             self.fill(alloc)
@@ -250,6 +279,36 @@ class OnChipMemory:
                 cursor = end
         cursor = -(-cursor // align) * align
         return None if cursor + nbytes > self.bytes_per_partition else cursor
+
+    def _reuse_least_recent(
+        self, partitions: int, nbytes: int, align: int
+    ) -> tuple[int | None, list[Allocation]]:
+        """The memory is full of live allocations (Python still references them). Liveness is
+        program order, not references: place the new allocation over the least recently used
+        ones (never used first), which become its address sharers; a later use of one of them
+        after the new tensor's use is the real overlap (``_note_use``). Returns (offset, the
+        allocations it overlaps), or (None, []) when it does not fit even so."""
+        candidates = sorted(
+            (a for a in tuple(self.live) if a.partition_start < partitions),
+            key=lambda a: a.last_seq,
+        )
+        evicted: list[Allocation] = []
+        offset = None
+        for victim in candidates:
+            self.live.remove(victim)
+            evicted.append(victim)
+            offset = self._first_fit(0, partitions, nbytes, align)
+            if offset is not None:
+                break
+        reused = (
+            [a for a in evicted if _overlaps(a, 0, partitions, offset, nbytes)]
+            if (offset is not None)
+            else []
+        )
+        self.live.extend(a for a in evicted if a not in reused)
+        for a in reused:  # no longer blocking allocation; freed as usual when dropped
+            a.live = False
+        return offset, reused
 
     def free(self, alloc: Allocation) -> None:
         if alloc.live:
@@ -302,6 +361,42 @@ class Hbm:
             alloc.live = False
             self.used -= alloc.nbytes
             self.live.remove(alloc)
+
+
+def _where(loc: tuple[str, int] | None, before: tuple[str, int] | None = None) -> str:
+    """``file:line`` of a use; for an untracked earlier use, "before" the given place."""
+    if loc is None:
+        return "never" if before is None else f"before {_where(before)}"
+    return f"{loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
+
+
+_USE_SEQ = itertools.count()
+"""Program order of the uses of address-sharing allocations (one counter: a run's cores
+each check their own allocations, so the interleaving of two cores does not matter)."""
+
+
+def _note_use(alloc: Allocation) -> None:
+    """An instruction uses ``alloc``, which shares addresses with other allocations: refuse
+    the use if a sharer was used since ``alloc``'s previous use (their lives interleave: the
+    real overlap), else record it."""
+    if alloc.last_seq >= 0:
+        for other in alloc.sharers:
+            if other.last_seq > alloc.last_seq:
+                unit = alloc.kind.upper()
+                raise fail(
+                    "overlap",
+                    f"{unit} tensor {alloc.name!r} (partitions {alloc.partition_start}.."
+                    f"{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}.."
+                    f"{alloc.byte_offset + alloc.nbytes - 1}; last used at "
+                    f"{_where(alloc.last_use, other.placed_at)}) is used again after {unit} tensor "
+                    f"{other.name!r} (placed at {_where(other.placed_at)}) reused its addresses "
+                    f"(first used at {_where(other.first_use)}, last at {_where(other.last_use)})",
+                )
+    here = kernel_location()
+    if alloc.first_use is None:
+        alloc.first_use = here
+    alloc.last_use = here
+    alloc.last_seq = next(_USE_SEQ)
 
 
 def _overlaps(a: Allocation, pstart: int, partitions: int, offset: int, nbytes: int) -> bool:
@@ -541,6 +636,11 @@ class View:
         """``(operand(role), signature, parts)``: the signature is the operand without its
         byte offset (what the rules may look at, see ``rules.Checker``), the parts are the
         operand without its role. Cached per view."""
+        alloc = self.storage.alloc
+        if alloc.explicit or alloc.sharers:
+            _note_use(alloc)
+        else:
+            alloc.last_seq = next(_USE_SEQ)
         d = self._operand
         if d is not None:
             if d[0][0] == role:

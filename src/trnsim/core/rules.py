@@ -681,8 +681,20 @@ def _iota_shape(call: Call) -> str | None:
 
 @rule("shape", key="local-gather-shape")
 def _local_gather_shape(call: Call) -> str | None:
+    # each GpSimd core serves ``group`` (16) partitions and gathers ``num_valid_indices``
+    # indices (default: all of its partitions' indices) of ``num_elem_per_idx`` elements for
+    # every one of its partitions (SDK nki.isa.local_gather docstring and its NumPy reference)
     dst, index = call.dst[DST], call.src[INDEX]
-    n = index.partitions * index.free_size * call.attrs.get("num_elem_per_idx", 1)
+    group = call.attrs.get("group") or call.spec.partitions // 8  # 8 GpSimd cores
+    per_core = min(group, index.partitions) * index.free_size
+    valid = call.attrs.get("num_valid_indices")
+    if valid is not None and not 0 < valid <= per_core:
+        return (
+            f"num_valid_indices {valid} outside 1..{per_core} (the indices of one GpSimd "
+            f"core's {group}-partition slice of index)"
+        )
+    n = index.partitions * (per_core if valid is None else valid)
+    n *= call.attrs.get("num_elem_per_idx", 1)
     if n != dst.size:
         return f"local_gather produces {n} elements, dst has {dst.size}"
     return None

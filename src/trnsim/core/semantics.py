@@ -602,23 +602,35 @@ def set_rng_seed(src_seeds: np.ndarray, state: np.ndarray) -> np.ndarray:
     return xorwow_seed_state(seed, 0, state.shape[0])
 
 
-def local_gather(src: np.ndarray, index: np.ndarray, group: int, elem_per_idx: int) -> np.ndarray:
-    """Within each group of ``group`` partitions, gather elements of the group's partitions.
+def local_gather(
+    src: np.ndarray,
+    index: np.ndarray,
+    group: int,
+    elem_per_idx: int,
+    num_valid: int | None = None,
+) -> np.ndarray:
+    """GpSimd gather: each core serves ``group`` (16) contiguous partitions independently.
 
-    Each group's source is its partitions' free dims concatenated (partition-major); each
-    index picks ``elem_per_idx`` consecutive elements; the results are spread back over the
-    group's partitions in order.
+    A core flattens its partitions' index slice partition-dim first (column-major) and keeps
+    the first ``num_valid`` indices (default: all of them). Each index is an element offset
+    into a partition's own free dims (flattened); it picks ``elem_per_idx`` consecutive
+    elements there. Every partition of the group gathers with the same indices from its own
+    data: the result is ``(P, num_valid * elem_per_idx)``. Source: SDK ``nki.isa.local_gather``
+    docstring and its NumPy reference ``nki/test/test_nki_isa_local_gather.py``.
     """
     p = src.shape[0]
     x = src.reshape(p, -1)
-    idx = index.reshape(p, -1).astype(np.int64)
-    out = []
+    idx = index.reshape(index.shape[0], -1).astype(np.int64)
+    per_core = group * idx.shape[1]
+    n = per_core if num_valid is None else int(num_valid)
+    if not 0 < n <= per_core:
+        raise ValueError(f"num_valid_indices {n} outside 1..{per_core} (indices per core)")
+    out = np.empty((p, n * elem_per_idx), dtype=x.dtype)
     for g0 in range(0, p, group):
-        pool = x[g0 : g0 + group].reshape(-1)
-        ids = idx[g0 : g0 + group].reshape(-1)
-        picks = (ids[:, None] * elem_per_idx + np.arange(elem_per_idx)).reshape(-1)
-        out.append(pool[picks].reshape(group, -1))
-    return np.concatenate(out, axis=0)
+        ids = idx[g0 : g0 + group].reshape(-1, order="F")[:n]
+        picks = (ids[:, None] + np.arange(elem_per_idx)).reshape(-1)
+        out[g0 : g0 + group] = x[g0 : g0 + group][:, picks]
+    return out
 
 
 def dma_transpose(src: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

@@ -766,7 +766,7 @@ register(
         (
             Attr("num_elem_per_idx", int, 1),
             Attr("group", _OPT_INT, None),
-            Attr("num_valid_indices", (int, type(None)), None, modelled=False),
+            Attr("num_valid_indices", (int, type(None)), None),
         ),
         rules=("local-gather-shape",),
         cost=("gpsimd",),

@@ -5,6 +5,8 @@
 ``run(kernel, *arrays, target=..., record...)`` also returns the instruction record.
 """
 
+from numpy import dtype
+
 from trnsim.nki import isa, language
 from trnsim.nki.compat import install, uninstall
 from trnsim.nki.simulate import Kernel, RunResult, jit, run, simulate
@@ -16,6 +18,7 @@ __all__ = [
     "Kernel",
     "NkiTensor",
     "RunResult",
+    "dtype",
     "install",
     "isa",
     "jit",

@@ -598,11 +598,10 @@ def local_gather(
         Op.LOCAL_GATHER,
         {DST: dst},
         {"src_buffer": src_buffer, INDEX: index},
-        _unmodelled(
-            Op.LOCAL_GATHER,
-            {"num_elem_per_idx": int(num_elem_per_idx)},
-            num_valid_indices=num_valid_indices,
-        ),
+        {
+            "num_elem_per_idx": int(num_elem_per_idx),
+            "num_valid_indices": None if num_valid_indices is None else int(num_valid_indices),
+        },
     )
 
 

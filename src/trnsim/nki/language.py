@@ -11,9 +11,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from trnsim.core.location import fail
+from trnsim.core.location import fail, kernel_location
 from trnsim.core.memory import HBM, PSUM, SBUF, View
 from trnsim.hw import core as _core_spec
+from trnsim.nki.buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 from trnsim.nki.context import current, current_or_none
 from trnsim.nki.tensor import NkiTensor
 from trnsim.numerics import get_format
@@ -37,19 +38,7 @@ fp32 = np.finfo(np.float32)
 # ---- buffers -----------------------------------------------------------------------------
 
 
-class _Buffer:
-    def __init__(self, name: str, memory: str) -> None:
-        self.name, self.memory = name, memory
-
-    def __repr__(self) -> str:
-        return f"nl.{self.name}"
-
-
-sbuf = _Buffer("sbuf", SBUF)
-psum = _Buffer("psum", PSUM)
-shared_hbm = _Buffer("shared_hbm", HBM)
-private_hbm = _Buffer("private_hbm", HBM)
-hbm = private_hbm
+_Buffer = Buffer
 
 
 def _buffer(buffer: Any) -> _Buffer:
@@ -66,9 +55,13 @@ def _buffer(buffer: Any) -> _Buffer:
 def ndarray(
     shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None
 ) -> NkiTensor:
-    """A new, uninitialised tensor (sentinel-filled: NaN for floats)."""
+    """A new, uninitialised tensor (sentinel-filled: NaN for floats). Without a ``name`` the
+    tensor is named after the kernel line that made it (errors name tensors)."""
     prog = current()
     buf = _buffer(buffer)
+    if not name:
+        file, line = kernel_location()
+        name = f"{buf.name}@{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
     shape = tuple([int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,))])
     if buf is shared_hbm and prog.launch.lnc > 1:
         # The programs of an LNC launch share their shared_hbm tensors: the i-th shared_hbm
@@ -382,23 +375,296 @@ def _not_here(name: str):
     return fn
 
 
-for _n in (
-    "softmax",
-    "rms_norm",
-    "var",
-    "all",
-    "rand",
-    "load_transpose2d",
-    "gather_flattened",
-    "shared_constant",
-    "shared_identity_matrix",
-    "dropout",
-    "where",
-    "fori_loop",
-    "while_loop",
-    "dynamic_range",
-):
+for _n in ("gather_flattened",):
     globals()[_n] = _not_here(_n)
+
+
+# ---- NKI 0.6 surface composed of existing instructions -------------------------------------
+
+
+class NKIObject:
+    """Base class of NKI kernel classes (``nl.NKIObject``). As the NKI language guide says,
+    every such class behaves like a data class with or without ``@dataclass``: unless the
+    class defines ``__init__``, it gets ``__init__(self, f1=default, ...)`` over its fields
+    (annotated or plain class attributes, in order, bases first; no default means None),
+    which then calls ``__post_init__``. Source: SDK ``nki/get-started/nki-language-guide.rst``,
+    "Class Support"."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            # set before @dataclass runs, which keeps an __init__ the class already has
+            cls.__init__ = _nki_init(_nki_fields(cls))  # type: ignore[method-assign]
+
+
+def _nki_fields(cls: type) -> list[tuple[str, Any]]:
+    """(name, default) of an NKI class's fields: annotated names and plain class attributes
+    (not callables, properties or dunders), bases first."""
+    import dataclasses
+    import inspect
+
+    fields: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or klass is NKIObject or not issubclass(klass, NKIObject):
+            continue
+        names = list(inspect.get_annotations(klass))
+        names += [
+            n
+            for n, v in klass.__dict__.items()
+            if not n.startswith("__")
+            and not callable(v)
+            and not isinstance(v, property | staticmethod | classmethod)
+        ]
+        for n in names:
+            v = klass.__dict__.get(n, None)
+            if isinstance(v, dataclasses.Field):
+                v = (
+                    v
+                    if v.default_factory is not dataclasses.MISSING
+                    else (None if v.default is dataclasses.MISSING else v.default)
+                )
+            fields[n] = v
+    return list(fields.items())
+
+
+def _nki_init(fields: list[tuple[str, Any]]):
+    import dataclasses
+
+    names = [n for n, _ in fields]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes {len(names)} fields, got {len(args)}")
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+        given = dict(zip(names, args, strict=False)) | kwargs
+        for n, default in fields:
+            if n in given:
+                v = given[n]
+            elif isinstance(default, dataclasses.Field):
+                v = default.default_factory()  # type: ignore[misc]
+            else:
+                v = default
+            object.__setattr__(self, n, v)
+        post = getattr(self, "__post_init__", None)
+        if post is not None:
+            post()
+
+    return __init__
+
+
+def expand_dims(x: NkiTensor, axis: int) -> NkiTensor:
+    """A view with a new size-1 dim at ``axis`` (no data moves)."""
+    return x.expand_dims(axis)
+
+
+def broadcast_to(x: NkiTensor, shape: Any) -> NkiTensor:
+    """A view of ``x`` broadcast to ``shape`` along its size-1 free dims."""
+    return x.broadcast_to(tuple(int(n) for n in shape))
+
+
+def where(condition: NkiTensor, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
+    """``x`` where ``condition`` is non-zero, else ``y`` (a copy of ``y`` then a predicated
+    copy of ``x``: ``nisa.tensor_copy_predicated``)."""
+    from trnsim.nki import isa
+
+    like = next(v for v in (x, y, condition) if isinstance(v, View))
+    out = ndarray(condition.shape, dtype or like.dtype, sbuf)
+    if isinstance(y, View):
+        isa.tensor_copy(out, y)
+    else:
+        isa.memset(out, y)
+    isa.tensor_copy_predicated(out, x, condition)
+    return out
+
+
+def logical_not(x: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """1 where ``x`` is 0, else 0."""
+    from trnsim.nki import isa
+
+    out = ndarray(x.shape, dtype or x.dtype, sbuf)
+    isa.tensor_scalar(out, x, "equal", 0.0)
+    return out
+
+
+def invert(x: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """Bitwise NOT of an integer tensor (``x ^ all-ones``)."""
+    from trnsim.nki import isa
+
+    dt = np.dtype(x.dtype)
+    if dt.kind not in "iu":
+        raise fail("dtype", f"nl.invert needs an integer tensor, got {dt}")
+    out = ndarray(x.shape, dtype or x.dtype, sbuf)
+    isa.tensor_scalar(out, x, "bitwise_xor", -1 if dt.kind == "i" else int(np.iinfo(dt).max))
+    return out
+
+
+def all(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
+    """1 where every element along ``axis`` is non-zero, else 0 (a min-reduce of x != 0)."""
+    from trnsim.nki import isa
+
+    nz = ndarray(x.shape, float32, sbuf)
+    isa.tensor_scalar(nz, x, "not_equal", 0.0)
+    return _reduce("minimum")(nz, axis, dtype or uint8, keepdims)
+
+
+def _free_axes(x: NkiTensor, axis: Any, fn: str) -> None:
+    axes = sorted(a % x.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    if axes != list(range(1, x.ndim)):
+        raise fail(
+            "not-implemented",
+            f"nl.{fn} along axis {axis} of {list(x.shape)}: trnsim reduces along all free "
+            f"dims (axes 1..{x.ndim - 1}) only",
+        )
+
+
+def softmax(x: NkiTensor, axis: Any, dtype: Any = None) -> NkiTensor:
+    """``exp(x - max) / sum(exp(x - max))`` along the free dims (fp32 internally)."""
+    from trnsim.nki import isa
+
+    _free_axes(x, axis, "softmax")
+    m = max(x, axis, float32, keepdims=True)
+    e = ndarray(x.shape, float32, sbuf)
+    isa.tensor_scalar(e, x, "subtract", m.reshape((x.shape[0], 1)))
+    isa.activation(e, "exp", e)
+    s = sum(e, axis, float32, keepdims=True)
+    r = ndarray(s.shape, float32, sbuf)
+    isa.reciprocal(r, s)
+    out = ndarray(x.shape, dtype or x.dtype, sbuf)
+    isa.tensor_scalar(out, e, "multiply", r.reshape((x.shape[0], 1)))
+    return out
+
+
+def var(x: NkiTensor, axis: Any, dtype: Any = None) -> NkiTensor:
+    """Population variance ``mean((x - mean(x))^2)`` along the free dims (fp32 internally)."""
+    from trnsim.nki import isa
+
+    _free_axes(x, axis, "var")
+    m = mean(x, axis, float32, keepdims=True)
+    d = ndarray(x.shape, float32, sbuf)
+    isa.tensor_scalar(d, x, "subtract", m.reshape((x.shape[0], 1)))
+    isa.tensor_tensor(d, d, d, "multiply")
+    return mean(d, axis, dtype or x.dtype, keepdims=True)
+
+
+def rms_norm(
+    x: NkiTensor,
+    w: NkiTensor,
+    axis: Any,
+    n: int,
+    epsilon: float = 1e-6,
+    dtype: Any = None,
+    compute_dtype: Any = None,
+) -> NkiTensor:
+    """``x / RMS(x) * w`` with ``RMS(x) = sqrt(sum(x^2 along axis) / n + epsilon)``, along
+    the free dims; ``w`` has ``x``'s shape (or broadcasts to it along free dims)."""
+    from trnsim.nki import isa
+
+    _free_axes(x, axis, "rms_norm")
+    cdt = compute_dtype or float32
+    sq = ndarray(x.shape, cdt, sbuf)
+    isa.tensor_tensor(sq, x, x, "multiply")
+    ms = sum(sq, axis, cdt, keepdims=True).reshape((x.shape[0], 1))
+    inv = ndarray(ms.shape, cdt, sbuf)
+    isa.tensor_scalar(inv, ms, "multiply", 1.0 / int(n), op1="add", operand1=float(epsilon))
+    isa.activation(inv, "rsqrt", inv)
+    if tuple(w.shape) != tuple(x.shape):
+        w = w.broadcast_to(tuple(x.shape))
+    out = ndarray(x.shape, dtype or x.dtype, sbuf)
+    isa.scalar_tensor_tensor(out, x, "multiply", inv, "multiply", w)
+    return out
+
+
+def load_transpose2d(src: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """A 2-D HBM tensor ``[A, B]`` loaded transposed into a new SBUF tile ``[B, A]`` (one
+    ``dma_copy`` reading ``src`` through its transposed view)."""
+    from trnsim.nki import isa
+
+    if src.on_chip or src.ndim != 2:
+        raise fail(
+            "load-transpose2d",
+            f"nl.load_transpose2d needs a 2-D HBM tensor, got {src.memory} {list(src.shape)}",
+        )
+    out = ndarray((src.shape[1], src.shape[0]), dtype or src.dtype, sbuf)
+    isa.dma_copy(out, src.permute(1, 0))
+    return out
+
+
+def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> range:
+    """A loop on device with run-time bounds. trnsim runs kernels eagerly, so Python integer
+    bounds are the run-time values; bounds held in registers wait for register support."""
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop):
+        if not isinstance(v, int | np.integer):
+            raise fail(
+                "not-implemented",
+                f"nl.dynamic_range bound {v!r}: bounds in registers (nisa.register_*) are not "
+                "emulated by trnsim yet; integer bounds work",
+            )
+    if not isinstance(step, int | np.integer) or step <= 0:
+        raise fail("dynamic-range", f"nl.dynamic_range step must be a positive int, got {step!r}")
+    return range(int(start), int(stop), int(step))
+
+
+def fori_loop(lower: int, upper: int, body: Any, init_val: Any) -> Any:
+    """``for i in range(lower, upper): val = body(i, val)``; returns ``val`` (a traced loop
+    on hardware; trnsim runs the kernel eagerly, in program order)."""
+    val = init_val
+    for i in range(int(lower), int(upper)):
+        val = body(i, val)
+    return val
+
+
+def while_loop(cond: Any, body: Any, init_val: Any) -> Any:
+    """``while cond(val): val = body(val)``; returns ``val`` (see ``fori_loop``)."""
+    val = init_val
+    while cond(val):
+        val = body(val)
+    return val
+
+
+class no_reorder:
+    """``with nl.no_reorder():``: keep the block's instructions in program order. trnsim
+    issues every engine's instructions in program order already, so the block runs as is."""
+
+    def __enter__(self) -> no_reorder:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
+    """A shared-HBM tensor holding ``constant`` (a NumPy array or the path of a ``.npy``
+    file), loaded with the kernel like its inputs (SDK: embedded in the binary, loaded to HBM
+    at model load). ``dtype`` (a trnsim extension) converts it first."""
+    if isinstance(constant, str | bytes) or hasattr(constant, "__fspath__"):
+        constant = np.load(constant)
+    arr = np.asarray(constant)
+    t = ndarray(arr.shape, dtype if dtype is not None else arr.dtype, shared_hbm)
+    prog = current()
+    if prog.core.functional:  # a timing-only run moves no data
+        prog.core.sync()
+        t.array()[...] = arr.astype(t.fmt.dtype)
+    return t
+
+
+def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = None) -> NkiTensor:
+    """An ``n x n`` identity matrix in SBUF (``dst`` if given): a shared constant in HBM,
+    loaded with one ``dma_copy``."""
+    from trnsim.nki import isa
+
+    n = int(n)
+    const = shared_constant(np.identity(n), dtype)
+    out = dst if dst is not None else ndarray((n, n), dtype, sbuf)
+    isa.dma_copy(out, const)
+    return out
 
 
 def is_psum(x: View) -> bool:

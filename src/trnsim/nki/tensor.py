@@ -17,6 +17,7 @@ from trnsim.core import indirect
 from trnsim.core.indirect import IndirectView, TensorIndirectView
 from trnsim.core.location import fail
 from trnsim.core.memory import View
+from trnsim.nki.buffers import OF_MEMORY, Buffer
 from trnsim.numerics import get_format
 
 
@@ -51,8 +52,9 @@ class NkiTensor(View):
         return len(self.shape)
 
     @property
-    def buffer(self) -> str:
-        return self.memory
+    def buffer(self) -> Buffer:
+        """``nl.sbuf`` / ``nl.psum`` / ``nl.shared_hbm``: compares equal to the ``nl`` object."""
+        return OF_MEMORY[self.memory]
 
     @property
     def itemsize_bytes(self) -> int:
@@ -206,15 +208,20 @@ class NkiTensor(View):
     def ap(
         self,
         pattern: list[list[int]] | tuple,
-        offset: int = 0,
+        offset: int | None = None,
         scalar_offset: Any = None,
         vector_offset: Any = None,
         indirect_dim: int = 0,
         dtype: Any = None,
     ) -> NkiTensor | IndirectView:
-        """An explicit access pattern ``[[stride, count], ...]`` from this tensor's storage
-        start plus ``offset`` (elements). On SBUF/PSUM the first pair is the partition dim
-        (stride in partitions). Source: SDK ``nki/deep-dives/nki-aps.rst``.
+        """An explicit access pattern ``[[stride, count], ...]`` over this tensor's storage,
+        starting at the view's own storage offset plus ``offset`` elements (``None``: 0).
+        Strides and offsets count elements of the tensor flattened to 1-D (of ``dtype`` when
+        it reinterprets the storage). On SBUF/PSUM the first pair is the partition dim: its
+        step must be the element count of one partition of the tensor (partitions are read
+        contiguously). Sources: SDK ``NkiTensor.ap`` docstring, ``nki/deep-dives/nki-aps.rst``
+        (``t`` of shape (16, 16) in SBUF: ``t.ap([[16, 16], [1, 8]], offset=8)`` is
+        ``t[0:16, 8:16]``).
 
         ``vector_offset`` (an SBUF ``(P, 1)`` uint32/int32 tile: one row index per partition,
         ``indirect_dim=0``) or ``scalar_offset`` (a 1x1 SBUF tile, or a Python int folded into
@@ -226,16 +233,45 @@ class NkiTensor(View):
         fmt = get_format(dtype) if dtype is not None else self.fmt
         strides = [int(s) for s, _ in pattern]
         shape = [int(n) for _, n in pattern]
+        offset = 0 if offset is None else int(offset)
         if isinstance(scalar_offset, int | np.integer) and vector_offset is None:
             # a compile-time constant offset: no runtime indirection (migration guide rule)
             dim = int(indirect_dim)
             if not 0 <= dim < self.ndim:
                 raise fail("indirect", f"indirect_dim {dim} is not a dim of {list(self.shape)}")
-            offset = int(offset) + int(scalar_offset) * prod(self.shape[dim + 1 :])
+            offset = offset + int(scalar_offset) * prod(self.shape[dim + 1 :])
             scalar_offset = None
+        old, new = self.fmt.dtype.itemsize, fmt.dtype.itemsize
+        alloc = self.storage.alloc
+        row_bytes = alloc.nbytes if self.on_chip else 0
+        base_bytes = self.p0 * row_bytes + self.offset * old
+        if base_bytes % new or row_bytes % new:
+            raise fail(
+                "ap-dtype",
+                f".ap(dtype={fmt.name}) on {self.fmt.name} tensor {alloc.name!r}: its storage "
+                f"offset ({base_bytes} bytes) or partition size ({row_bytes} bytes) is not a "
+                f"whole number of {new}-byte elements",
+            )
+        flat = base_bytes // new + offset
+        p0 = 0
+        if self.on_chip:
+            row = row_bytes // new
+            if not shape:
+                raise fail("ap-partition", f".ap on {alloc.name!r} needs the partition pair")
+            if shape[0] > 1 and strides[0] != row:
+                raise fail(
+                    "ap-partition",
+                    f".ap on {alloc.kind.upper()} tensor {alloc.name!r}: partition step "
+                    f"{strides[0]} elements; it must be the {row} elements of one partition "
+                    f"(partitions are accessed contiguously)",
+                )
+            if flat < 0:
+                raise fail("out-of-bounds", f".ap on {alloc.name!r}: offset {flat} < 0")
+            p0, flat = divmod(flat, row)
+            strides[0] = 1
         if scalar_offset is None and vector_offset is None:
-            return self._derive(shape, strides, int(offset), 0, fmt)
-        static = NkiTensor(self.storage, tuple(shape), tuple(strides), int(offset), 0, fmt)
+            return self._derive(shape, strides, flat, p0, fmt)
+        static = NkiTensor(self.storage, tuple(shape), tuple(strides), flat, p0, fmt)
         return indirect.make(
             self,
             static,
@@ -267,7 +303,12 @@ class NkiTensor(View):
     reinterpret_cast = view
 
     def get_pattern(self) -> list[list[int]]:
-        return [[s, n] for s, n in zip(self.strides, self.shape, strict=True)]
+        """``[[stride, count], ...]`` in elements of the flattened tensor (on SBUF/PSUM the
+        partition step is the element count of one partition, as ``.ap`` takes it)."""
+        pat = [[s, n] for s, n in zip(self.strides, self.shape, strict=True)]
+        if self.on_chip and pat:
+            pat[0][0] *= self.row_elems()
+        return pat
 
     def is_contiguous(self) -> bool:
         lead = 1 if self.on_chip else 0

@@ -1,0 +1,374 @@
+"""Run conformance cases: public kernels from a local checkout, unmodified, against references
+written here.
+
+A cases module (``cases_library``, ``cases_samples``, ``cases_legacy``...) is a module with one
+name, ``CASES: list[Case]``; ``CASE_MODULES`` lists them. ``run_checkout(path)`` finds which
+checkout ``path`` is, imports each case's kernel from that checkout (never a copy), calls it on
+the case's inputs, compares with the case's reference and classifies the result:
+
+- ``pass``: every output within ``rtol``/``atol`` of the reference (NaN never passes);
+- ``mismatch``: it ran, and the numbers differ (the max error is reported): a bug to find;
+- ``trnsim-missing``: the kernel uses NKI surface trnsim does not emulate yet (the name);
+- ``kernel-error``: trnsim found an illegal use (rule, values, the kernel's file:line);
+- ``trnsim-error``: a Python exception inside trnsim itself (a trnsim bug);
+- ``external``: a failure outside trnsim and the kernel's NKI use (a syntax error in the
+  library, an import of torch or another package not installed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trnsim.conformance.case import Call, Case
+from trnsim.errors import KernelError, UsageError
+
+CASE_MODULES = (
+    "trnsim.conformance.cases_library",
+    "trnsim.conformance.cases_samples",
+    "trnsim.conformance.cases_legacy",
+)
+"""Every module that holds a ``CASES`` list; one that does not exist yet is skipped."""
+
+OUTCOMES = ("pass", "mismatch", "trnsim-missing", "kernel-error", "trnsim-error", "external")
+
+# checkout name -> (a path inside it that identifies it, the import roots under it)
+CHECKOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "nki-library": ("src/nkilib_src/nkilib/__init__.py", ("src/nkilib_src",)),
+    "nki-samples": ("src/nki_samples/tutorials", ()),
+    "sdk": ("nki/api", ()),
+    "sdk226": ("general/nki", ()),
+}
+
+_TRNSIM_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
+_NKI_NAMES = ("nki", "neuronxcc")
+_NKI_ENUMS = ("nc_version", "engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode")
+
+
+def all_cases() -> list[Case]:
+    """Every case of every existing cases module (names must be unique)."""
+    cases: list[Case] = []
+    for name in CASE_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        cases.extend(mod.CASES)
+    seen: set[str] = set()
+    for c in cases:
+        if c.name in seen:
+            raise ValueError(f"duplicate conformance case name {c.name!r}")
+        seen.add(c.name)
+    return cases
+
+
+def detect_checkout(path: str | os.PathLike[str]) -> str:
+    """Which checkout ``path`` is (a key of ``CHECKOUTS``); ``UsageError`` if none."""
+    root = Path(path)
+    if not root.is_dir():
+        raise UsageError(f"PATH {str(root)!r} is not a directory")
+    for name, (marker, _) in CHECKOUTS.items():
+        if (root / marker).exists():
+            return name
+    raise UsageError(
+        f"PATH {str(root)!r} is not a checkout trnsim knows (looked for "
+        + ", ".join(f"{m} ({n})" for n, (m, _) in CHECKOUTS.items())
+        + ")"
+    )
+
+
+@dataclass
+class Result:
+    """One case's outcome."""
+
+    name: str
+    kernel: str
+    path: str
+    shapes: str
+    outcome: str
+    max_error: float | None
+    seconds: float
+    detail: str = ""
+    location: str = ""
+    profile_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kernel": self.kernel,
+            "path": self.path,
+            "shapes": self.shapes,
+            "outcome": self.outcome,
+            "max_error": self.max_error,
+            "seconds": self.seconds,
+            "detail": self.detail,
+            "location": self.location,
+            "profile_s": self.profile_s,
+        }
+
+
+def describe_inputs(inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """``"bfloat16[128,512], float32[128,1], 2"``: the call's argument shapes."""
+
+    def one(x: Any) -> str:
+        if isinstance(x, np.ndarray):
+            return f"{x.dtype}[{','.join(str(n) for n in x.shape)}]"
+        if isinstance(x, tuple | list) and x and all(isinstance(y, np.ndarray) for y in x):
+            return "(" + ", ".join(one(y) for y in x) + ")"
+        return repr(x) if not callable(x) else getattr(x, "__name__", "fn")
+
+    parts = [one(x) for x in inputs] + [f"{k}={one(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+def _flat(x: Any) -> list[Any]:
+    if isinstance(x, tuple | list):
+        return [y for z in x for y in _flat(z)]
+    if isinstance(x, dict):
+        return [y for k in sorted(x) for y in _flat(x[k])]
+    return [x]
+
+
+def compare(out: Any, ref: Any, rtol: float, atol: float) -> tuple[bool, float | None, str]:
+    """(passed, max abs error, why not). NaN or a shape difference never passes."""
+    outs, refs = _flat(out), _flat(ref)
+    if len(outs) != len(refs):
+        return False, None, f"{len(outs)} outputs, the reference has {len(refs)}"
+    worst = 0.0
+    ok = True
+    why = ""
+    for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
+        if r is None:  # an output the reference does not check (documented in the case)
+            continue
+        o = np.asarray(o)
+        r = np.asarray(r)
+        if o.shape != r.shape:
+            return False, None, f"output {i}: shape {list(o.shape)}, reference {list(r.shape)}"
+        o64, r64 = o.astype(np.float64), r.astype(np.float64)
+        if not np.isfinite(o64[np.isfinite(r64)]).all():
+            return False, None, f"output {i}: non-finite values where the reference is finite"
+        finite = np.isfinite(r64)
+        if (o64[~finite] != r64[~finite]).any():
+            return False, None, f"output {i}: differs where the reference is non-finite"
+        diff = np.abs(o64[finite] - r64[finite])
+        if diff.size:
+            worst = max(worst, float(diff.max()))
+            bad = diff > atol + rtol * np.abs(r64[finite])
+            if bad.any():
+                ok = False
+                why = why or f"output {i}: {int(bad.sum())} of {diff.size} elements out of tol"
+    return ok, worst, why
+
+
+def _location(tb: Any, root: Path) -> str:
+    """file:line of the innermost frame inside the checkout (the kernel's own line)."""
+    where = ""
+    for frame in traceback.extract_tb(tb):
+        if str(Path(frame.filename).resolve()).startswith(str(root)):
+            where = f"{Path(frame.filename).resolve().relative_to(root)}:{frame.lineno}"
+    return where
+
+
+def classify(exc: BaseException, root: Path) -> tuple[str, str, str]:
+    """(outcome, detail, location) of a failed case."""
+    loc = _location(exc.__traceback__, root)
+    msg = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if isinstance(exc, KernelError):
+        file = exc.kernel_file
+        kernel_loc = f"{file}:{exc.kernel_line}" if file else loc
+        kernel_loc = kernel_loc.replace(str(root) + os.sep, "")
+        missing = exc.rule == "not-implemented"
+        return ("trnsim-missing" if missing else "kernel-error"), str(exc), kernel_loc
+    if isinstance(exc, SyntaxError):
+        file = str(exc.filename or "").replace(str(root) + os.sep, "")
+        return "external", f"{type(exc).__name__} in the library: {exc.msg}", f"{file}:{exc.lineno}"
+    if isinstance(exc, ImportError):
+        mod = (exc.name or "").split(".")[0]
+        if mod in _NKI_NAMES or mod == "trnsim":
+            return "trnsim-missing", msg, loc
+        if mod and mod not in ("nkilib",):
+            return "external", f"imports {exc.name!r}, not installed here", loc
+        return "trnsim-missing", msg, loc
+    if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
+        return "trnsim-missing", msg, loc  # a documented keyword trnsim does not take yet
+    if isinstance(exc, TypeError) and any(f"'{e}'" in str(exc) for e in _NKI_ENUMS):
+        return "trnsim-missing", msg, loc  # an operation on an nki.isa enum trnsim lacks
+    frames = traceback.extract_tb(exc.__traceback__)
+    innermost = frames[-1].filename if frames else ""
+    if isinstance(exc, AttributeError) and ("trnsim" in str(exc) or "nki" in str(exc)):
+        return "trnsim-missing", msg, loc
+    if innermost.startswith(_TRNSIM_DIR):
+        return "trnsim-error", f"{msg} (trnsim {Path(innermost).name}:{frames[-1].lineno})", loc
+    return "kernel-error", msg, loc
+
+
+@contextmanager
+def checkout_imports(root: Path, checkout: str) -> Iterator[None]:
+    """The checkout's import roots on ``sys.path`` and trnsim's ``nki`` installed; afterwards
+    every module imported from the checkout is forgotten (the next run imports afresh)."""
+    from trnsim.nki import compat
+
+    extra = [str(root / p) for p in CHECKOUTS[checkout][1]]
+    before_path = list(sys.path)
+    before_mods = set(sys.modules)
+    compat.install()
+    sys.path[:0] = extra
+    try:
+        yield
+    finally:
+        sys.path[:] = before_path
+        for name in set(sys.modules) - before_mods:
+            file = getattr(sys.modules[name], "__file__", None) or ""
+            if str(Path(file).resolve()).startswith(str(root)):
+                del sys.modules[name]
+
+
+def load_kernel(case: Case, root: Path) -> Any:
+    """Import the case's file from the checkout (as a package module when it sits under an
+    import root, else with its directory on ``sys.path``) and return ``case.kernel``."""
+    file = (root / case.path).resolve()
+    if not file.is_file():
+        raise FileNotFoundError(f"{case.path} is not in this checkout")
+    for imp_root in CHECKOUTS.get(case.repo, ("", ()))[1]:
+        base = (root / imp_root).resolve()
+        if str(file).startswith(str(base) + os.sep):
+            modname = ".".join(file.relative_to(base).with_suffix("").parts)
+            mod = importlib.import_module(modname)
+            break
+    else:
+        folder = str(file.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        modname = "_conformance_" + "_".join(file.relative_to(root).with_suffix("").parts)
+        modname = modname.replace("-", "_")
+        spec = importlib.util.spec_from_file_location(modname, file)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+    obj: Any = mod
+    for part in case.kernel.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _launchable(kernel: Any, case: Case) -> Any:
+    from trnsim.nki.simulate import Kernel
+
+    if not isinstance(kernel, Kernel):
+        kernel = Kernel(kernel)
+    if case.grid is not None:
+        kernel = kernel[case.grid]
+    return kernel
+
+
+def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Result:
+    """Run one case from the checkout at ``root`` and classify it."""
+    from trnsim.nki.simulate import run
+
+    root = root.resolve()
+    rng = np.random.default_rng(seed)
+    res = Result(case.name, case.kernel, case.path, "", "pass", None, 0.0)
+    t0 = time.perf_counter()
+    try:
+        made = case.inputs(rng)
+    except Exception as exc:  # building inputs may import the library's own classes
+        res.outcome, res.detail, res.location = classify(exc, root)
+        return res
+    if isinstance(made, Call):
+        inputs, kwargs = tuple(made.args), {**case.kwargs, **made.kwargs}
+    else:
+        inputs, kwargs = tuple(made), dict(case.kwargs)
+    res.shapes = describe_inputs(inputs, kwargs)
+    args = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in inputs]
+    kw = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+    try:
+        kernel = _launchable(load_kernel(case, root), case)
+        out = run(kernel, *args, target=case.target, **kw).outputs
+    except Exception as exc:
+        res.outcome, res.detail, res.location = classify(exc, root)
+        res.seconds = time.perf_counter() - t0
+        return res
+    res.seconds = time.perf_counter() - t0
+    try:
+        ref = case.reference(*inputs, **kwargs)
+    except Exception as exc:  # the reference is ours: a bug here is a trnsim bug
+        res.outcome = "trnsim-error"
+        res.detail = f"reference failed: {type(exc).__name__}: {exc}"
+        return res
+    if case.decode is not None:
+        out = case.decode(out)
+    ok, err, why = compare(out, ref, case.rtol, case.atol)
+    res.max_error = err
+    if not ok:
+        res.outcome, res.detail = "mismatch", why
+        return res
+    if profile:
+        from trnsim.core.timing import schedule
+        from trnsim.nki.simulate import record_run
+
+        try:
+            rec = record_run(kernel, *inputs, target=case.target, **kwargs)
+            res.profile_s = schedule(rec.instructions, rec.cores[0].spec).total_s
+        except Exception as exc:
+            res.outcome, res.detail, res.location = classify(exc, root)
+            res.detail = "profile: " + res.detail
+    return res
+
+
+def run_checkout(
+    path: str | os.PathLike[str],
+    only: str | None = None,
+    seed: int = 0,
+    profile: bool = False,
+    on_result: Callable[[Result], None] | None = None,
+) -> tuple[str, str, list[Result]]:
+    """Run every case of the checkout at ``path`` -> (checkout name, its commit, results).
+
+    ``only``: run just the cases whose name contains it."""
+    checkout = detect_checkout(path)
+    root = Path(path).resolve()
+    cases = [c for c in all_cases() if c.repo == checkout]
+    if only:
+        cases = [c for c in cases if only in c.name]
+        if not cases:
+            raise UsageError(f"--only {only!r} matches no case of {checkout}")
+    results = []
+    # a kernel's own prints go to stderr: stdout carries the table or the JSON
+    with checkout_imports(root, checkout), redirect_stdout(sys.stderr):
+        for case in cases:
+            r = run_case(case, root, seed=seed, profile=profile)
+            results.append(r)
+            if on_result:
+                on_result(r)
+    return checkout, commit_of(root), results
+
+
+def commit_of(root: Path) -> str:
+    """The checkout's HEAD commit (short), or ``"unknown"`` (not a git checkout)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"

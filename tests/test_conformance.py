@@ -1,0 +1,116 @@
+"""The conformance harness: checkout detection, outcome classes, the comparison, the verb."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trnsim.cli.main import main
+from trnsim.conformance.runner import all_cases, classify, compare, run_checkout
+from trnsim.errors import KernelError
+
+LIBRARY = Path(os.environ.get("TRNSIM_NKI_LIBRARY", "/work/checkouts/nki-library"))
+
+
+def test_bad_path_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["conformance", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a directory" in err[0]
+    assert main(["conformance", str(tmp_path)]) == 2
+    assert "not a checkout trnsim knows" in capsys.readouterr().err
+
+
+def test_nan_and_shape_differences_never_pass():
+    ref = np.ones((2, 2), np.float32)
+    assert compare(ref, ref, 0, 0)[0]
+    bad = ref.copy()
+    bad[0, 0] = np.nan
+    assert not compare(bad, ref, 1, 1)[0]
+    assert not compare(np.ones((2, 3)), ref, 1, 1)[0]
+    ok, err, why = compare(ref + 0.5, ref, 0.1, 0.1)
+    assert not ok and err == 0.5 and "4 of 4" in why
+
+
+def test_outcome_classes(tmp_path):
+    assert classify(KernelError("not-implemented", "nki.isa.topk"), tmp_path)[0] == (
+        "trnsim-missing"
+    )
+    assert classify(KernelError("dtype", "bad"), tmp_path)[0] == "kernel-error"
+    assert classify(ImportError("no torch", name="torch"), tmp_path)[0] == "external"
+    assert classify(SyntaxError("x"), tmp_path)[0] == "external"
+
+
+def test_case_names_are_unique_and_repos_known():
+    cases = all_cases()
+    assert len({c.name for c in cases}) == len(cases)
+    assert {c.repo for c in cases} <= {"nki-library", "nki-samples", "sdk", "sdk226"}
+
+
+@pytest.mark.skipif(not LIBRARY.is_dir(), reason="no nki-library checkout")
+def test_library_cumsum_runs_unmodified_and_matches():
+    checkout, commit, results = run_checkout(LIBRARY, only="library/cumsum_2d")
+    assert checkout == "nki-library" and commit != ""
+    (r,) = results
+    assert r.outcome == "pass", r.detail
+    assert r.max_error is not None and r.max_error < 1e-3
+
+
+def _fake_samples(tmp_path, body):
+    """A minimal nki-samples-shaped checkout holding one kernel file."""
+    folder = tmp_path / "src" / "nki_samples" / "tutorials" / "t"
+    folder.mkdir(parents=True)
+    (folder / "k.py").write_text(body)
+    return tmp_path
+
+
+def test_a_python_error_in_a_kernel_is_reported_at_the_kernels_line(tmp_path):
+    from trnsim.conformance.case import Case
+    from trnsim.conformance.runner import checkout_imports, run_case
+
+    root = _fake_samples(
+        tmp_path,
+        "import nki\nimport nki.language as nl\n\n\n@nki.jit\ndef k(x):\n    return 1 / 0\n",
+    )
+    case = Case(
+        "t/k",
+        "nki-samples",
+        "src/nki_samples/tutorials/t/k.py",
+        "k",
+        lambda rng: (np.zeros((2, 2), np.float32),),
+        lambda x: x,
+    )
+    with checkout_imports(root.resolve(), "nki-samples"):
+        r = run_case(case, root)
+    assert r.outcome == "kernel-error" and "ZeroDivisionError" in r.detail
+    assert r.location == "src/nki_samples/tutorials/t/k.py:7"
+
+
+def test_call_inputs_and_decode(tmp_path):
+    from trnsim.conformance.case import Call, Case
+    from trnsim.conformance.runner import checkout_imports, run_case
+
+    root = _fake_samples(
+        tmp_path,
+        "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n\n\n"
+        "@nki.jit\ndef k(x, scale=1.0):\n"
+        "    t = nl.load(x)\n"
+        "    o = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)\n"
+        "    nisa.tensor_scalar(o, t, nl.multiply, scale)\n"
+        "    h = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)\n"
+        "    nl.store(h, o)\n"
+        "    return h\n",
+    )
+    case = Case(
+        "t/k",
+        "nki-samples",
+        "src/nki_samples/tutorials/t/k.py",
+        "k",
+        lambda rng: Call((np.ones((2, 4), np.float32),), {"scale": 3.0}),
+        lambda x, scale: (x * scale).sum(axis=1),
+        decode=lambda out: out.sum(axis=1),
+    )
+    with checkout_imports(root.resolve(), "nki-samples"):
+        r = run_case(case, root)
+    assert r.outcome == "pass", r.detail
+    assert "scale=3.0" in r.shapes and r.max_error == 0.0
