@@ -13,10 +13,11 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import rules
+from trnsim.core import argrules, indirect, machine, rules
 from trnsim.core.call import Call
 from trnsim.core.isa import Engine, Op
 from trnsim.core.memory import View
+from trnsim.core.options import CoreOptions
 from trnsim.errors import KernelError
 from trnsim.nki.context import current
 
@@ -369,3 +370,374 @@ def test_rule_names_rule_values_and_line(rule_id, kernel, args, target, lnc, nam
     # the rule that fired is the one this case is for
     fired = [r for r in rules.RULES if _id(r) == rule_id]
     assert fired and fired[0].name == name
+
+
+# ---- rules checked before (or after) the checker: trnsim.core.argrules ---------------------------
+# One failing kernel per check site (``ARG_RULES`` key); the error carries the key.
+
+
+def _idx(p: int = 128, value: int = 0, dtype=nl.uint32):
+    idx = sb((p, 1), dtype)
+    nisa.memset(idx, value)
+    return idx
+
+
+def _rows(a, idx):
+    """The vector_offset gather view of the (128, 64) HBM tensor ``a``."""
+    return a.ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=0)
+
+
+def a_engine_arg():
+    mark()
+    nisa.tensor_tensor(sb((128, 8)), sb((128, 8)), sb((128, 8)), nl.add, engine="vector")
+
+
+def a_operator():
+    mark()
+    nisa.tensor_tensor(sb((128, 8)), sb((128, 8)), sb((128, 8)), 3)
+
+
+def a_operand_tensor():
+    mark()
+    nisa.tensor_copy(sb((128, 8)), [1.0])
+
+
+def a_arguments():
+    mark()
+    nisa.tensor_copy(sb((128, 8)))
+
+
+def a_range_select_reduce_op():
+    t, b = sb((128, 8)), sb((128, 1))
+    mark()
+    nisa.range_select(t, t, nl.greater_equal, nl.less, b, b, reduce_op=nl.add)
+
+
+def a_select_reduce_op():
+    t = sb((128, 8))
+    mark()
+    nisa.select_reduce(t, sb((128, 8), nl.uint8), t, 0.0, reduce_op=nl.add)
+
+
+def a_select_reduce_cmd():
+    t = sb((128, 8))
+    mark()
+    nisa.select_reduce(t, sb((128, 8), nl.uint8), t, 0.0, reduce_cmd="accumulate")
+
+
+def a_dma_compute_scales(a):
+    t = sb((128, 64))
+    mark()
+    nisa.dma_compute(t, [a, a], nl.add, scales=[1.0, 2.0])
+
+
+def a_front_end_missing():
+    mark()
+    nisa.topk(sb((128, 8)), sb((128, 8)))
+
+
+def a_core_barrier_lnc():
+    mark()
+    nisa.core_barrier()
+
+
+def a_sendrecv_lnc():
+    t = sb((4, 4))
+    mark()
+    nisa.sendrecv(src=t, dst=t, send_to_rank=1, recv_from_rank=1, pipe_id=0)
+
+
+def a_sendrecv_rank():
+    t = sb((4, 4))
+    mark()
+    nisa.sendrecv(src=t, dst=t, send_to_rank=5, recv_from_rank=0, pipe_id=0)
+
+
+def a_sendrecv_pair():
+    t = sb((4, 4))
+    nisa.memset(t, 1.0)
+    mark()
+    nisa.sendrecv(src=t, dst=t, send_to_rank=0, recv_from_rank=1, pipe_id=0)
+
+
+def a_ap_offsets(a):
+    idx = _idx()
+    mark()
+    a.ap([[64, 128], [1, 64]], vector_offset=idx, scalar_offset=idx)
+
+
+def a_ap_index_tensor(a):
+    mark()
+    a.ap([[64, 128], [1, 64]], vector_offset=[0] * 128)
+
+
+def a_ap_index_memory(a):
+    idx = ps((128, 1), nl.int32)
+    mark()
+    a.ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=0)
+
+
+def a_ap_index_dtype(a):
+    idx = sb((128, 1), nl.float32)
+    mark()
+    a.ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=0)
+
+
+def a_ap_hbm():
+    idx = _idx()
+    mark()
+    sb((128, 64)).ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=0)
+
+
+def a_ap_whole_tensor(a):
+    idx = _idx(64)
+    mark()
+    a[0:64, :].ap([[64, 64], [1, 64]], vector_offset=idx)
+
+
+def a_ap_vector_dim(a):
+    idx = _idx()
+    mark()
+    a.ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=1)
+
+
+def a_ap_vector_stride(a):
+    idx = _idx()
+    mark()
+    a.ap([[32, 128], [1, 64]], vector_offset=idx)
+
+
+def a_ap_vector_index_shape(a):
+    idx = _idx(64)
+    mark()
+    a.ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=0)
+
+
+def a_ap_scalar_dim(a):
+    idx = _idx(1)
+    mark()
+    a.ap([[64, 1], [1, 64]], scalar_offset=idx, indirect_dim=5)
+
+
+def a_ap_scalar_index_shape(a):
+    idx = _idx()
+    mark()
+    a.ap([[64, 1], [1, 64]], scalar_offset=idx)
+
+
+def a_ap_view_method(a):
+    view = _rows(a, _idx())
+    mark()
+    view.reshape((64, 128))
+
+
+def a_ap_no_address(a):
+    view = _rows(a, _idx())
+    mark()
+    view.array()  # a safety net: the checker's indirect-operand rule refuses such operands first
+
+
+def a_dma_both_indirect(a):
+    src, dst = _rows(a, _idx()), _rows(a, _idx())
+    mark()
+    nisa.dma_copy(dst=dst, src=src)
+
+
+def a_dma_oob(a):
+    view = _rows(a, _idx(value=200))
+    mark()
+    nisa.dma_copy(dst=sb((128, 64)), src=view)
+
+
+def a_ti_nested(a):
+    view = _rows(a, _idx())
+    mark()
+    indirect.tensor_view(view, _idx())  # a safety net: an indirect view refuses .indirect()
+
+
+def a_ti_on_chip(a):
+    idx = _idx()
+    mark()
+    a.indirect(idx)
+
+
+def a_ti_free_dim():
+    t = sb((128,))
+    idx = _idx()
+    mark()
+    t.indirect(idx)
+
+
+def a_ti_view_method():
+    view = sb((16, 32)).indirect(_ti_index(16))
+    mark()
+    view[:, 0:2]
+
+
+def a_ti_index_tensor():
+    t = sb((16, 32))
+    mark()
+    t.indirect([[0]] * 16)
+
+
+def a_ti_index_memory():
+    idx = ps((16, 1), nl.int32)
+    mark()
+    sb((16, 32)).indirect(idx)
+
+
+def a_ti_index_dtype():
+    idx = sb((16, 1), nl.float32)
+    mark()
+    sb((16, 32)).indirect(idx)
+
+
+def a_ti_index_shape():
+    idx = _ti_index(8)
+    mark()
+    sb((16, 32)).indirect(idx)
+
+
+def a_ti_index_start():
+    idx = sb((32, 1), nl.uint32)[16:32, :]
+    mark()
+    sb((16, 32)).indirect(idx)
+
+
+def a_ti_num_elem():
+    idx = _ti_index(16)
+    mark()
+    sb((16, 32)).indirect(idx, num_elem=0)
+
+
+def a_ti_no_address():
+    view = sb((16, 32)).indirect(_ti_index(16))
+    mark()
+    view.array()  # a safety net: the checker's ti-operand rule refuses such operands first
+
+
+def a_ti_oob():
+    view = sb((16, 32)).indirect(_idx(16, 40), num_elem=1)
+    mark()
+    nisa.tensor_copy(sb((16, 1)), view)
+
+
+def a_select_reduce_continue():
+    t = sb((8, 4))
+    mark()
+    nisa.select_reduce(
+        t, sb((8, 4), nl.uint8), t, 0.0, reduce_res=sb((8, 1)), reduce_cmd=nisa.reduce_cmd.reduce
+    )
+
+
+def a_instruction_budget():
+    t = sb((8, 4))
+    nisa.memset(t, 0.0)
+    mark()
+    nisa.memset(t, 1.0)
+
+
+def a_executor_missing():
+    run = machine._not_implemented(Op.IOTA)  # a safety net: every spec entry has an executor
+    mark()
+    run(current().core, None)
+
+
+def a_launch_grid():
+    mark()
+    nki.jit(a_rounding)[1, 2]
+
+
+def a_launch_lnc():
+    mark()
+    nki.jit(a_rounding)[4]
+
+
+def a_outside_kernel():
+    mark()
+    nl.ndarray((8, 4), nl.float32, buffer=nl.sbuf)
+
+
+def a_rounding():
+    pass  # the core refuses the rounding mode before the kernel runs (the caller's line)
+
+
+# (key, kernel, args, lnc, run keywords, rule name, values in the message)
+ARG_CASES = [
+    ("engine-arg", a_engine_arg, (), 1, {}, "engine", ("'vector'",)),
+    ("operator", a_operator, (), 1, {}, "operator", ("3 is not",)),
+    ("operand-tensor", a_operand_tensor, (), 1, {}, "operand", ("tensor_copy src", "list")),
+    ("arguments", a_arguments, (), 1, {}, "arguments", ("nki.isa.tensor_copy", "src")),
+    ("range-select-reduce-op", a_range_select_reduce_op, (), 1, {}, "reduce-op", ("add",)),
+    ("select-reduce-op", a_select_reduce_op, (), 1, {}, "reduce-op", ("select_reduce", "add")),
+    ("select-reduce-cmd", a_select_reduce_cmd, (), 1, {}, "reduce-cmd", ("accumulate",)),
+    ("dma-compute-scales", a_dma_compute_scales, (A,), 1, {}, "not-implemented", ("scales=",)),
+    ("front-end-missing", a_front_end_missing, (), 1, {}, "not-implemented", ("nki.isa.topk",)),
+    ("core-barrier-lnc", a_core_barrier_lnc, (), 1, {}, "lnc", ("core_barrier", "LNC=2")),
+    ("sendrecv-lnc", a_sendrecv_lnc, (), 1, {}, "lnc", ("sendrecv", "LNC=2")),
+    ("sendrecv-rank", a_sendrecv_rank, (), 2, {}, "sendrecv", ("send_to_rank 5", "LNC=2")),
+    ("sendrecv-pair", a_sendrecv_pair, (), 2, {}, "sendrecv", ("from core 1", "pipe 0")),
+    ("ap-offsets", a_ap_offsets, (A,), 1, {}, "indirect", ("mutually exclusive",)),
+    ("ap-index-tensor", a_ap_index_tensor, (A,), 1, {}, "indirect", ("got list",)),
+    ("ap-index-memory", a_ap_index_memory, (A,), 1, {}, "indirect", ("in PSUM",)),
+    ("ap-index-dtype", a_ap_index_dtype, (A,), 1, {}, "index-dtype", ("float32", "uint32")),
+    ("ap-hbm", a_ap_hbm, (), 1, {}, "indirect", ("SBUF tensor", "must be in HBM")),
+    ("ap-whole-tensor", a_ap_whole_tensor, (A,), 1, {}, "indirect", ("[64, 64]",)),
+    ("ap-vector-dim", a_ap_vector_dim, (A,), 1, {}, "indirect", ("got 1",)),
+    ("ap-vector-stride", a_ap_vector_stride, (A,), 1, {}, "indirect", ("row size 64", "got 32")),
+    ("ap-vector-index-shape", a_ap_vector_index_shape, (A,), 1, {}, "indirect", ("[64, 1]",)),
+    ("ap-scalar-dim", a_ap_scalar_dim, (A,), 1, {}, "indirect", ("indirect_dim 5",)),
+    ("ap-scalar-index-shape", a_ap_scalar_index_shape, (A,), 1, {}, "indirect", ("[128, 1]",)),
+    ("ap-view-method", a_ap_view_method, (A,), 1, {}, "indirect-view", ("reshape()",)),
+    ("ap-no-address", a_ap_no_address, (A,), 1, {}, "indirect-operand", ("no static address",)),
+    ("dma-both-indirect", a_dma_both_indirect, (A,), 1, {}, "indirect", ("both src and dst",)),
+    ("dma-oob", a_dma_oob, (A,), 1, {}, "oob", ("index 200", "0..127")),
+    ("ti-nested", a_ti_nested, (A,), 1, {}, "ti-view", ("of an indirect view",)),
+    ("ti-on-chip", a_ti_on_chip, (A,), 1, {}, "ti-view", ("HBM tensor [128, 64]",)),
+    ("ti-free-dim", a_ti_free_dim, (), 1, {}, "ti-view", ("[128] has none",)),
+    ("ti-view-method", a_ti_view_method, (), 1, {}, "ti-view", ("__getitem__()",)),
+    ("ti-index-tensor", a_ti_index_tensor, (), 1, {}, "ti-index", ("got list",)),
+    ("ti-index-memory", a_ti_index_memory, (), 1, {}, "ti-index", ("in PSUM",)),
+    ("ti-index-dtype", a_ti_index_dtype, (), 1, {}, "ti-index", ("dtype float32",)),
+    ("ti-index-shape", a_ti_index_shape, (), 1, {}, "ti-index", ("[8, 1]", "P == 16")),
+    ("ti-index-start", a_ti_index_start, (), 1, {}, "ti-index", ("partition 16",)),
+    ("ti-num-elem", a_ti_num_elem, (), 1, {}, "ti-index", ("got 0",)),
+    ("ti-no-address", a_ti_no_address, (), 1, {}, "ti-operand", ("no static address",)),
+    ("ti-oob", a_ti_oob, (), 1, {}, "ti-oob", ("offset 40", "0..31")),
+    ("select-reduce-continue", a_select_reduce_continue, (), 1, {}, "reduce-cmd", ("of 8",)),
+    (
+        "instruction-budget",
+        a_instruction_budget,
+        (),
+        1,
+        {"options": CoreOptions(max_instructions=1)},
+        "instruction-budget",
+        ("instruction 2", "budget is 1"),
+    ),
+    ("executor-missing", a_executor_missing, (), 1, {}, "not-implemented", ("iota is not",)),
+    ("launch-grid", a_launch_grid, (), 1, {}, "lnc", ("(1, 2)",)),
+    ("launch-lnc", a_launch_lnc, (), 1, {}, "lnc", ("got 4",)),
+    ("argument-dtype", a_rounding, (np.zeros(2, np.complex64),), 1, {}, "dtype", ("complex64",)),
+    ("outside-kernel", a_outside_kernel, (), 1, {"outside": True}, "outside-kernel", ("nki.",)),
+    ("rounding", a_rounding, (), 1, {"rounding": "nearest"}, "rounding", ("'nearest'",)),
+]
+
+
+def test_every_arg_rule_has_a_case():
+    assert set(argrules.ARG_RULES) == {c[0] for c in ARG_CASES}
+
+
+@pytest.mark.parametrize(("key", "kernel", "args", "lnc", "kw", "name", "values"), ARG_CASES)
+def test_arg_rule_names_rule_values_and_line(key, kernel, args, lnc, kw, name, values):
+    with pytest.raises(KernelError) as info:
+        if kw.get("outside"):
+            kernel()
+        else:
+            mark()  # (rounding and argument-dtype fail here; other kernels mark their own line)
+            nki.run(kernel, *args, target="gen4", lnc=lnc, **kw)
+    err = info.value
+    assert (err.rule, getattr(err, "key", None)) == (name, key), str(err)
+    assert argrules.ARG_RULES[key].name == name
+    for v in values:
+        assert v in str(err), (v, str(err))
+    assert f"{HERE}:{LINE['at']}" in str(err), str(err)

@@ -125,9 +125,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trnsim.core.argrules import broken
 from trnsim.core.instruction import Operand
 from trnsim.core.isa import DMA_OPS, Engine, Op
-from trnsim.core.location import fail
 from trnsim.core.memory import HBM, PSUM, SBUF, OnChipMemory, Storage, View
 from trnsim.core.spec import INDEX_DTYPES, SPECS
 
@@ -170,8 +170,8 @@ class IndirectView(View):
         return len(self.shape)
 
     def array(self) -> np.ndarray:
-        raise fail(
-            "indirect-operand",
+        raise broken(
+            "ap-no-address",
             "an indirect view (.ap with vector_offset / scalar_offset) has no static address; "
             "only nisa.dma_copy (or nl.load / nl.store) can read or write it",
         )
@@ -232,12 +232,13 @@ _VIEW_METHODS = (
 )
 
 
-def _refuse_view_methods(cls: type, rule: str, advice: str) -> None:
-    """Give ``cls`` every method of ``_VIEW_METHODS`` as one raising a ``rule`` error."""
+def _refuse_view_methods(cls: type, key: str, advice: str) -> None:
+    """Give ``cls`` every method of ``_VIEW_METHODS`` as one raising the ``key`` error
+    (``trnsim.core.argrules``)."""
 
     def refusal(name: str) -> Any:
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            raise fail(rule, f"{name}() is not available on {advice}")
+            raise broken(key, f"{name}() is not available on {advice}")
 
         method.__name__ = name
         return method
@@ -248,7 +249,7 @@ def _refuse_view_methods(cls: type, rule: str, advice: str) -> None:
 
 _refuse_view_methods(
     IndirectView,
-    "indirect-view",
+    "ap-view-method",
     "an indirect view; build the whole access in the .ap(...) call (an indirect view cannot be "
     "sliced, reshaped or re-patterned)",
 )
@@ -265,37 +266,37 @@ def make(
     """Check the ``.ap(...)`` arguments (module docstring, choices 1-4) and build the view.
     ``base`` is the tensor ``.ap`` was called on, ``static`` the pattern view at index 0."""
     if scalar_offset is not None and vector_offset is not None:
-        raise fail("indirect", "ap(): scalar_offset and vector_offset are mutually exclusive")
+        raise broken("ap-offsets", "ap(): scalar_offset and vector_offset are mutually exclusive")
     kind = VECTOR if vector_offset is not None else SCALAR
     index = vector_offset if kind == VECTOR else scalar_offset
     arg = f"{kind}_offset"
     if not isinstance(index, View) or isinstance(index, IndirectView):
-        raise fail(
-            "indirect",
+        raise broken(
+            "ap-index-tensor",
             f"ap({arg}=...) needs an SBUF index tensor, got {type(index).__name__} "
             "(trnsim does not model nisa.register_alloc registers)",
         )
     if index.memory != SBUF:
-        raise fail(
-            "indirect",
+        raise broken(
+            "ap-index-memory",
             f"ap({arg}=...): the index tensor is in {index.memory.upper()}; "
             "indices must be in SBUF",
         )
     if index.fmt.name not in INDEX_DTYPES:
-        raise fail(
-            "index-dtype",
+        raise broken(
+            "ap-index-dtype",
             f"ap({arg}=...): index dtype {index.fmt.name} not allowed; allowed: "
             f"{', '.join(sorted(INDEX_DTYPES))}",
         )
     if base.memory != HBM:
-        raise fail(
-            "indirect",
+        raise broken(
+            "ap-hbm",
             f"ap({arg}=...) on a {base.memory.upper()} tensor: the indexed tensor must be in "
             "HBM (dma_copy docstring; trnsim models dynamic addresses on HBM only)",
         )
     if not _whole_tensor(base):
-        raise fail(
-            "indirect",
+        raise broken(
+            "ap-whole-tensor",
             f"ap({arg}=...) on a slice or view of HBM tensor {list(base.shape)} (element offset "
             f"{base.offset}, strides {list(base.strides)}): indirect rows count from the "
             "tensor's start in units of its row size, so call .ap on the whole tensor and give "
@@ -304,33 +305,36 @@ def make(
     ndim = len(base.shape)
     if kind == VECTOR:
         if indirect_dim != 0:
-            raise fail(
-                "indirect", f"vector_offset supports only indirect_dim=0, got {indirect_dim}"
+            raise broken(
+                "ap-vector-dim", f"vector_offset supports only indirect_dim=0, got {indirect_dim}"
             )
         row = prod(base.shape[1:])
         stride0, count = static.strides[0], static.shape[0]
         if stride0 != row:
-            raise fail(
-                "indirect",
+            raise broken(
+                "ap-vector-stride",
                 f"vector_offset access pattern: the first pair [stride, count] walks the indexed "
                 f"rows, so its stride must be the row size {row} of {list(base.shape)}, got "
                 f"{stride0}",
             )
         if index.partitions != count or index.free_size != 1:
-            raise fail(
-                "indirect",
+            raise broken(
+                "ap-vector-index-shape",
                 f"vector_offset index tensor must be ({count}, 1) (one row index per partition, "
                 f"{count} = the first pattern count), got {list(index.shape)}",
             )
         strides = (0, *static.strides[1:])
     else:
         if not 0 <= indirect_dim < ndim:
-            raise fail(
-                "indirect", f"indirect_dim {indirect_dim} is not a dim of {list(base.shape)}"
+            raise broken(
+                "ap-scalar-dim", f"indirect_dim {indirect_dim} is not a dim of {list(base.shape)}"
             )
         row = prod(base.shape[indirect_dim + 1 :])
         if index.size != 1:
-            raise fail("indirect", f"scalar_offset must be a 1x1 tensor, got {list(index.shape)}")
+            raise broken(
+                "ap-scalar-index-shape",
+                f"scalar_offset must be a 1x1 tensor, got {list(index.shape)}",
+            )
         strides = static.strides
     fixed = View(static.storage, static.shape, strides, static.offset, 0, static.fmt)
     fixed.check_bounds()
@@ -356,7 +360,9 @@ def annotate(dst: View, srcs: dict[str, View], attrs: dict[str, Any]) -> None:
     if not sides:
         return
     if len(sides) == 2:
-        raise fail("indirect", "dma_copy with both src and dst indirect is not supported")
+        raise broken(
+            "dma-both-indirect", "dma_copy with both src and dst indirect is not supported"
+        )
     role, v = sides[0]
     srcs["index"] = v.index
     attrs.update(
@@ -409,8 +415,8 @@ def _valid_rows(call: Call, v: IndirectView, values: np.ndarray, addr: np.ndarra
         else ("the 1x1 scalar_offset")
     )
     name = v.storage.alloc.name or "<unnamed>"
-    raise fail(
-        "oob",
+    raise broken(
+        "dma-oob",
         f"dma_copy {v.kind} index {int(vals[r])} at {where} index tile is out of bounds: valid "
         f"indices are 0..{v.bound - 1} (dim {v.dim} of HBM tensor {name!r} "
         f"{list(v.storage.shape)}) with every element inside its {limit} elements "
@@ -519,8 +525,8 @@ class TensorIndirectView(View):
         self.base.check_bounds()
 
     def array(self) -> np.ndarray:
-        raise fail(
-            "ti-operand",
+        raise broken(
+            "ti-no-address",
             "a tensor-indirection view (.indirect) has no static address; only a compute "
             f"instruction that accepts one can read or write it ({', '.join(sorted(TI_ROLES))})",
         )
@@ -541,7 +547,7 @@ class TensorIndirectView(View):
 
 _refuse_view_methods(
     TensorIndirectView,
-    "ti-view",
+    "ti-view-method",
     "a tensor-indirection view; slice or reshape the tensor before calling .indirect(index)",
 )
 
@@ -550,47 +556,49 @@ def tensor_view(base: View, index: Any, num_elem: Any = None) -> TensorIndirectV
     """Check ``base.indirect(index, num_elem)`` (T2-T4, the parts known before the consuming
     instruction) and build the view."""
     if type(base) in (IndirectView, TensorIndirectView):
-        raise fail("ti-view", ".indirect() of an indirect view; index the plain tensor")
+        raise broken("ti-nested", ".indirect() of an indirect view; index the plain tensor")
     if not base.on_chip:
-        raise fail(
-            "ti-view",
+        raise broken(
+            "ti-on-chip",
             f".indirect() on an {base.memory.upper()} tensor {list(base.shape)}: tensor "
             "indirection gathers/scatters along the free dims of SBUF/PSUM; for HBM rows use "
             "nisa.dma_copy with .ap(vector_offset=idx_tile, indirect_dim=0)",
         )
     if len(base.shape) < 2:
-        raise fail("ti-view", f".indirect() needs a free dim; {list(base.shape)} has none")
+        raise broken("ti-free-dim", f".indirect() needs a free dim; {list(base.shape)} has none")
     if not isinstance(index, View) or type(index) in (IndirectView, TensorIndirectView):
-        raise fail(
-            "ti-index",
+        raise broken(
+            "ti-index-tensor",
             f".indirect(index): index must be an SBUF tensor, got {type(index).__name__}",
         )
     if index.memory != SBUF:
-        raise fail(
-            "ti-index",
+        raise broken(
+            "ti-index-memory",
             f".indirect(index): the index tensor is in {index.memory.upper()}; it must be in SBUF",
         )
     if index.fmt.name not in TI_INDEX_DTYPES:
-        raise fail(
-            "ti-index",
+        raise broken(
+            "ti-index-dtype",
             f".indirect(index): index dtype {index.fmt.name} not allowed; allowed: "
             f"{', '.join(sorted(TI_INDEX_DTYPES))}",
         )
     if len(index.shape) < 2 or index.shape[0] != base.shape[0]:
-        raise fail(
-            "ti-index",
+        raise broken(
+            "ti-index-shape",
             f".indirect(index): index shape {list(index.shape)} must be (P, K) with P == "
             f"{base.shape[0]}, the partitions of the indexed tensor {list(base.shape)}",
         )
     if index.partition_start != base.partition_start:
-        raise fail(
-            "ti-index",
+        raise broken(
+            "ti-index-start",
             f".indirect(index): the index tile starts at partition {index.partition_start}, the "
             f"indexed tensor at {base.partition_start}; they must start at the same partition",
         )
     n = index.size if num_elem is None else num_elem
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-        raise fail("ti-index", f".indirect(): num_elem must be a positive int, got {num_elem!r}")
+        raise broken(
+            "ti-num-elem", f".indirect(): num_elem must be a positive int, got {num_elem!r}"
+        )
     return TensorIndirectView(base, index, int(n))
 
 
@@ -738,7 +746,7 @@ def _offsets(nc: NeuronCore, op: Op, role: str, v: TensorIndirectView, g: int) -
     bad = (off < 0) | (off >= bound)
     if bad.any():
         q, j = (int(x) for x in np.argwhere(bad)[0])
-        raise fail(
+        raise broken(
             "ti-oob",
             f"{op.value} {role}: tensor-indirection offset {int(off[q, j])} at position i={j} "
             f"of partition {q} (index[{int(rows[q, j])}, {int(cols[q, j])}], G={g}) is out of "

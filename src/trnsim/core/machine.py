@@ -24,10 +24,11 @@ from trnsim.core import indirect
 from trnsim.core import semantics as S
 from trnsim.core.accel.decode import AccMemo, DecodeCache
 from trnsim.core.accel.deferred import Deferred
+from trnsim.core.argrules import broken
 from trnsim.core.call import Call
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
-from trnsim.core.location import fail, kernel_location, warn
+from trnsim.core.location import kernel_location, warn
 from trnsim.core.memory import (
     PSUM,
     SBUF,
@@ -96,7 +97,7 @@ class NeuronCore:
         )
         self.hbm = hbm if hbm is not None else Hbm(2**40, "hbm")
         if rounding not in numerics.ROUNDINGS:
-            raise fail("rounding", f"rounding {rounding!r} not in {sorted(numerics.ROUNDINGS)}")
+            raise broken("rounding", f"rounding {rounding!r} not in {sorted(numerics.ROUNDINGS)}")
         self.rounding = rounding
         self.rng = numerics.StochasticRng(seed) if rounding == "stochastic" else None
         self.functional = functional
@@ -209,7 +210,7 @@ class NeuronCore:
             deferred.raise_pending()
         budget = self.options.max_instructions
         if budget is not None and len(self.record) >= budget:
-            raise fail(
+            raise broken(
                 "instruction-budget",
                 f"{op.value} would be instruction {len(self.record) + 1} of core {self.index}, "
                 f"more than {budget:,} instructions (the budget is {budget:,}: "
@@ -792,8 +793,8 @@ def _select_reduce(nc: NeuronCore, c: Call) -> None:
     cmd = a.get("reduce_cmd", "idle")
     if cmd == "reduce":
         if nc.vector_acc is None or nc.vector_acc.shape != red.shape:
-            raise fail(
-                "reduce-cmd",
+            raise broken(
+                "select-reduce-continue",
                 "select_reduce reduce_cmd=reduce continues an accumulation, but no "
                 f"reset_reduce of {red.shape[0]} partitions came before it",
             )
@@ -935,7 +936,7 @@ for _op in (Op.CORE_BARRIER, Op.SENDRECV):
 
 def _not_implemented(op: Op) -> Executor:
     def run(nc: NeuronCore, c: Call) -> None:
-        raise fail("not-implemented", f"{op.value} is not implemented by the trnsim core yet")
+        raise broken("executor-missing", f"{op.value} is not implemented by the trnsim core yet")
 
     return run
 

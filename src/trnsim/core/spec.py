@@ -17,7 +17,10 @@ the order of ``params`` where the NKI signature is not operands-then-attributes)
 function only for arguments that need translating. A legality check the generic rules
 (memories, dtypes, shape classes, generation, attribute values) do not express is a named
 rule in ``trnsim.core.rules`` (``@rule(name, key=...)``) listed in the entry's ``rules``, with
-a failing-kernel case in ``tests/test_core_rules.py``. ``Op`` (``trnsim.core.isa``), the
+a failing-kernel case in ``tests/test_core_rules.py``; a check the front end must make before
+the instruction exists (binding arguments, building a view) or on the data it reads is an
+``trnsim.core.argrules`` entry raised with ``broken(key, message)``, with its case in
+``ARG_CASES`` there (never a bare ``fail``). ``Op`` (``trnsim.core.isa``), the
 property sets, the rule tables, the cost table, the deferred path's in-order set and the
 tensor-indirection roles all derive from this registry, so nothing else changes;
 ``tests/test_core_spec.py`` checks every entry is complete.

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from trnsim.core.location import fail
+from trnsim.core.argrules import broken
 from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import View
 
@@ -38,7 +38,7 @@ _local = threading.local()
 def current() -> Program:
     prog = getattr(_local, "program", None)
     if prog is None:
-        raise fail(
+        raise broken(
             "outside-kernel",
             "nki.language / nki.isa called outside a running kernel; run it with "
             "nki.simulate(kernel)(*arrays) or kernel(*arrays)",

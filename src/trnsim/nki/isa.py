@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from trnsim.core import indirect
+from trnsim.core.argrules import broken
 from trnsim.core.isa import Engine, Op
-from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.core.spec import (
     DATA,
@@ -103,7 +103,7 @@ def _eng(e: Any) -> Engine | None:
         return None
     if isinstance(e, engine):
         return _ENGINES[e]
-    raise fail("engine", f"engine must be an nki.isa.engine member, got {e!r}")
+    raise broken("engine-arg", f"engine must be an nki.isa.engine member, got {e!r}")
 
 
 def _op(o: Any) -> str | None:
@@ -113,7 +113,7 @@ def _op(o: Any) -> str | None:
         return o
     name = getattr(o, "name", None) or getattr(o, "__name__", None)
     if name is None:
-        raise fail("operator", f"{o!r} is not an nki.language operator")
+        raise broken("operator", f"{o!r} is not an nki.language operator")
     return {"absolute": "abs", "true_divide": "divide", "exp2": "exp2"}.get(name, name)
 
 
@@ -123,7 +123,9 @@ def _run(
     for operands in (dst, src):
         for role, v in operands.items():
             if not isinstance(v, View):
-                raise fail("operand", f"{op.value} {role} must be a tensor, got {type(v).__name__}")
+                raise broken(
+                    "operand-tensor", f"{op.value} {role} must be a tensor, got {type(v).__name__}"
+                )
     current().core.execute(op, dst, src, attrs, None if eng is None else _eng(eng))
 
 
@@ -187,7 +189,7 @@ def instruction(op: Op) -> Any:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
-            raise fail("arguments", f"nki.isa.{op.value}: {exc}") from None
+            raise broken("arguments", f"nki.isa.{op.value}: {exc}") from None
         bound.apply_defaults()
         given = bound.arguments
         dst: dict[str, Any] = {}
@@ -557,7 +559,10 @@ def range_select(
     fill = float(on_false_value)  # (rule range-select-fill: FP32_MIN only)
     fill = FP32_MIN if np.float32(fill) == np.float32(FP32_MIN) else fill
     if reduce_op is not None and _op(reduce_op) != "maximum":
-        raise fail("reduce-op", f"range_select reduce_op must be nl.maximum, got {_op(reduce_op)}")
+        raise broken(
+            "range-select-reduce-op",
+            f"range_select reduce_op must be nl.maximum, got {_op(reduce_op)}",
+        )
     dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
         dsts[REDUCE_RES] = reduce_res
@@ -617,10 +622,14 @@ def select_reduce(
     name: str | None = None,
 ) -> None:
     if reduce_op is not None and _op(reduce_op) not in ("maximum", "max", "amax"):
-        raise fail("reduce-op", f"select_reduce reduce_op must be nl.maximum, got {_op(reduce_op)}")
+        raise broken(
+            "select-reduce-op", f"select_reduce reduce_op must be nl.maximum, got {_op(reduce_op)}"
+        )
     cmd = _enum_name(reduce_cmd)
     if cmd not in ("idle", "reset_reduce", "reduce"):
-        raise fail("reduce-cmd", f"select_reduce reduce_cmd {cmd} not in idle/reset_reduce/reduce")
+        raise broken(
+            "select-reduce-cmd", f"select_reduce reduce_cmd {cmd} not in idle/reset_reduce/reduce"
+        )
     src: dict[str, Any] = {PREDICATE: predicate, "on_true": on_true}
     attrs: dict[str, Any] = {"reverse_pred": bool(reverse_pred), "reduce_cmd": cmd}
     _scalar_or_vector("on_false", on_false, src, attrs)
@@ -702,7 +711,7 @@ def dma_compute(
     name: str | None = None,
 ) -> None:
     if scales is not None:
-        raise fail("not-implemented", "dma_compute scales= (not modelled)")
+        raise broken("dma-compute-scales", "dma_compute scales= (not modelled)")
     src = {f"src{i}": s for i, s in enumerate(srcs)}
     attrs = {"reduce_op": _op(reduce_op) or "add"}
     _unmodelled(Op.DMA_COMPUTE, attrs, unique_indices=unique_indices, oob_mode=oob_mode)
@@ -717,7 +726,7 @@ def core_barrier(
 ) -> None:
     prog = current()
     if prog.launch.lnc < 2:
-        raise fail("lnc", "core_barrier needs an LNC=2 launch (kernel[2](...))")
+        raise broken("core-barrier-lnc", "core_barrier needs an LNC=2 launch (kernel[2](...))")
     prog.core.execute(Op.CORE_BARRIER, {}, {}, {})
     prog.core.sync()  # this core's data work is done before the other core goes on
     prog.launch.barrier.wait()
@@ -737,10 +746,12 @@ def sendrecv(
     prog = current()
     launch = prog.launch
     if launch.lnc < 2:
-        raise fail("lnc", "sendrecv needs an LNC=2 launch (kernel[2](...))")
+        raise broken("sendrecv-lnc", "sendrecv needs an LNC=2 launch (kernel[2](...))")
     for what, r in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
         if int(r) not in range(launch.lnc):
-            raise fail("sendrecv", f"{what} {r} is not a core of this LNC={launch.lnc} launch")
+            raise broken(
+                "sendrecv-rank", f"{what} {r} is not a core of this LNC={launch.lnc} launch"
+            )
     me = prog.program_id
     attrs = {
         "send_to_rank": int(send_to_rank),
@@ -757,8 +768,8 @@ def sendrecv(
     with launch.lock:
         key = ("sendrecv", int(pipe_id), int(recv_from_rank), me)
         if key not in launch.mailbox:
-            raise fail(
-                "sendrecv",
+            raise broken(
+                "sendrecv-pair",
                 f"core {me} expects data from core {recv_from_rank} on pipe {pipe_id}, but "
                 "that core sent to another core",
             )
@@ -770,7 +781,7 @@ def sendrecv(
 
 def _not_here(name: str):
     def fn(*args: Any, **kwargs: Any) -> None:
-        raise fail("not-implemented", f"nki.isa.{name} is not implemented by trnsim yet")
+        raise broken("front-end-missing", f"nki.isa.{name} is not implemented by trnsim yet")
 
     fn.__name__ = name
     return fn

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.core.argrules import broken
 from trnsim.core.blas import single_threaded_blas
 from trnsim.core.instruction import Instruction
-from trnsim.core.location import fail
 from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import HBM, Hbm, View
 from trnsim.core.options import CoreOptions
@@ -82,10 +82,10 @@ class Kernel:
     def __getitem__(self, lnc: Any) -> Kernel:
         if isinstance(lnc, tuple):
             if len(lnc) != 1:
-                raise fail("lnc", f"launch grid {lnc}: only kernel[lnc] with lnc 1 or 2")
+                raise broken("launch-grid", f"launch grid {lnc}: only kernel[lnc] with lnc 1 or 2")
             lnc = lnc[0]
         if int(lnc) not in (1, 2):
-            raise fail("lnc", f"LNC must be 1 or 2, got {lnc}")
+            raise broken("launch-lnc", f"LNC must be 1 or 2, got {lnc}")
         return Kernel(self.fn, int(lnc), **self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -334,7 +334,9 @@ def _to_tensor(nc: NeuronCore, a: np.ndarray, copy: bool = True) -> NkiTensor:
     try:
         fmt = get_format(a.dtype)
     except Exception:
-        raise fail("dtype", f"kernel argument of dtype {a.dtype} is not an NKI dtype") from None
+        raise broken(
+            "argument-dtype", f"kernel argument of dtype {a.dtype} is not an NKI dtype"
+        ) from None
     v = nc.allocate(a.shape, fmt, HBM, name="arg", fill=False, view_type=NkiTensor)
     if copy:
         v.array()[...] = a

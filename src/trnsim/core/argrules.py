@@ -1,0 +1,129 @@
+"""Named rules checked before an instruction exists: arguments, views, launches, run-time data.
+
+The checker (``trnsim.core.rules.RULES``) checks an instruction once its operands and
+attributes are known. Some rules are broken earlier or later than that: when the front end
+binds an NKI call's arguments (``trnsim.nki.isa``), when an ``.ap(...)`` / ``.indirect(...)``
+view is built (``trnsim.core.indirect``), when a core is set up (``trnsim.core.machine``), or
+only by the data an instruction reads at run time (an out-of-bounds index). Each such check is
+one entry of ``ARG_RULES`` below: a key naming the check site, the rule name its error starts
+with (several sites may share a name, e.g. ``indirect``), where it is checked and what it
+refuses. The site raises ``broken(key, message)``; an unregistered key is a programming error.
+``tests/test_core_rules.py`` has a failing kernel per key (``test_every_arg_rule_has_a_case``);
+the error records the key in ``KernelError.key`` so the test knows which site fired.
+
+A leaf module (it imports only ``trnsim.core.location``), so the front end, the views and the
+machine can all use it without an import cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trnsim.core.location import fail
+from trnsim.errors import DuplicateNameError, KernelError
+
+ARGUMENT, VIEW, LAUNCH, OPTION, DATA, SAFETY = (
+    "argument",
+    "view",
+    "launch",
+    "option",
+    "data",
+    "safety",
+)
+"""When a rule is checked: binding an NKI call's arguments, building a view, an LNC launch's
+shape, setting up a core, the data read at run time, or a safety net behind another rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArgRule:
+    key: str
+    name: str
+    when: str
+    refuses: str
+
+
+ARG_RULES: dict[str, ArgRule] = {}
+
+
+def _add(key: str, name: str, when: str, refuses: str) -> None:
+    if key in ARG_RULES:
+        raise DuplicateNameError(f"argument rule {key!r} registered twice")
+    ARG_RULES[key] = ArgRule(key, name, when, refuses)
+
+
+def broken(key: str, message: str) -> KernelError:
+    """The (not raised) KernelError of rule ``key`` at the kernel's line."""
+    err = fail(ARG_RULES[key].name, message)
+    err.key = key  # type: ignore[attr-defined]
+    return err
+
+
+# ---- the front end (trnsim.nki.isa) --------------------------------------------------------------
+
+_add("engine-arg", "engine", ARGUMENT, "an engine= that is not an nki.isa.engine member")
+_add("operator", "operator", ARGUMENT, "an operator that is not an nki.language operator")
+_add("operand-tensor", "operand", ARGUMENT, "a non-tensor where an operand role needs a tensor")
+_add("arguments", "arguments", ARGUMENT, "arguments that do not bind to the NKI signature")
+_add("range-select-reduce-op", "reduce-op", ARGUMENT, "range_select reduce_op other than max")
+_add("select-reduce-op", "reduce-op", ARGUMENT, "select_reduce reduce_op other than max")
+_add(
+    "select-reduce-cmd",
+    "reduce-cmd",
+    ARGUMENT,
+    "select_reduce reduce_cmd outside idle/reset_reduce/reduce",
+)
+_add("dma-compute-scales", "not-implemented", ARGUMENT, "dma_compute scales= (not modelled)")
+_add("front-end-missing", "not-implemented", ARGUMENT, "an nki.isa function trnsim lacks")
+_add("launch-grid", "lnc", LAUNCH, "a launch grid of more than one dim (kernel[a, b])")
+_add("launch-lnc", "lnc", LAUNCH, "kernel[lnc] with lnc other than 1 or 2")
+_add("argument-dtype", "dtype", LAUNCH, "a kernel argument array of a dtype NKI lacks")
+_add("outside-kernel", "outside-kernel", ARGUMENT, "nki.language / nki.isa outside a kernel")
+_add("core-barrier-lnc", "lnc", LAUNCH, "core_barrier outside an LNC=2 launch")
+_add("sendrecv-lnc", "lnc", LAUNCH, "sendrecv outside an LNC=2 launch")
+_add("sendrecv-rank", "sendrecv", LAUNCH, "a send_to_rank / recv_from_rank not in the launch")
+_add("sendrecv-pair", "sendrecv", LAUNCH, "a receive from a core that sent to another core")
+
+# ---- .ap(...) views: DMA indirection (trnsim.core.indirect, choices 1-4) -------------------------
+
+_add("ap-offsets", "indirect", VIEW, "both scalar_offset and vector_offset")
+_add("ap-index-tensor", "indirect", VIEW, "an index that is not a plain tensor")
+_add("ap-index-memory", "indirect", VIEW, "an index tensor outside SBUF")
+_add("ap-index-dtype", "index-dtype", VIEW, "an index dtype outside INDEX_DTYPES")
+_add("ap-hbm", "indirect", VIEW, "an indexed tensor outside HBM")
+_add("ap-whole-tensor", "indirect", VIEW, "an indexed slice or view instead of a whole tensor")
+_add("ap-vector-dim", "indirect", VIEW, "vector_offset with indirect_dim other than 0")
+_add("ap-vector-stride", "indirect", VIEW, "a first pattern pair not walking whole rows")
+_add("ap-vector-index-shape", "indirect", VIEW, "a vector_offset index not (count, 1)")
+_add("ap-scalar-dim", "indirect", VIEW, "an indirect_dim that is not a dim of the tensor")
+_add("ap-scalar-index-shape", "indirect", VIEW, "a scalar_offset index that is not 1x1")
+_add("ap-view-method", "indirect-view", VIEW, "slicing or re-patterning an indirect view")
+_add("ap-no-address", "indirect-operand", SAFETY, "reading an indirect view's data directly")
+_add("dma-both-indirect", "indirect", ARGUMENT, "a dma_copy with both sides indirect")
+_add("dma-oob", "oob", DATA, "an index row outside the indexed tensor (oob_mode=error)")
+
+# ---- .indirect(...) views: tensor indirection (trnsim.core.indirect, T2-T4) ----------------------
+
+_add("ti-nested", "ti-view", VIEW, ".indirect() of an indirect view")
+_add("ti-on-chip", "ti-view", VIEW, ".indirect() of an HBM tensor")
+_add("ti-free-dim", "ti-view", VIEW, ".indirect() of a tensor without a free dim")
+_add("ti-view-method", "ti-view", VIEW, "slicing or re-patterning a tensor-indirection view")
+_add("ti-index-tensor", "ti-index", VIEW, "an index that is not a plain tensor")
+_add("ti-index-memory", "ti-index", VIEW, "an index tensor outside SBUF")
+_add("ti-index-dtype", "ti-index", VIEW, "an index dtype outside TI_INDEX_DTYPES")
+_add("ti-index-shape", "ti-index", VIEW, "an index not (P, K) with the tensor's P")
+_add("ti-index-start", "ti-index", VIEW, "an index tile at another start partition")
+_add("ti-num-elem", "ti-index", VIEW, "a num_elem that is not a positive int")
+_add("ti-no-address", "ti-operand", SAFETY, "reading a tensor-indirection view's data directly")
+_add("ti-oob", "ti-oob", DATA, "an offset outside the indexed free dims")
+
+# ---- the core (trnsim.core.machine) --------------------------------------------------------------
+
+_add("rounding", "rounding", OPTION, "a rounding mode outside numerics.ROUNDINGS")
+_add("executor-missing", "not-implemented", SAFETY, "an op without an executor (spec: run=...)")
+_add("instruction-budget", "instruction-budget", OPTION, "more than max_instructions")
+_add(
+    "select-reduce-continue",
+    "reduce-cmd",
+    DATA,
+    "reduce_cmd=reduce with no reset_reduce of as many partitions before it",
+)
