@@ -14,6 +14,8 @@ from trnsim.fabric.calibration import D_SYSTEM, fit
 from trnsim.fabric.claims import interchip_bandwidth, moe_all_to_all, moe_dispatch_bytes
 from trnsim.fabric.collectives import _cached
 from trnsim.fabric.flowsim import simulate
+from trnsim.fabric.nccl_calibration import G_SYSTEM
+from trnsim.fabric.nccl_calibration import fit as fit_nccl
 from trnsim.fabric.topology import group
 
 GiB, MiB = 2**30, 2**20
@@ -58,6 +60,28 @@ def main() -> None:
             f"{row.error * 100:>+7.1f}%"
         )
     print(f"MAPE {f.mape * 100:.1f} %, max |error| {f.max_error * 100:.1f} %")
+
+    print(f"\n== calibration G (NCCL all-reduce, 8x H100, modelled as {G_SYSTEM}) ==")
+    g = fit_nccl()
+    for p in g.params.protocols:
+        print(f"{p.name:>6}: latency {p.latency_s * 1e6:.2f} us, efficiency {p.efficiency:.4f}")
+    print(
+        f"ring efficiency {g.params.ring_efficiency:.4f} (stated), NVLS efficiency "
+        f"{g.params.nvls_efficiency:.4f} (fitted); settled after {g.iterations} iteration(s)"
+    )
+    print(f"{'bytes':>14} {'measured us':>12} {'model us':>10} {'pick':>12} {'error':>8}")
+    for row in g.rows:
+        print(
+            f"{row.nbytes:>14,} {row.measured_s * 1e6:>12.1f} {row.model_s * 1e6:>10.1f} "
+            f"{row.algo + '/' + row.protocol:>12} {row.error * 100:>+7.1f}%"
+        )
+    print(f"MAPE {g.mape * 100:.1f} %, max |error| {g.max_error * 100:.1f} %")
+    t = best_of(lambda: collective_time("all-reduce", GiB, 16_384, "h100-ib-cluster"))
+    r = collective_time("all-reduce", GiB, 16_384, "h100-ib-cluster")
+    print(
+        f"NCCL closed form, all-reduce 1 GiB on 16,384 H100: {t * 1e3:.3f} ms (cold cache), "
+        f"model {r.time_s * 1e3:.2f} ms, {r.algo}/{r.protocol}, busbw {r.busbw / 1e9:.1f} GB/s"
+    )
 
     print("\n== claim: built for MoE all-to-all ==")
     for tokens in (64, 4096):

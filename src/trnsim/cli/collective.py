@@ -3,6 +3,10 @@
     trnsim collective --op all-reduce --system trn3-gen2 --ranks 144 --size 1GiB [--algo ring]
     trnsim collective --op all-to-all --system trn2-ultraserver --sweep --plot a2a.png
     trnsim collective --op all-reduce --size 64MiB --evaluator flow --json
+    trnsim collective --system p5.48xlarge --op all-reduce --size 256MiB   # NCCL (ring/tree/NVLS)
+
+Each system's collectives run on its vendor's stack (``--stack`` overrides): ``neuron`` (Neuron
+runtime), ``nccl`` (GPUs) or ``tpu-ici`` (TPUs); the output names the stack and its algorithms.
 
 Bandwidths follow nccl-tests: algbw = size / time, busbw = algbw x (2(n-1)/n for all-reduce,
 (n-1)/n for all-gather / reduce-scatter / all-to-all, 1 for broadcast and permute). Tables show
@@ -12,6 +16,7 @@ decimal GB/s; ``--json`` prints SI units (seconds, bytes, bytes/s).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -24,7 +29,8 @@ from rich.table import Table
 
 from trnsim.errors import ConfigError
 from trnsim.fabric import OPS, CollectiveResult, collective_time
-from trnsim.fabric.collectives import ALGOS, resolve_system
+from trnsim.fabric.collectives import ALGOS, NCCL_ALGOS, flow_overheads, resolve_system
+from trnsim.fabric.stacks import STACKS, canonical_stack
 
 UNITS = {
     "": 1,
@@ -68,7 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ranks", type=int, help="chips taking part (default: the system's)")
     parser.add_argument("--size", default="1GiB", help="nccl-tests size per rank, e.g. 64KiB")
     parser.add_argument(
-        "--algo", help=f"force an algorithm ({', '.join(ALGOS)}, mesh, kangaring) or 'best'"
+        "--algo",
+        help=f"force an algorithm (Neuron / TPU: {', '.join(ALGOS)}, mesh, kangaring; NCCL: "
+        f"{', '.join(NCCL_ALGOS)}) or 'best'",
+    )
+    parser.add_argument(
+        "--stack",
+        choices=tuple(STACKS),
+        help="collective library (default: the system's vendor's: neuron, nccl or tpu-ici)",
     )
     parser.add_argument("--placement", default="packed", choices=("packed", "spread"))
     parser.add_argument("--evaluator", default="closed", choices=("closed", "flow"))
@@ -86,8 +99,26 @@ def evaluate(args: argparse.Namespace, size: float, ranks: int) -> CollectiveRes
     if args.evaluator == "flow":
         from trnsim.fabric.flowsim import simulate
 
-        return simulate(args.op, size, ranks, args.system, args.algo, args.placement)
-    return collective_time(args.op, size, ranks, args.system, args.algo, args.placement)
+        ov = flow_overheads(args.system, args.stack)
+        res = simulate(args.op, size, ranks, args.system, args.algo, args.placement, overheads=ov)
+        stack = canonical_stack(args.stack, resolve_system(args.system)).name
+        return dataclasses.replace(res, stack=f"{stack}-flow" if stack != "neuron" else stack)
+    return collective_time(
+        args.op, size, ranks, args.system, args.algo, args.placement, stack=args.stack
+    )
+
+
+def _stack_line(r: CollectiveResult) -> str:
+    if r.stack.endswith("-flow"):
+        return (
+            f"stack {r.stack}: the flow simulator runs the Neuron-family algorithms with the "
+            f"{r.stack[:-5]} stack's constants (trnsim.fabric.collectives.flow_overheads)"
+        )
+    if r.stack not in STACKS:
+        return f"stack {r.stack}: the Neuron-family algorithms with caller-given constants"
+    stk = STACKS[r.stack]
+    proto = f", protocol {r.protocol}" if r.protocol else ""
+    return f"stack {stk.name} ({stk.library}{proto}): {stk.algorithms}; constants: {stk.constants}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,6 +173,7 @@ def _print_one(console: Console, r: CollectiveResult) -> None:
         f"busbw {r.busbw / 1e9:.2f} GB/s   algorithm {r.algo}   ({r.evaluator} form, "
         f"{r.placement} placement)"
     )
+    console.print(_stack_line(r))
 
 
 def _print_sweep(console: Console, results: list[CollectiveResult]) -> None:
@@ -155,9 +187,10 @@ def _print_sweep(console: Console, results: list[CollectiveResult]) -> None:
             f"{r.time_s * 1e6:,.1f}",
             f"{r.algbw / 1e9:.2f}",
             f"{r.busbw / 1e9:.2f}",
-            r.algo,
+            r.algo + (f"/{r.protocol}" if r.protocol else ""),
         )
     console.print(t)
+    console.print(_stack_line(r0))
 
 
 def write_plot(results: list[CollectiveResult], path: str) -> None:

@@ -26,6 +26,10 @@ def comparison(names: list[str], keys: str | None = None) -> dict:
         raise ConfigError(f"compare needs at least two presets, got {len(names)}: {names}")
     presets = [hw.lookup(n) for n in names]
     kinds = {kind_of(p) for p in presets}
+    for kind in ("system", "chip"):  # a name like "v5p" is a chip and a system: prefer one kind
+        registry = hw.catalog.REGISTRIES[kind]
+        if len(kinds) > 1 and kind in kinds and all(n in registry for n in names):
+            presets, kinds = [registry.get(n) for n in names], {kind}
     if len(kinds) > 1:
         listed = ", ".join(f"{p.name} ({kind_of(p)})" for p in presets)
         raise ConfigError(f"compare needs presets of one kind; got {listed}")

@@ -39,6 +39,14 @@ all-to-all and permute use direct. ``algo="best"`` takes the fastest applicable 
 
 A fixed software overhead and a link efficiency (calibration constants, fitted in
 :mod:`trnsim.fabric.calibration`) are applied to every collective of more than one rank.
+
+**Stacks.** All of the above is the Neuron runtime's family (stack ``neuron``), the default on
+AWS chips. Each system's collectives run on its vendor's stack (:mod:`trnsim.fabric.stacks`):
+NVIDIA GPUs on ``nccl`` (ring / tree / NVLS x LL / LL128 / Simple, :mod:`trnsim.fabric.nccl`,
+fitted to calibration G), TPUs on ``tpu-ici`` (hierarchical over the torus dimensions, a
+bidirectional ring per dimension, then the DCN; no software overhead, full link rate). GPUs and
+TPUs never take the Neuron runtime's constants. Passing ``overheads`` explicitly selects the
+generic (Neuron-family) algorithms with those constants on any system (stack ``custom``).
 """
 
 from __future__ import annotations
@@ -49,7 +57,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from trnsim.errors import ConfigError, UnknownNameError
+from trnsim.fabric import nccl
 from trnsim.fabric.calibration import FITTED, MESH_MAX_BYTES, RDH_MAX_BYTES, Overheads
+from trnsim.fabric.stacks import NCCL, canonical_stack
 from trnsim.fabric.topology import FatTree, Group, LevelView, group
 from trnsim.hw import SystemSpec
 from trnsim.hw import system as lookup_system
@@ -122,6 +132,10 @@ ALGO_ALIASES = {
     "hier": "hierarchical",
 }
 SELECTORS = ("auto", "best")
+NCCL_ALGOS = nccl.NCCL_ALGOS
+
+#: The ``tpu-ici`` stack's constants: no TPU collective measurement to fit (see stacks.py).
+TPU_ICI = Overheads(software_s=0.0, link_efficiency=1.0)
 
 
 def canonical_op(op: str) -> OpSpec:
@@ -139,9 +153,9 @@ def canonical_algo(algo: str | None) -> str:
         return "auto"
     key = algo.strip().lower().replace("_", "-")
     key = ALGO_ALIASES.get(key, key)
-    if key in ALGOS or key in SELECTORS:
+    if key in ALGOS or key in SELECTORS or key in NCCL_ALGOS:
         return key
-    valid = ", ".join((*ALGOS, *SELECTORS, *ALGO_ALIASES))
+    valid = ", ".join(dict.fromkeys((*ALGOS, *NCCL_ALGOS, *SELECTORS, *ALGO_ALIASES)))
     raise UnknownNameError(f"unknown collective algorithm {algo!r}; valid: {valid}")
 
 
@@ -183,6 +197,8 @@ class CollectiveResult:
     overhead_s: float
     steps: tuple[Step, ...]
     evaluator: str = "closed"
+    stack: str = "neuron"
+    protocol: str = ""
 
     @property
     def latency_s(self) -> float:
@@ -216,6 +232,8 @@ class CollectiveResult:
             "algo": self.algo,
             "placement": self.placement,
             "evaluator": self.evaluator,
+            "stack": self.stack,
+            "protocol": self.protocol,
             "time_s": self.time_s,
             "algbw_Bps": self.algbw,
             "busbw_Bps": self.busbw,
@@ -440,14 +458,41 @@ def hierarchical_plan(op: str, fanouts: list[int], m: float) -> list[tuple[str, 
     return [(sub_op, i, m if full else sizes[i]) for sub_op, i in order]
 
 
-def _hierarchical(op: str, g: Group, m: float) -> list[Step]:
+def _hierarchical(
+    op: str, g: Group, m: float, stage_rule: Callable[[str, float, int], str] | None = None
+) -> list[Step]:
     stages = units(g)
     subs = [Group(g.system, lv.n, g.placement, (replace(lv, inner=1),)) for lv in stages]
     steps: list[Step] = []
     for sub_op, i, size in hierarchical_plan(op, [lv.n for lv in stages], m):
-        algo = rule(sub_op, size, 1)
+        algo = (stage_rule or rule)(sub_op, size, 1)
         steps += FLAT[algo](sub_op, subs[i], size)
     return steps
+
+
+def tpu_rule(op: str, nbytes: float, levels: int) -> str:
+    """The ``tpu-ici`` stage rule: a bidirectional ring along each torus dimension (all-to-all
+    and permute as a direct exchange)."""
+    return "direct" if op in ("all-to-all", "permute") else "ring"
+
+
+def nccl_plan(op: str, g: Group, m: float) -> tuple[list[tuple[str, int, float]], list[LevelView]]:
+    """NCCL's stages (levels, fastest first) and plan: the op itself on one stage; otherwise the
+    hierarchical plan with each adjacent reduce-scatter + all-gather pair on the same stage run
+    as one all-reduce there (so NVLS or a tree can take it, as NCCL's NVLS-tree and tree do)."""
+    stages = units(g)
+    if len(stages) == 1:
+        return [(op, 0, m)], stages
+    plan = hierarchical_plan(op, [lv.n for lv in stages], m)
+    merged: list[tuple[str, int, float]] = []
+    for entry in plan:
+        last = merged[-1] if merged else None
+        pair = last is not None and (last[0], entry[0]) == ("reduce-scatter", "all-gather")
+        if pair and last[1] == entry[1]:
+            merged[-1] = ("all-reduce", entry[1], entry[2])
+            continue
+        merged.append(entry)
+    return merged, stages
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,10 +500,27 @@ def _hierarchical(op: str, g: Group, m: float) -> list[Step]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _steps(op: str, algo: str, g: Group, m: float) -> list[Step]:
+def _steps(op: str, algo: str, g: Group, m: float, stage_rule=None) -> list[Step]:
     if algo == "hierarchical":
-        return _hierarchical(op, g, m)
+        return _hierarchical(op, g, m, stage_rule)
     return FLAT[algo](op, g, m)
+
+
+def algorithms(system: SystemSpec | str, stack: str | None = None) -> tuple[str, ...]:
+    """The algorithms ``algo=`` accepts on ``system`` under ``stack`` (default: its vendor's)."""
+    stk = canonical_stack(stack, resolve_system(system))
+    return NCCL_ALGOS if stk.name == "nccl" else ALGOS
+
+
+def flow_overheads(system: SystemSpec | str, stack: str | None = None) -> Overheads:
+    """The ``Overheads`` the flow simulator should use for ``system``'s stack: Neuron's fitted
+    constants on AWS chips; on GPUs NCCL's Simple-protocol latency and ring efficiency (the flow
+    simulator runs the generic algorithms, not NCCL's protocol choice); on TPUs ``TPU_ICI``."""
+    name = canonical_stack(stack, resolve_system(system)).name
+    if name == "nccl":
+        simple = NCCL.protocol("Simple")
+        return Overheads(software_s=simple.latency_s, link_efficiency=NCCL.ring_efficiency)
+    return TPU_ICI if name == "tpu-ici" else FITTED
 
 
 def resolve_system(system: SystemSpec | str) -> SystemSpec:
@@ -475,17 +537,35 @@ def collective_time(
     *,
     overheads: Overheads | None = None,
     fat_tree: FatTree | None = None,
+    stack: str | None = None,
 ) -> CollectiveResult:
     """Closed-form time of collective ``op`` on ``ranks`` chips of ``system``.
 
-    ``nbytes``: the nccl-tests size (see the module docstring). ``algo``: one of ``ALGOS`` (or
-    an alias: mesh, kangaring, ...), ``"auto"``/None (the Neuron-like rule) or ``"best"``.
-    ``placement``: ``packed`` (consecutive ranks fill the innermost domains) or ``spread``.
-    ``overheads``: calibration constants (default: the fitted ones). Deterministic; cached.
+    ``nbytes``: the nccl-tests size (see the module docstring). ``algo``: ``"auto"``/None (the
+    stack's own choice), ``"best"``, or one the stack runs: Neuron family ``ALGOS`` (or an alias:
+    mesh, kangaring, ...); NCCL ``ring``, ``tree``, ``nvls``. ``placement``: ``packed``
+    (consecutive ranks fill the innermost domains) or ``spread``. ``stack``: ``neuron``, ``nccl``
+    or ``tpu-ici`` (default: the system's vendor's, :func:`trnsim.fabric.stacks.stack_for`).
+    ``overheads``: Neuron-family constants; given explicitly, the Neuron-family algorithms run with
+    them on any system (stack ``custom``). Deterministic; cached.
     """
     spec = canonical_op(op)
     chosen = canonical_algo(algo)
-    if chosen in ALGOS and chosen not in spec.algos:
+    sys_spec = resolve_system(system)
+    stk = canonical_stack(stack, sys_spec)
+    family = "custom" if overheads is not None else stk.name
+    if family == "nccl":
+        if chosen in ALGOS and chosen != "hierarchical" and chosen not in NCCL_ALGOS:
+            raise ConfigError(
+                f"algorithm {chosen!r} is not one NCCL runs (stack nccl on {sys_spec.name}); "
+                f"valid: {', '.join((*NCCL_ALGOS, *SELECTORS))}"
+            )
+    elif chosen in NCCL_ALGOS and chosen not in ALGOS:
+        raise ConfigError(
+            f"algorithm {chosen!r} is an NCCL algorithm; stack {family} on {sys_spec.name} "
+            f"runs {', '.join((*ALGOS, *SELECTORS))}"
+        )
+    elif chosen in ALGOS and chosen not in spec.algos:
         raise ConfigError(
             f"algorithm {chosen!r} does not apply to {spec.name}; valid: {', '.join(spec.algos)}"
         )
@@ -495,15 +575,54 @@ def collective_time(
         raise ConfigError(f"nbytes must be a number of bytes, got {nbytes!r}") from None
     if not math.isfinite(m) or m < 0:
         raise ConfigError(f"nbytes must be finite and >= 0, got {nbytes!r}")
+    if family == "neuron":
+        ov = FITTED
+    elif family == "tpu-ici":
+        ov = TPU_ICI
+    else:
+        ov = overheads or IDEAL_NCCL_GROUP
     return _cached(
         spec.name,
         m,
         int(ranks) if isinstance(ranks, int) else ranks,
-        resolve_system(system),
+        sys_spec,
         chosen,
         placement,
-        overheads or FITTED,
+        ov,
         fat_tree,
+        family,
+    )
+
+
+#: NCCL reads link rates unscaled (its efficiencies live in ``NcclParams``).
+IDEAL_NCCL_GROUP = Overheads(software_s=0.0, link_efficiency=1.0)
+
+
+def _nccl_result(op: str, m: float, g: Group, chosen: str, placement: str) -> CollectiveResult:
+    plan, stages = nccl_plan(op, g, m)
+    forced = chosen if chosen in NCCL_ALGOS else None
+    flat = (g.levels, g.ranks, op, m) if len(g.levels) > 1 else None
+    proto, tuples = nccl.run(plan, stages, NCCL, forced, flat)
+    steps = tuple(Step(*t) for t in tuples)
+    algos = list(dict.fromkeys(s.algo for s in steps))
+    hier = len(stages) > 1 and len(steps) > 1
+    algo = f"hierarchical({'+'.join(algos)})" if hier else algos[0]
+    t = proto.latency_s + sum(s.time_s for s in steps)
+    algbw = m / t if t > 0 else 0.0
+    return CollectiveResult(
+        op=op,
+        nbytes=m,
+        ranks=g.ranks,
+        system=g.system.name,
+        algo=algo,
+        placement=placement,
+        time_s=t,
+        algbw=algbw,
+        busbw=algbw * OPS[op].bus_factor(g.ranks),
+        overhead_s=proto.latency_s,
+        steps=steps,
+        stack="nccl",
+        protocol=proto.name,
     )
 
 
@@ -517,20 +636,28 @@ def _cached(
     placement: str,
     ov: Overheads,
     fat_tree: FatTree | None,
+    family: str = "neuron",
 ) -> CollectiveResult:
     spec = OPS[op]
     g = group(sys_spec, ranks, placement, ov.link_efficiency, fat_tree)
     if ranks == 1:
-        return CollectiveResult(op, m, 1, sys_spec.name, "none", placement, 0.0, 0.0, 0.0, 0.0, ())
-    if chosen == "auto":
+        return CollectiveResult(
+            op, m, 1, sys_spec.name, "none", placement, 0.0, 0.0, 0.0, 0.0, (), stack=family
+        )
+    if family == "nccl":
+        return _nccl_result(op, m, g, chosen, placement)
+    stage_rule = tpu_rule if family == "tpu-ici" else None
+    if chosen == "auto" and family == "tpu-ici":
+        algo = "direct" if op == "permute" else "hierarchical"
+    elif chosen == "auto":
         big_torus = g.levels[0].is_torus and g.levels[0].n > TORUS_FLAT_MAX
         algo = rule(op, m, len(g.levels) + big_torus)
     elif chosen == "best":
-        cands = [(sum(s.time_s for s in _steps(op, a, g, m)), a) for a in spec.algos]
+        cands = [(sum(s.time_s for s in _steps(op, a, g, m, stage_rule)), a) for a in spec.algos]
         algo = min(cands)[1]
     else:
         algo = chosen
-    steps = tuple(_steps(op, algo, g, m))
+    steps = tuple(_steps(op, algo, g, m, stage_rule))
     t = ov.software_s + sum(s.time_s for s in steps)
     algbw = m / t if t > 0 else 0.0
     return CollectiveResult(
@@ -545,4 +672,5 @@ def _cached(
         busbw=algbw * spec.bus_factor(ranks),
         overhead_s=ov.software_s,
         steps=steps,
+        stack=family,
     )

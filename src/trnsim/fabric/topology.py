@@ -243,7 +243,7 @@ def _view(
     efficiency: float,
     fat_tree: FatTree | None,
 ) -> LevelView:
-    bw = lvl.bw_per_chip * efficiency
+    bw = lvl.bw_per_direction * efficiency
     if lvl.kind == "fat-tree":
         over = (fat_tree.oversubscription if fat_tree else None) or lvl.oversubscription or 1.0
         bw /= over
@@ -298,7 +298,7 @@ def build_fabric(
     inner_span = 1
     ft = fat_tree or FatTree()
     for lvl in system.levels:
-        bw = lvl.bw_per_chip * efficiency
+        bw = lvl.bw_per_direction * efficiency
         entry: dict = {"level": lvl, "base": base, "inner_span": inner_span}
         if lvl.kind == "torus":
             dims = own_dims(lvl, inner_span)

@@ -11,6 +11,7 @@ the chip figures below; the tests check they reproduce the seeds' tables.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from trnsim.errors import UnknownNameError
 from trnsim.hw import sources as S
@@ -276,12 +277,17 @@ TRN1 = CHIPS.register(
             bw_per_chip=384 * GB,
             links_per_chip=4,
             latency_s=1.5 * US,
+            direction="per-direction",
             sources={
                 "bw_per_chip": S.NEURON_TRN1_PAGE,
                 "links_per_chip": S.NEURON_TRN1_PAGE,
                 "latency_s": S.NEURON_INTRANODE_CC + " ('about 1-2 us' per ring hop, Trn2)",
             },
-            notes={"latency_s": "Trn2 figure used for Trn1 (no Trn1 figure published)"},
+            notes={
+                "latency_s": "Trn2 figure used for Trn1 (no Trn1 figure published)",
+                "direction": "the Neuron pages do not say; read as per direction (4 links of "
+                "96 GB/s each way), the reading the fabric calibration (section D) assumes",
+            },
         ),
         dtypes=("fp32", "tf32", "bf16", "fp16", "fp8", "int8"),
         process="TSMC 7nm",
@@ -321,12 +327,17 @@ TRN2 = CHIPS.register(
             bw_per_chip=1.28 * TB,
             links_per_chip=4,
             latency_s=1.5 * US,
+            direction="per-direction",
             sources={
                 "bw_per_chip": S.NEURON_TRN2_PAGE + "; " + S.SEED_TOMS,
                 "links_per_chip": S.NEURON_TRN2_PAGE,
                 "latency_s": S.NEURON_INTRANODE_CC + " ('about 1-2 us' per ring hop)",
             },
-            notes={"bw_per_chip": "seed 003 says ~1 TB/s"},
+            notes={
+                "bw_per_chip": "seed 003 says ~1 TB/s",
+                "direction": "not stated; read as per direction: 1,024 GB/s intra-instance + "
+                "256 GB/s inter-instance, the trn2-arch.rst per-chip figures the fabric uses",
+            },
         ),
         dtypes=("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int16", "int32"),
         sparsity_patterns=TRN3_SPARSITY,
@@ -377,6 +388,7 @@ TRN3 = CHIPS.register(
             bw_per_chip=2 * TB,
             links_per_chip=4,
             latency_s=10 * US,
+            direction="bidirectional",
             sources={
                 "bw_per_chip": S.SEED_SPECS + " (2 TB/s per device)",
                 "links_per_chip": S.SEED_TOMS + " (four NeuronLink-v4 interfaces)",
@@ -477,9 +489,9 @@ def _nvlink(bw_bidir: float, links: int, src: str) -> LinkSpec:
         bw_per_chip=bw_bidir,
         links_per_chip=links,
         latency_s=1 * US,
+        direction="bidirectional",
         sources={"bw_per_chip": src, "links_per_chip": src, "latency_s": S.ASSUMED},
         notes={
-            "bw_per_chip": "bidirectional total, as NVIDIA quotes it",
             "latency_s": "assumed ~1 us one NVSwitch hop; no figure in the sources",
         },
     )
@@ -565,22 +577,78 @@ def _blackwell(name: str, peaks: dict, hbm: float, tdp: float) -> ChipSpec:
     )
 
 
+_GB200_PEAKS = {
+    "fp4": 10 * PFLOPS,
+    "fp8": 5 * PFLOPS,
+    "int8": 5 * PFLOPS,
+    "bf16": 2.5 * PFLOPS,
+    "fp16": 2.5 * PFLOPS,
+    "tf32": 1.15 * PFLOPS,
+    "fp32": 0.08 * PFLOPS,
+}
+
+GB200 = CHIPS.register(
+    "gb200",
+    dataclasses.replace(
+        _blackwell("gb200", _GB200_PEAKS, 186 * GB, 1200),
+        sources={
+            "cores": S.SEED_TOMS + " (2 reticle-sized dies)",
+            "chiplets": S.SEED_TOMS,
+            "hbm_bytes": S.NVIDIA_GB200_PAGE + ": 13.4 TB / 72 GPUs = 186 GB",
+            "hbm_bw": S.NVIDIA_GB200_PAGE + ": 576 TB/s / 72 GPUs = 8 TB/s",
+            "hbm_stacks": S.SEED_TOMS,
+            "tdp_w": S.SEED_TOMS + " (the 1.2 kW Blackwell of GB200)",
+            "peak_flops": S.SEED_TOMS + " (per package); " + S.NVIDIA_GB200_PAGE + ": rack "
+            "figures with sparsity / 72 / 2 (FP4 10, FP8 5, BF16 2.5, TF32 1.25 PF dense)",
+        },
+        notes={
+            "cores": "counted as dies (each Blackwell package is two GPU dies)",
+            "hbm_bytes": "192 GB physical (seed 004); the GB200 NVL72 page gives 13.4 TB for "
+            "72 GPUs (186 GB each), later 13.5 TB",
+            "peak_flops": "TF32 1.15 PF (seed 004) vs 1.25 PF from the NVL72 page's 180 PF "
+            "sparse / 72 / 2",
+        },
+    ),
+    aliases=("gb200-gpu", "grace-blackwell"),
+)
+
 B200 = CHIPS.register(
     "b200",
-    _blackwell(
-        "b200",
-        {
-            "fp4": 10 * PFLOPS,
-            "fp8": 5 * PFLOPS,
-            "int8": 5 * PFLOPS,
-            "bf16": 2.5 * PFLOPS,
-            "fp16": 2.5 * PFLOPS,
-            "tf32": 1.15 * PFLOPS,
-            "fp32": 0.08 * PFLOPS,
+    dataclasses.replace(
+        _blackwell(
+            "b200",
+            {
+                "fp4": 9 * PFLOPS,
+                "fp8": 4.5 * PFLOPS,
+                "int8": 4.5 * PFLOPS,
+                "bf16": 2.25 * PFLOPS,
+                "fp16": 2.25 * PFLOPS,
+                "tf32": 1.125 * PFLOPS,
+                "fp32": 0.075 * PFLOPS,
+            },
+            180 * GB,
+            1000,
+        ),
+        sources={
+            "cores": S.SEED_TOMS + " (2 reticle-sized dies)",
+            "chiplets": S.SEED_TOMS,
+            "hbm_bytes": S.NVIDIA_DGX_B200 + ": 1,440 GB / 8 = 180 GB",
+            "hbm_bw": S.NVIDIA_DGX_B200 + ": 64 TB/s / 8 = 8 TB/s",
+            "hbm_stacks": S.SEED_TOMS,
+            "tdp_w": S.NVIDIA_HGX_B200,
+            "peak_flops": S.NVIDIA_HGX_B200 + ": 8-GPU figures with sparsity / 8 / 2 "
+            "(FP32 600 TF / 8, not sparse)",
+            "sparse_peak_flops": S.NVIDIA_HGX_B200 + ": 8-GPU figures / 8",
         },
-        192 * GB,
-        1200,
+        sparse_peak_flops={"fp4": 18 * PFLOPS, "fp8": 9 * PFLOPS, "bf16": 4.5 * PFLOPS},
+        notes={
+            "cores": "counted as dies (each Blackwell package is two GPU dies)",
+            "peak_flops": "the B200 of HGX/DGX B200 and p6-b200 runs at 1,000 W; seed 004's "
+            "figures (FP8 5, BF16 2.5 PF, 192 GB, 1.2 kW) are the GB200 part, preset 'gb200'",
+            "hbm_bytes": "192 GB physical; 180 GB usable per the DGX B200 and p6-b200 pages",
+        },
     ),
+    aliases=("b200-sxm", "hgx-b200-gpu"),
 )
 
 B300 = CHIPS.register(
@@ -617,12 +685,12 @@ TPU_V7 = CHIPS.register(
             bw_per_chip=1.2 * TB,
             links_per_chip=6,
             latency_s=1 * US,
+            direction="bidirectional",
             sources={
                 "bw_per_chip": S.SEED_SPECS + " (~1.2 TB/s ICI)",
                 "links_per_chip": S.ASSUMED + " (3D torus: 6 neighbours)",
                 "latency_s": S.ASSUMED,
             },
-            notes={"bw_per_chip": "bidirectional, as Google quotes it"},
         ),
         dtypes=("fp32", "bf16", "fp8", "int8"),
         sources={
@@ -638,6 +706,149 @@ TPU_V7 = CHIPS.register(
     aliases=("ironwood", "tpu-v7-ironwood"),
 )
 
+
+def _ici(bw_bidir: float, ports: int, src: str, bw_note: str = "") -> LinkSpec:
+    return LinkSpec(
+        name="ICI",
+        bw_per_chip=bw_bidir,
+        links_per_chip=ports,
+        latency_s=1 * US,
+        direction="bidirectional",
+        sources={"bw_per_chip": src, "links_per_chip": src, "latency_s": S.ASSUMED},
+        notes={
+            "latency_s": "assumed ~1 us per ICI hop; Google publishes no figure",
+            **({"bw_per_chip": bw_note} if bw_note else {}),
+        },
+    )
+
+
+TPU_V5E = CHIPS.register(
+    "tpu-v5e",
+    ChipSpec(
+        name="tpu-v5e",
+        vendor="Google",
+        family="TPU",
+        cores=1,
+        hbm_bytes=16 * GB,
+        hbm_bw=819 * GB,
+        peak_flops={"bf16": 197 * TFLOPS, "int8": 393 * TFLOPS},
+        link=_ici(
+            400 * GB,
+            4,
+            S.GOOGLE_TPU_V5E,
+            "an earlier revision gives 'ICI bandwidth 1,600 Gbps' = 200 GB/s, the "
+            "per-direction half of 400 GB/s bidirectional",
+        ),
+        dtypes=("fp32", "bf16", "int8"),
+        sources={k: S.GOOGLE_TPU_V5E for k in ("cores", "hbm_bytes", "hbm_bw", "peak_flops")},
+        notes={
+            "hbm_bw": "another revision of the page gives 800 GiB/s (859 GB/s)",
+        },
+    ),
+    aliases=("v5e", "v5litepod", "tpu-v5-lite", "tpu-v5litepod"),
+)
+
+TPU_V5P = CHIPS.register(
+    "tpu-v5p",
+    ChipSpec(
+        name="tpu-v5p",
+        vendor="Google",
+        family="TPU",
+        cores=2,
+        hbm_bytes=95 * GiB,
+        hbm_bw=2765 * GB,
+        peak_flops={"bf16": 459 * TFLOPS, "fp8": 459 * TFLOPS, "int8": 918 * TFLOPS},
+        link=_ici(
+            1200 * GB,
+            6,
+            S.GOOGLE_TPU_V5P + " (3D torus: 6 neighbours)",
+            "an earlier revision gives 'Interchip Interconnect BW 4,800 Gbps' = 600 GB/s, "
+            "the per-direction half of 1,200 GB/s bidirectional",
+        ),
+        dtypes=("fp32", "bf16", "fp8", "int8"),
+        sources={k: S.GOOGLE_TPU_V5P for k in ("cores", "hbm_bytes", "hbm_bw", "peak_flops")},
+        notes={
+            "hbm_bytes": "96 GiB physical; 95 GiB user-allocatable (the page's figure)",
+            "hbm_bw": "another revision of the page gives 2,575 GiB/s (= 2,765 GB/s)",
+            "peak_flops": "the page lists FP8 at the bf16 rate (459); int8 918 TOPS from the "
+            "earlier revision of the page (2 x bf16)",
+        },
+    ),
+    aliases=("v5p",),
+)
+
+TPU_V6E = CHIPS.register(
+    "tpu-v6e",
+    ChipSpec(
+        name="tpu-v6e",
+        vendor="Google",
+        family="TPU",
+        cores=1,
+        hbm_bytes=32 * GB,
+        hbm_bw=1640 * GB,
+        peak_flops={"bf16": 918 * TFLOPS, "int8": 1836 * TFLOPS},
+        link=_ici(
+            800 * GB,
+            4,
+            S.GOOGLE_TPU_V6E,
+            "an earlier revision gives 'ICI bandwidth 3,584 Gbps' (448 GB/s, read as "
+            "per direction: 896 GB/s both ways) against today's 800 GB/s bidirectional",
+        ),
+        dtypes=("fp32", "bf16", "int8"),
+        sources={k: S.GOOGLE_TPU_V6E for k in ("cores", "hbm_bytes", "hbm_bw", "peak_flops")},
+        notes={
+            "hbm_bw": "revisions of the page give 1,640, 1,638 and 1,600 GB/s",
+        },
+    ),
+    aliases=("v6e", "trillium", "tpu-trillium"),
+)
+
+INF2 = CHIPS.register(
+    "inferentia2",
+    ChipSpec(
+        name="inferentia2",
+        vendor="AWS",
+        family="Inferentia",
+        core=NEURONCORE_V2,
+        cores=2,
+        hbm_bytes=32 * GiB,
+        hbm_bw=820 * GiB,
+        peak_flops={
+            "bf16": 190 * TFLOPS,
+            "fp16": 190 * TFLOPS,
+            "tf32": 190 * TFLOPS,
+            "fp8": 190 * TFLOPS,
+            "fp32": 47.5 * TFLOPS,
+            "int8": 380 * TFLOPS,
+        },
+        link=LinkSpec(
+            name="NeuronLink-v2",
+            bw_per_chip=192 * GiB,
+            links_per_chip=2,
+            latency_s=1.5 * US,
+            direction="per-direction",
+            sources={
+                "bw_per_chip": S.NEURON_INF2_ARCH + " (192 GiB/s/chip, inf2.48xlarge)",
+                "links_per_chip": S.NEURON_INF2_ARCH + " (inf2-topology.png: a ring of chips)",
+                "latency_s": S.NEURON_INTRANODE_CC + " ('about 1-2 us' per ring hop, Trn2)",
+            },
+            notes={
+                "direction": "not stated; read as per direction, as for Trn1's NeuronLink-v2",
+                "links_per_chip": "read from the topology figure as a ring (2 neighbours)",
+            },
+        ),
+        dtypes=("fp32", "tf32", "bf16", "fp16", "fp8", "int8"),
+        sources={
+            "cores": S.NEURON_INF2_PAGE,
+            "hbm_bytes": S.NEURON_INF2_PAGE + " (32 GiB)",
+            "hbm_bw": S.NEURON_INF2_PAGE + " (820 GiB/s)",
+            "peak_flops": S.NEURON_INF2_PAGE + " (190 FP16/BF16/cFP8/TF32, 47.5 FP32, 380 INT8)",
+        },
+    ),
+    aliases=("inf2-chip", "inferentia-2"),
+)
+
+
 # =============================================================================================
 # Systems
 # =============================================================================================
@@ -652,6 +863,7 @@ def _efa(bw_per_chip: float, span: int, src: str, note: str = "") -> FabricLevel
         span=span,
         bw_per_chip=bw_per_chip,
         latency_s=15 * US,
+        direction="per-direction",
         oversubscription=1.0,
         sources={
             "span": S.SEED_NEWS,
@@ -697,6 +909,7 @@ SYSTEMS.register(
                 dims=(4, 4),
                 bw_per_chip=384 * GB,
                 latency_s=1.5 * US,
+                direction="per-direction",
                 sources={
                     "span": S.NEURON_TRN1_ARCH,
                     "bw_per_chip": S.NEURON_TRN1_PAGE,
@@ -722,6 +935,7 @@ _TRN2_TORUS = FabricLevel(
     dims=(4, 4),
     bw_per_chip=1024 * GB,
     latency_s=1.5 * US,
+    direction="per-direction",
     sources={
         "span": S.NEURON_TRN2_ARCH,
         "bw_per_chip": S.NEURON_TRN2_ARCH + " (1,024 GB/s per chip intra-instance)",
@@ -763,6 +977,7 @@ SYSTEMS.register(
                 dims=(4, 4, 4),
                 bw_per_chip=256 * GB,
                 latency_s=1.5 * US,
+                direction="per-direction",
                 sources={
                     "span": S.NEURON_TRN2_ARCH,
                     "bw_per_chip": S.NEURON_TRN2_ARCH + " (rings across instances, 256 GB/s/chip)",
@@ -774,9 +989,14 @@ SYSTEMS.register(
         ),
         description="4 trn2.48xlarge (64 Trainium2 chips) in a 4x4x4 torus",
         sources={"chips": S.NEURON_TRN2_ARCH, "chips_per_server": S.NEURON_TRN2_ARCH},
-        notes={"chips": "seed 004's table lists 48 packages; the Neuron docs and 83.2 PF say 64"},
+        notes={
+            "chips": "seed 004's table lists 48 packages; the Neuron docs and 83.2 PF say 64",
+            "levels": "trn2-arch.rst lists EFAv3 3,200 Gbps under the UltraServer column as "
+            "under trn2.48xlarge; read as per trn2u.48xlarge instance (16 chips), so 12.8 Tbps "
+            "per UltraServer and the same 25 GB/s per chip",
+        },
     ),
-    aliases=("trn2-us", "trn2u"),
+    aliases=("trn2-us", "trn2u", "trn2-ultra", "trn2-ultraserver-64", "trn2u-ultraserver"),
 )
 
 
@@ -799,6 +1019,7 @@ def _neuronswitch_levels(server: int, rack: int, ultraserver: int) -> tuple[Fabr
             bw_per_chip=bw,
             links_per_chip=links,
             latency_s=1.5 * US,
+            direction="per-direction",
             sources={
                 "span": S.SEED_TOMS + "; " + src,
                 "bw_per_chip": f"{src} ({what})",
@@ -892,9 +1113,10 @@ SYSTEMS.register(
                 name="nvlink",
                 kind="nvswitch",
                 span=72,
-                bw_per_chip=900 * GB,
+                bw_per_chip=1.8 * TB,
                 links_per_chip=18,
                 latency_s=1 * US,
+                direction="bidirectional",
                 sources={
                     "span": S.SEED_TOMS,
                     "bw_per_chip": S.SEED_TOMS + " (NVLink 5 1.8 TB/s bidirectional: 900 GB/s "
@@ -909,6 +1131,7 @@ SYSTEMS.register(
                 span=100_000,
                 bw_per_chip=800e9 / 8,
                 latency_s=5 * US,
+                direction="per-direction",
                 sources={
                     "span": S.ASSUMED,
                     "bw_per_chip": S.SEED_TOMS + " (800G scale-out per GPU)",
@@ -937,9 +1160,10 @@ SYSTEMS.register(
                 kind="torus",
                 span=9216,
                 dims=(16, 24, 24),
-                bw_per_chip=600 * GB,
+                bw_per_chip=1.2 * TB,
                 links_per_chip=6,
                 latency_s=1 * US,
+                direction="bidirectional",
                 sources={
                     "span": S.SEED_SPECS + " (9,216 chips per Pod)",
                     "bw_per_chip": S.SEED_SPECS + " (~1.2 TB/s ICI bidirectional: 600 GB/s each "
@@ -957,6 +1181,470 @@ SYSTEMS.register(
         sources={"chips": S.SEED_SPECS, "chips_per_server": S.GOOGLE_IRONWOOD_BLOG},
     ),
     aliases=("ironwood-pod", "tpu-v7-ironwood-pod"),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# More Neuron instances: trn1n.32xlarge, inf2.48xlarge
+# ---------------------------------------------------------------------------------------------
+
+_TRN1 = SYSTEMS.get("trn1.32xlarge")
+
+SYSTEMS.register(
+    "trn1n.32xlarge",
+    dataclasses.replace(
+        _TRN1,
+        name="trn1n.32xlarge",
+        levels=(
+            _TRN1.levels[0],
+            _efa(
+                1600e9 / 8 / 16,
+                30_000,
+                S.NEURON_TRN1_ARCH + " (EFA 1,600 Gbps per Trn1n.32xlarge); " + S.AWS_TRN1_PAGE,
+            ),
+        ),
+        description="trn1.32xlarge with twice the EFA bandwidth (1,600 Gbps, network-optimised)",
+        notes={
+            "levels": "trn1-arch.rst's table has an unlabelled column giving 768 (Trn1n) vs 384 "
+            "(Trn1) beside the EFA figures; the NeuronLink level keeps Trainium's 384 GB/s "
+            "per chip (trainium.rst)",
+        },
+    ),
+    aliases=("trn1n", "trn1n-32xlarge"),
+)
+
+SYSTEMS.register(
+    "inf2.48xlarge",
+    SystemSpec(
+        name="inf2.48xlarge",
+        kind="instance",
+        chip=INF2,
+        chips=12,
+        chips_per_server=12,
+        host_cpu="AMD EPYC",
+        levels=(
+            FabricLevel(
+                name="neuronlink",
+                kind="torus",
+                span=12,
+                dims=(12,),
+                bw_per_chip=192 * GiB,
+                latency_s=1.5 * US,
+                direction="per-direction",
+                links_per_chip=2,
+                sources={
+                    "span": S.NEURON_INF2_ARCH,
+                    "bw_per_chip": S.NEURON_INF2_ARCH + " (192 GiB/s/chip)",
+                    "latency_s": _TRN_HOP_SRC,
+                    "links_per_chip": S.NEURON_INF2_ARCH + " (inf2-topology.png: a ring)",
+                },
+                notes={"dims": "a ring of 12 chips as read from inf2-topology.png"},
+            ),
+        ),
+        description="12 Inferentia2 chips (24 NeuronCore-v2) on a NeuronLink-v2 ring; the "
+        "instance's 100 Gbps network is not modelled (no EFA collectives across inf2)",
+        sources={
+            "chips": S.NEURON_INF2_ARCH + "; " + S.AWS_INF2_PAGE,
+            "chips_per_server": S.NEURON_INF2_ARCH,
+        },
+    ),
+    aliases=("inf2", "inf2-48xlarge", "inferentia2-instance"),
+)
+
+# ---------------------------------------------------------------------------------------------
+# NVIDIA 8-GPU nodes (HGX baseboard: 8 GPUs on NVSwitch), AWS P5/P6, GB200 NVL72
+# ---------------------------------------------------------------------------------------------
+
+NVLINK_LATENCY_NOTE = "assumed ~1 us one NVSwitch hop; no figure in the sources"
+#: A 3-tier fat-tree of radix-k switches joins k^3 / 4 hosts (k = 64 for NVIDIA QM9700 NDR
+#: switches and 64-port 400G Ethernet switches): 65,536 GPUs, one NIC each.
+FAT_TREE_3TIER_64 = 64**3 // 4
+EFA_GPU_CLUSTER_MAX = 20_000  # AWS P5 page: UltraClusters of up to 20,000 H100 GPUs
+
+
+def _nvswitch(chip: ChipSpec, span: int, src: str) -> FabricLevel:
+    return FabricLevel(
+        name="nvlink",
+        kind="nvswitch",
+        span=span,
+        bw_per_chip=chip.link.bw_per_chip,
+        latency_s=1 * US,
+        direction=chip.link.direction,
+        links_per_chip=chip.link.links_per_chip,
+        sources={
+            "span": src,
+            "bw_per_chip": chip.link.sources["bw_per_chip"],
+            "links_per_chip": chip.link.sources["links_per_chip"],
+            "latency_s": S.ASSUMED,
+        },
+        notes={"latency_s": NVLINK_LATENCY_NOTE},
+    )
+
+
+def _scale_out(
+    name: str, gbps_per_gpu: float, span: int, bw_src: str, span_src: str, latency_s: float,
+    latency_src: str, rails: int | None = 8, note: str = "",
+) -> FabricLevel:  # fmt: skip
+    """A GPU scale-out network: one NIC per GPU, non-blocking (rail-optimised when ``rails``)."""
+    srcs = {
+        "span": span_src,
+        "bw_per_chip": bw_src,
+        "latency_s": latency_src,
+        "oversubscription": bw_src + " (non-blocking fat-tree)",
+    }
+    if rails:
+        srcs["rails"] = bw_src + " (one rail per GPU of a server)"
+    return FabricLevel(
+        name=name,
+        kind="fat-tree",
+        span=span,
+        bw_per_chip=gbps_per_gpu * 1e9 / 8,
+        latency_s=latency_s,
+        direction="per-direction",
+        oversubscription=1.0,
+        rails=rails,
+        sources=srcs,
+        notes={"bw_per_chip": note} if note else {},
+    )
+
+
+IB_LATENCY_SRC = S.ASSUMED + " (5 us, as for the GB300 scale-out level: NIC + three switch tiers)"
+ROCE_LATENCY_SRC = S.ASSUMED + " (7 us: RoCE switches add latency over InfiniBand)"
+_FT_SPAN_SRC = f"{S.DERIVED}: 3-tier fat-tree of 64-port switches, 64^3/4 = {FAT_TREE_3TIER_64}"
+
+
+def _efa_gpu(gbps_node: float, what: str, src: str) -> FabricLevel:
+    return _scale_out(
+        "efa",
+        gbps_node / 8,
+        EFA_GPU_CLUSTER_MAX,
+        f"{src} ({gbps_node:,.0f} Gbps {what} per instance / 8 GPUs)",
+        S.AWS_P5_PAGE,
+        15 * US,
+        EFA_LATENCY_SRC,
+        note="EFA per instance shared by 8 GPUs; AWS documents no rail layout (taken as rails)",
+    )
+
+
+def _ib(gbps: float, src: str, rails: int = 8) -> FabricLevel:
+    span = FAT_TREE_3TIER_64
+    return _scale_out("infiniband", gbps, span, src, _FT_SPAN_SRC, 5 * US, IB_LATENCY_SRC, rails)
+
+
+def _roce(gbps: float, src: str, rails: int = 8) -> FabricLevel:
+    span = FAT_TREE_3TIER_64
+    return _scale_out("roce", gbps, span, src, _FT_SPAN_SRC, 7 * US, ROCE_LATENCY_SRC, rails)
+
+
+def _node(
+    name: str, chip: ChipSpec, scale_out: FabricLevel, src: str, host: str, description: str,
+    aliases: tuple[str, ...], notes: dict | None = None,
+) -> SystemSpec:  # fmt: skip
+    """An 8-GPU NVSwitch node (HGX baseboard) with one scale-out NIC per GPU."""
+    return SYSTEMS.register(
+        name,
+        SystemSpec(
+            name=name,
+            kind="instance" if "xlarge" in name else "server",
+            chip=chip,
+            chips=8,
+            chips_per_server=8,
+            host_cpu=host,
+            levels=(_nvswitch(chip, 8, src), scale_out),
+            description=description,
+            sources={"chips": src, "chips_per_server": src},
+            notes=notes or {},
+        ),
+        aliases=aliases,
+    )
+
+
+P5 = _node(
+    "p5.48xlarge", H100, _efa_gpu(3200, "EFAv2", S.AWS_P5_PAGE), S.AWS_P5_PAGE,
+    "AMD EPYC (3rd gen)", "8 H100 SXM on NVSwitch (NVLink 4), 3,200 Gbps EFAv2",
+    ("p5", "p5-48xlarge", "p5-h100"),
+)  # fmt: skip
+P5E = _node(
+    "p5e.48xlarge", H200, _efa_gpu(3200, "EFA", S.AWS_P5_PAGE), S.AWS_P5_PAGE,
+    "AMD EPYC (3rd gen)", "8 H200 on NVSwitch (NVLink 4), 3,200 Gbps EFA",
+    ("p5e", "p5e-48xlarge"),
+)  # fmt: skip
+P5EN = _node(
+    "p5en.48xlarge", H200, _efa_gpu(3200, "EFAv3", S.AWS_P5_PAGE), S.AWS_P5_PAGE,
+    "Intel Xeon (Sapphire Rapids)", "8 H200 on NVSwitch (NVLink 4), 3,200 Gbps EFAv3, PCIe Gen5",
+    ("p5en", "p5en-48xlarge"),
+)  # fmt: skip
+P6_B200 = _node(
+    "p6-b200.48xlarge", B200, _efa_gpu(3200, "EFAv4", S.AWS_P6_PAGE), S.AWS_P6_PAGE,
+    "Intel Xeon (5th gen)", "8 B200 on NVSwitch (NVLink 5), 3,200 Gbps EFAv4",
+    ("p6", "p6-b200", "p6-b200-48xlarge"),
+)  # fmt: skip
+DGX_H100 = _node(
+    "dgx-h100", H100, _ib(400, S.NVIDIA_DGX_H100), S.NVIDIA_DGX_H100,
+    "2 x Intel Xeon Platinum 8480C", "DGX/HGX H100: 8 H100 SXM on 4 NVSwitch, 8 x 400 Gb/s "
+    "ConnectX-7 (NDR InfiniBand) compute fabric", ("hgx-h100", "h100", "h100-node", "8xh100"),
+)  # fmt: skip
+DGX_H200 = _node(
+    "dgx-h200", H200, _ib(400, S.NVIDIA_DGX_H200), S.NVIDIA_DGX_H200,
+    "2 x Intel Xeon Platinum 8480C", "DGX/HGX H200: 8 H200 on NVSwitch, 8 x 400 Gb/s "
+    "ConnectX-7 compute fabric", ("hgx-h200", "h200", "h200-node", "8xh200"),
+)  # fmt: skip
+DGX_B200 = _node(
+    "dgx-b200", B200, _ib(400, S.NVIDIA_DGX_B200), S.NVIDIA_DGX_B200,
+    "2 x Intel Xeon Platinum 8570", "DGX/HGX B200: 8 B200 on 2 NVSwitch (NVLink 5, 14.4 TB/s), "
+    "8 x 400 Gb/s ConnectX-7 compute fabric", ("hgx-b200", "b200", "b200-node", "8xb200"),
+)  # fmt: skip
+DGX_B300 = _node(
+    "dgx-b300", B300, _ib(800, S.NVIDIA_DGX_B300), S.NVIDIA_DGX_B300,
+    "2 x Intel Xeon", "DGX/HGX B300: 8 B300 (Blackwell Ultra) on NVSwitch (NVLink 5), "
+    "8 x 800 Gb/s ConnectX-8 compute fabric", ("hgx-b300", "b300", "b300-node", "8xb300"),
+    notes={
+        "chip": "the b300 preset holds the GB300 NVL72 per-GPU figures (288 GB, FP8 5 PF); "
+        "the DGX B300 page gives 2.3 TB (= 8 x 288 GB) and FP8 72 PF with sparsity "
+        "(4.5 PF dense per GPU): HGX B300 GPUs run at a lower power than GB300's",
+    },
+)  # fmt: skip
+
+_GB200_NVL = _nvswitch(GB200, 72, S.NVIDIA_GB200_PAGE)
+_GB200_IB = _ib(400, S.NVIDIA_GB200_SUPERPOD, rails=4)  # one rail per GPU of a compute tray
+
+GB200_NVL72 = SYSTEMS.register(
+    "gb200-nvl72",
+    SystemSpec(
+        name="gb200-nvl72",
+        kind="rack",
+        chip=GB200,
+        chips=72,
+        chips_per_server=4,
+        host_cpu="NVIDIA Grace (72-core), one per 2 GPUs",
+        levels=(_GB200_NVL, _GB200_IB),
+        description="NVIDIA GB200 NVL72: 72 Blackwell GPUs and 36 Grace CPUs on NVLink 5 "
+        "switches (130 TB/s), 18 compute trays of 4 GPUs",
+        sources={"chips": S.NVIDIA_GB200_PAGE, "chips_per_server": S.NVIDIA_GB200_PAGE},
+    ),
+    aliases=("gb200", "nvl72-gb200", "gb200-rack"),
+)
+
+SYSTEMS.register(
+    "gb200-compute-tray",
+    dataclasses.replace(
+        GB200_NVL72,
+        name="gb200-compute-tray",
+        kind="server",
+        chips=4,
+        description="one GB200 NVL72 compute tray: 2 GB200 superchips (4 Blackwell GPUs, "
+        "2 Grace), its GPUs joined through the rack's NVLink switch trays",
+    ),
+    aliases=("gb200-tray", "gb200-nvl4-tray"),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Scale-out GPU clusters: nodes joined by rail-optimised, non-blocking fat-trees
+# ---------------------------------------------------------------------------------------------
+
+GPU_CLUSTER_EXAMPLE = 16_384
+_EXAMPLE_SRC = (
+    f"{S.ASSUMED}: an example size ({GPU_CLUSTER_EXAMPLE:,} GPUs); any count up to the "
+    "fat-tree's span is valid (SystemSpec.with_chips, --chips)"
+)
+
+
+def _cluster(
+    name: str, node: SystemSpec, scale_out: FabricLevel, chips: int, chips_src: str,
+    description: str, aliases: tuple[str, ...],
+) -> SystemSpec:  # fmt: skip
+    return SYSTEMS.register(
+        name,
+        SystemSpec(
+            name=name,
+            kind="cluster",
+            chip=node.chip,
+            chips=chips,
+            chips_per_server=node.chips_per_server,
+            host_cpu=node.host_cpu,
+            levels=(*node.scale_up_levels, scale_out),
+            description=description,
+            sources={"chips": chips_src, "chips_per_server": node.sources["chips_per_server"]},
+        ),
+        aliases=aliases,
+    )
+
+
+_cluster(
+    "h100-ib-cluster", DGX_H100, _ib(400, S.NVIDIA_SUPERPOD_H100 + "; " + S.META_GENAI_INFRA),
+    24_576, S.META_GENAI_INFRA, "DGX H100 nodes on a rail-optimised NDR 400 Gb/s InfiniBand "
+    "fat-tree (as Meta's 24,576-GPU InfiniBand cluster, DGX SuperPOD)",
+    ("h100-cluster", "dgx-h100-superpod", "h100-superpod"),
+)  # fmt: skip
+_cluster(
+    "h100-roce-cluster", DGX_H100, _roce(400, S.META_GENAI_INFRA + "; " + S.LLAMA3_PAPER),
+    24_576, S.META_GENAI_INFRA + "; " + S.LLAMA3_PAPER, "8-GPU H100 nodes on a 400 Gbps RoCE "
+    "three-layer Clos (Meta's 24,576-GPU RoCE cluster; Llama 3 trained on 16K of it)",
+    ("h100-roce", "meta-roce-24k"),
+)  # fmt: skip
+_cluster(
+    "p5-ultracluster", P5, P5.levels[-1], EFA_GPU_CLUSTER_MAX, S.AWS_P5_PAGE,
+    "p5.48xlarge instances in an EC2 UltraCluster (EFA, up to 20,000 H100)",
+    ("p5-cluster", "h100-efa-cluster"),
+)  # fmt: skip
+for _node_spec, _gen, _gbps in (
+    (DGX_H200, "h200", 400),
+    (DGX_B200, "b200", 400),
+    (DGX_B300, "b300", 800),
+):
+    _src = _node_spec.sources["chips"]
+    _cluster(
+        f"{_gen}-ib-cluster", _node_spec, _ib(_gbps, _src), GPU_CLUSTER_EXAMPLE, _EXAMPLE_SRC,
+        f"{_node_spec.name} nodes on a rail-optimised {_gbps} Gb/s-per-GPU InfiniBand fat-tree",
+        (f"{_gen}-cluster", f"dgx-{_gen}-superpod"),
+    )  # fmt: skip
+    _cluster(
+        f"{_gen}-roce-cluster", _node_spec, _roce(_gbps, _src), GPU_CLUSTER_EXAMPLE, _EXAMPLE_SRC,
+        f"{_node_spec.name} nodes on a rail-optimised {_gbps} Gb/s-per-GPU RoCE fat-tree",
+        (f"{_gen}-roce",),
+    )  # fmt: skip
+_cluster(
+    "gb200-nvl72-ib-cluster", GB200_NVL72, _GB200_IB, GPU_CLUSTER_EXAMPLE // 72 * 72,
+    _EXAMPLE_SRC + " (rounded down to whole racks)",
+    "GB200 NVL72 racks on a rail-optimised 400 Gb/s-per-GPU InfiniBand fat-tree",
+    ("gb200-cluster", "gb200-superpod"),
+)  # fmt: skip
+_cluster(
+    "gb200-nvl72-roce-cluster", GB200_NVL72, _roce(400, S.NVIDIA_GB200_SUPERPOD, rails=4),
+    GPU_CLUSTER_EXAMPLE // 72 * 72, _EXAMPLE_SRC + " (rounded down to whole racks)",
+    "GB200 NVL72 racks on a rail-optimised 400 Gb/s-per-GPU RoCE fat-tree",
+    ("gb200-roce",),
+)  # fmt: skip
+
+# ---------------------------------------------------------------------------------------------
+# Google Cloud TPU v5e, v5p, v6e: slices (one ICI torus) and multislice over the DCN
+# ---------------------------------------------------------------------------------------------
+
+#: Slice shapes (chips -> torus dims) from the Cloud TPU pages' configuration tables.
+TPU_2D_SHAPES = {4: (2, 2), 8: (2, 4), 16: (4, 4), 32: (4, 8), 64: (8, 8), 128: (8, 16),
+                 256: (16, 16)}  # fmt: skip
+TPU_V5P_SHAPES = {
+    64: (4, 4, 4),
+    128: (4, 4, 8),
+    256: (4, 8, 8),
+    512: (8, 8, 8),
+    1024: (8, 8, 16),
+    2048: (8, 16, 16),
+    4096: (16, 16, 16),
+    6144: (16, 16, 24),
+}
+#: Multislice joins slices over the data-center network; no source bounds the slice count.
+TPU_DCN_SPAN = 100_000
+
+
+def _dcn(gbps_per_chip: float, src: str, note: str) -> FabricLevel:
+    return FabricLevel(
+        name="dcn",
+        kind="fat-tree",
+        span=TPU_DCN_SPAN,
+        bw_per_chip=gbps_per_chip * 1e9 / 8,
+        latency_s=10 * US,
+        direction="per-direction",
+        sources={
+            "span": S.ASSUMED + " (multislice: slices joined over the DCN, count not bounded)",
+            "bw_per_chip": src,
+            "latency_s": S.ASSUMED + " (10 us host-NIC-to-host-NIC over the DCN)",
+        },
+        notes={"bw_per_chip": note},
+    )
+
+
+_TPU_GENS = {
+    # name: (chip, shapes, cores per chip in the slice name, pod chips, DCN level)
+    "v5e": (
+        TPU_V5E, TPU_2D_SHAPES, 1, 256,
+        _dcn(25, S.GOOGLE_TPU_V5E, "2 x 100 Gbps NIC per host of 8 chips = 25 Gbps per chip; "
+             "the page's 6.4 Tbps per 256-chip pod gives the same"),
+    ),
+    "v5p": (
+        TPU_V5P, TPU_V5P_SHAPES, 2, 8960,
+        _dcn(50, S.GOOGLE_TPU_V5P, "50 Gbps DCN bandwidth per chip, as the page states"),
+    ),
+    "v6e": (
+        TPU_V6E, TPU_2D_SHAPES, 1, 256,
+        _dcn(100, S.GOOGLE_TPU_V6E + " (4 x 200 Gbps NIC per host of 8 chips)",
+             "per-host NICs / 8 chips; the page's 25.6 Tbps per 256-chip pod gives the same"),
+    ),
+}  # fmt: skip
+
+
+def _ici_level(chip: ChipSpec, dims: tuple[int, ...], src: str) -> FabricLevel:
+    return FabricLevel(
+        name="ici",
+        kind="torus",
+        span=math.prod(dims),
+        dims=dims,
+        bw_per_chip=chip.link.bw_per_chip,
+        latency_s=chip.link.latency_s,
+        direction=chip.link.direction,
+        links_per_chip=chip.link.links_per_chip,
+        sources={
+            "span": src,
+            "bw_per_chip": chip.link.sources["bw_per_chip"],
+            "latency_s": chip.link.sources["latency_s"],
+            "links_per_chip": chip.link.sources["links_per_chip"],
+        },
+        notes={
+            **{k: v for k, v in chip.link.notes.items() if k == "bw_per_chip"},
+            "dims": "modelled with wraparound in every dimension: v5p slices of a cube "
+            "(4x4x4) and larger are full 3D tori; v5e/v6e slices wrap only along dimensions "
+            "of 16 (smaller slices are meshes, slower than modelled)",
+        },
+    )
+
+
+def _tpu_slice(gen: str, chips: int) -> SystemSpec:
+    chip_spec, shapes, cores, _, dcn = _TPU_GENS[gen]
+    dims = shapes[chips]
+    name = f"tpu-{gen}-{chips * cores}"
+    src = chip_spec.link.sources["bw_per_chip"].split(" (")[0]
+    return SystemSpec(
+        name=name,
+        kind="pod",
+        chip=chip_spec,
+        chips=chips,
+        chips_per_server=min(chips, 4 if gen == "v5p" else 8),
+        host_cpu="x86 TPU host",
+        levels=(_ici_level(chip_spec, dims, src), dcn),
+        description=f"Cloud TPU {gen} slice {gen}-{chips * cores}: {chips} chips in a "
+        f"{'x'.join(map(str, dims))} ICI torus; multislice over the DCN",
+        sources={"chips": src + " (slice shapes)", "chips_per_server": src},
+        notes={"name": "v5p slice names count TensorCores (2 per chip)"} if cores > 1 else {},
+    )
+
+
+for _gen, (_chip, _shapes, _cores, _pod, _) in _TPU_GENS.items():
+    for _chips in _shapes:
+        _spec = _tpu_slice(_gen, _chips)
+        _aliases = [f"{_gen}-{_chips * _cores}"]
+        if _gen == "v5e":
+            _aliases.append(f"v5litepod-{_chips}")
+        if _gen == "v6e" and _chips == _pod:
+            _aliases += ["v6e", "trillium", "tpu-v6e-pod", "trillium-pod", "v6e-pod"]
+        if _gen == "v5e" and _chips == _pod:
+            _aliases += ["v5e", "tpu-v5e-pod", "v5e-pod"]
+        SYSTEMS.register(_spec.name, _spec, aliases=tuple(_aliases))
+
+_V5P_MAX = SYSTEMS.get("tpu-v5p-12288")
+SYSTEMS.register(
+    "tpu-v5p-pod",
+    dataclasses.replace(
+        _V5P_MAX,
+        name="tpu-v5p-pod",
+        chips=8960,
+        description="Cloud TPU v5p pod: 8,960 chips; one job's ICI slice is at most 16x16x24 "
+        "(6,144 chips), so a whole-pod job is two slices joined over the DCN",
+        sources={
+            "chips": S.GOOGLE_TPU_V5P + " (8,960 chips per pod)",
+            "chips_per_server": S.GOOGLE_TPU_V5P,
+        },
+    ),
+    aliases=("v5p", "v5p-pod"),
 )
 
 

@@ -121,6 +121,14 @@ def chip_rows(chip: ChipSpec) -> list[Row]:
         Row("tdp_w", chip.tdp_w, "W", _src(chip, "tdp_w")),
         Row("link.name", chip.link.name, "", ""),
         Row("link.bw_per_chip", chip.link.bw_per_chip, "B/s", _src(chip.link, "bw_per_chip")),
+        Row("link.direction", chip.link.direction, "", _src(chip.link, "direction")),
+        Row(
+            "link.bw_per_direction",
+            chip.link.bw_per_direction,
+            "B/s",
+            f"derived: bw_per_chip ({chip.link.direction})"
+            + (" / 2" if chip.link.direction == "bidirectional" else ""),
+        ),
         Row("link.latency_s", chip.link.latency_s, "s", _src(chip.link, "latency_s")),
     ]
     for dtype, value in chip.peak_flops.items():
@@ -168,7 +176,18 @@ def system_rows(system: SystemSpec) -> list[Row]:
     rows += [
         Row("hbm_bytes", system.hbm_bytes, "B", f"derived: {system.chips} x {chip.name} HBM"),
         Row("hbm_bw", system.hbm_bw, "B/s", f"derived: {system.chips} x {chip.name} HBM bw"),
-        Row("link_bw", system.link_bw, "B/s", f"derived: {system.chips} x {chip.link.name} bw"),
+        Row(
+            "link_bw",
+            system.link_bw,
+            "B/s",
+            f"derived: {system.chips} x {chip.link.name} bw ({chip.link.direction})",
+        ),
+        Row(
+            "scale_up_chips",
+            system.scale_up_chips,
+            "chips",
+            "derived: largest span below the scale-out network",
+        ),
     ]
     for lvl in system.levels:
         p = f"levels.{lvl.name}"
@@ -181,8 +200,18 @@ def system_rows(system: SystemSpec) -> list[Row]:
             ),
             Row(f"{p}.span", lvl.span, "chips", _src(lvl, "span")),
             Row(f"{p}.bw_per_chip", lvl.bw_per_chip, "B/s", _src(lvl, "bw_per_chip")),
+            Row(f"{p}.direction", lvl.direction, "", _src(lvl, "direction")),
+            Row(
+                f"{p}.bw_per_direction",
+                lvl.bw_per_direction,
+                "B/s",
+                f"derived: bw_per_chip ({lvl.direction})"
+                + (" / 2" if lvl.direction == "bidirectional" else ""),
+            ),
             Row(f"{p}.latency_s", lvl.latency_s, "s", _src(lvl, "latency_s")),
         ]
+        if lvl.rails:
+            rows.append(Row(f"{p}.rails", lvl.rails, "", _src(lvl, "rails")))
     return rows
 
 

@@ -37,3 +37,80 @@ GOOGLE_IRONWOOD_BLOG = "Google Cloud blog 'Ironwood: the first Google TPU for th
 
 DERIVED = "derived"
 ASSUMED = "assumed"
+
+# --- AWS instance pages and Neuron pages for Inferentia2 / Trn1n ------------------------------
+AWS_P5_PAGE = (
+    "https://aws.amazon.com/ec2/instance-types/p5/ (p5.48xlarge: 8 x H100 80 GB HBM3, NVSwitch "
+    "900 GB/s, 3,200 Gbps EFAv2; p5e.48xlarge / p5en.48xlarge: 8 x H200 141 GB, 3,200 Gbps EFA "
+    "(EFAv3 on p5en); EC2 UltraClusters of up to 20,000 H100 GPUs)"
+)
+AWS_P6_PAGE = (
+    "https://aws.amazon.com/ec2/instance-types/p6/ (p6-b200.48xlarge: 8 x B200, 1,440 GB HBM3e, "
+    "NVLink 5 1.8 TB/s per GPU, 3.2 Tbps EFAv4)"
+)
+AWS_TRN1_PAGE = "https://aws.amazon.com/ec2/instance-types/trn1/ (trn1n.32xlarge: 1,600 Gbps EFA)"
+AWS_INF2_PAGE = "https://aws.amazon.com/ec2/instance-types/inf2/ (inf2.48xlarge: 12 Inferentia2)"
+NEURON_INF2_PAGE = "aws-neuron-sdk about-neuron/arch/neuron-hardware/inferentia2.rst"
+NEURON_INF2_ARCH = "aws-neuron-sdk about-neuron/arch/neuron-hardware/inf2-arch.rst"
+
+# --- NVIDIA systems ---------------------------------------------------------------------------
+NVIDIA_DGX_H100 = (
+    "https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html (8 x H100 SXM "
+    "80 GB, 4 NVSwitch, 900 GB/s GPU-to-GPU, 8 x ConnectX-7 400 Gb/s for the compute fabric)"
+)
+NVIDIA_DGX_H200 = (
+    "https://www.nvidia.com/en-us/data-center/dgx-h200/ (8 x H200 141 GB = 1,128 GB, "
+    "8 x ConnectX-7 400 Gb/s)"
+)
+NVIDIA_DGX_B200 = (
+    "https://www.nvidia.com/en-us/data-center/dgx-b200/ (8 x B200: 1,440 GB HBM3e, 64 TB/s; "
+    "FP8 72 PF and FP4 144 PF with sparsity; 14.4 TB/s NVLink; 8 x ConnectX-7 400 Gb/s)"
+)
+NVIDIA_HGX_B200 = (
+    "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, 8 GPUs: FP4 144 PF, FP8 72 PF, "
+    "BF16 36 PF, TF32 18 PF with sparsity; FP32 600 TF; 1.4 TB, 64 TB/s; 1,000 W per GPU)"
+)
+NVIDIA_DGX_B300 = (
+    "https://www.nvidia.com/en-us/data-center/dgx-b300/ (8 x B300: 2.3 TB HBM3e; FP8 72 PF "
+    "and FP4 144 PF with sparsity; 14.4 TB/s NVLink; 8 x ConnectX-8 800 Gb/s)"
+)
+NVIDIA_GB200_PAGE = (
+    "https://www.nvidia.com/en-us/data-center/gb200-nvl72/ (72 GPUs, 36 Grace: FP4 1,440 PF, "
+    "FP8 720 PF, BF16 360 PF, TF32 180 PF with sparsity; FP32 5,760 TF; up to 13.4 TB HBM3e, "
+    "576 TB/s; NVLink 130 TB/s; 18 compute trays of 2 GB200 superchips = 4 GPUs)"
+)
+NVIDIA_GB200_SUPERPOD = (
+    "https://docs.nvidia.com/dgx-superpod/reference-architecture-scalable-infrastructure-gb200/"
+    " (DGX GB200 compute tray: 4 GPUs, 4 x ConnectX-7 400 Gb/s InfiniBand, rail-optimised)"
+)
+NVIDIA_SUPERPOD_H100 = (
+    "https://docs.nvidia.com/dgx-superpod/reference-architecture-scalable-infrastructure-h100/"
+    " (rail-optimised full fat-tree of NDR 400 Gb/s InfiniBand, one rail per GPU, QM9700 "
+    "switches with 64 NDR ports)"
+)
+META_GENAI_INFRA = (
+    "https://engineering.fb.com/2024/03/12/data-center-engineering/building-metas-genai-"
+    "infrastructure/ (two 24,576-GPU H100 clusters, one on RoCE, one on InfiniBand, 400 Gbps "
+    "endpoints)"
+)
+LLAMA3_PAPER = (
+    "arXiv:2407.21783 'The Llama 3 Herd of Models' section 3.3.1 (Llama 3 405B trained on up to "
+    "16K H100 over RoCE 400 Gbps per GPU, three-layer Clos)"
+)
+
+# --- Google Cloud TPU -------------------------------------------------------------------------
+GOOGLE_TPU_V5E = (
+    "https://cloud.google.com/tpu/docs/v5e (197 TFLOPS bf16, 393 TOPS int8, 16 GB HBM2 at "
+    "819 GB/s, 400 GB/s bidirectional ICI, 4 ICI ports, 8 chips per host, 2D torus, 256-chip "
+    "pod, 2 x 100 Gbps NIC per host)"
+)
+GOOGLE_TPU_V5P = (
+    "https://cloud.google.com/tpu/docs/v5p (459 TFLOPS bf16, 95 GiB HBM2e at 2,765 GB/s, "
+    "2 TensorCores, 1,200 GB/s bidirectional ICI, 50 Gbps DCN per chip, 3D torus, 8,960-chip "
+    "pod, largest slice 16x16x24 = 6,144 chips, 4 chips per host)"
+)
+GOOGLE_TPU_V6E = (
+    "https://cloud.google.com/tpu/docs/v6e (918 TFLOPS bf16, 1,836 TOPS int8, 32 GB HBM at "
+    "1,640 GB/s, 800 GB/s bidirectional ICI, 4 ICI ports, 8 chips per host, 2D torus, "
+    "256-chip pod)"
+)

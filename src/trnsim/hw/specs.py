@@ -13,11 +13,32 @@ the figures they come from; their docstrings give the derivation.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.hw.table import Table
+
+#: Which way a published link figure counts. ``per-direction``: what one chip can send (and, at
+#: the same time, receive); ``bidirectional``: send + receive added, as NVIDIA and Google quote
+#: NVLink and ICI. The fabric model always works per direction (:attr:`LinkSpec.bw_per_direction`).
+Direction = Literal["per-direction", "bidirectional"]
+DIRECTIONS: tuple[str, ...] = ("per-direction", "bidirectional")
+
+
+def _per_direction(bw: float, direction: str) -> float:
+    return bw / 2 if direction == "bidirectional" else bw
+
+
+def _check_direction(spec: object) -> None:
+    direction = spec.direction  # type: ignore[attr-defined]
+    if direction not in DIRECTIONS:
+        raise ConfigError(
+            f"{type(spec).__name__} {getattr(spec, 'name', '?')!r}: direction must be one of "
+            f"{', '.join(DIRECTIONS)}, got {direction!r}"
+        )
+
 
 Sources = Table  # field name -> source text (a Table of str values; typed loosely on purpose)
 
@@ -171,19 +192,32 @@ class CoreSpec(_Spec):
 
 @dataclass(frozen=True, slots=True)
 class LinkSpec(_Spec):
-    """A chip-to-chip interconnect as one chip sees it."""
+    """A chip-to-chip interconnect as one chip sees it.
+
+    ``bw_per_chip`` is the figure as its source publishes it, counted the way ``direction`` says.
+    """
 
     name: str
     bw_per_chip: float
     links_per_chip: int
     latency_s: float
+    direction: Direction
     sources: Table = field(default_factory=Table)
     notes: Table = field(default_factory=Table)
 
+    def __post_init__(self) -> None:
+        _Spec.__post_init__(self)
+        _check_direction(self)
+
     @property
     def bw_per_link(self) -> float:
-        """Derived: per-chip bandwidth / links per chip."""
+        """Derived: per-chip bandwidth / links per chip (in the figure's own direction)."""
         return self.bw_per_chip / self.links_per_chip
+
+    @property
+    def bw_per_direction(self) -> float:
+        """Derived: what one chip sends per second (half a bidirectional figure)."""
+        return _per_direction(self.bw_per_chip, self.direction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,8 +273,11 @@ class FabricLevel(_Spec):
 
     ``span`` is how many chips one domain of this level joins (4 chips in a Trn3 Gen2 server,
     144 in the UltraServer, ...). ``bw_per_chip`` is the bandwidth one chip has into this level
-    (bytes/s, one direction unless the note says otherwise); ``latency_s`` the one-hop latency.
-    ``oversubscription`` (fat-trees): 1.0 is non-blocking; None means not stated (taken as 1.0).
+    (bytes/s), as published, counted the way ``direction`` says; the fabric model reads
+    :attr:`bw_per_direction`. ``latency_s`` is the one-hop latency. ``oversubscription``
+    (fat-trees): 1.0 is non-blocking; None means not stated (taken as 1.0). ``rails`` (fat-trees):
+    a rail-optimised network has one rail per GPU of a server (GPU i of every server on rail i's
+    leaf switches); None for a network without rails.
     """
 
     name: str
@@ -248,11 +285,27 @@ class FabricLevel(_Spec):
     span: int
     bw_per_chip: float
     latency_s: float
+    direction: Direction
     links_per_chip: int | None = None
     dims: tuple[int, ...] = ()
     oversubscription: float | None = None
+    rails: int | None = None
     sources: Table = field(default_factory=Table)
     notes: Table = field(default_factory=Table)
+
+    def __post_init__(self) -> None:
+        _Spec.__post_init__(self)
+        _check_direction(self)
+        if self.dims and math.prod(self.dims) != self.span:
+            raise ConfigError(
+                f"fabric level {self.name!r}: torus dims {self.dims} make "
+                f"{math.prod(self.dims)} chips, not the span {self.span}"
+            )
+
+    @property
+    def bw_per_direction(self) -> float:
+        """Derived: what one chip sends into this level per second (half a bidirectional figure)."""
+        return _per_direction(self.bw_per_chip, self.direction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +366,27 @@ class SystemSpec(_Spec):
     def link_bw(self) -> float:
         """Derived: chips x the chip's scale-up link bandwidth ('aggregate NeuronLink')."""
         return self.chips * self.chip.link.bw_per_chip
+
+    @property
+    def scale_up_levels(self) -> tuple[FabricLevel, ...]:
+        """The levels below the scale-out network: NVLink/NVSwitch, ICI, NeuronLink and switches
+        (every level that is not a ``fat-tree``)."""
+        return tuple(lvl for lvl in self.levels if lvl.kind != "fat-tree")
+
+    @property
+    def scale_up_chips(self) -> int:
+        """Derived: chips one scale-up domain joins (the largest span below the scale-out network:
+        8 on an HGX node, 72 on an NVL72 rack, the slice on a TPU, 64 on a Trn2 UltraServer);
+        1 when the system has no scale-up fabric. Tensor parallelism belongs inside it."""
+        spans = [lvl.span for lvl in self.scale_up_levels]
+        return min(max(spans), self.chips) if spans else 1
+
+    @property
+    def scale_out_level(self) -> FabricLevel | None:
+        """The scale-out network (the outermost ``fat-tree`` level: EFA, InfiniBand, RoCE, DCN),
+        or None when the system has none."""
+        outer = self.levels[-1] if self.levels else None
+        return outer if outer is not None and outer.kind == "fat-tree" else None
 
     def level(self, name: str) -> FabricLevel:
         """The fabric level called ``name`` (error lists the levels)."""
