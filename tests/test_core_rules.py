@@ -282,10 +282,29 @@ def k_ti_index():
     nisa.tensor_copy(sb((16, 17)), view)
 
 
+def k_reduce_axis():
+    mark()
+    nisa.tensor_reduce(sb((128, 1)), nl.add, sb((128, 4, 8)), axis=1)
+
+
+def k_range_select_fill():
+    t, b = sb((128, 8)), sb((128, 1))
+    mark()
+    nisa.range_select(t, t, nl.greater_equal, nl.less, b, b, on_false_value=-1.0)
+
+
+def k_engine():
+    mark()
+    nisa.tensor_tensor(sb((128, 8)), sb((128, 8)), sb((128, 8)), nl.add, engine=nisa.scalar_engine)
+
+
 A = np.ones((128, 64), np.float32)
 
 # (rule key or check function name, kernel, args, target, lnc, rule name, values in the message)
 CASES = [
+    ("_engine", k_engine, (), "gen4", 1, "engine", ("tensor_tensor", "scalar", "gpsimd, vector")),
+    ("reduce-axis", k_reduce_axis, (), "gen4", 1, "reduce-axis", ("(1,)", "[128, 4, 8]")),
+    ("range-select-fill", k_range_select_fill, (), "gen4", 1, "range-select-fill", ("-1.0",)),
     ("_ti_operand", k_ti_operand, (), "gen4", 1, "ti-operand", ("reciprocal", "data")),
     ("_ti_generation", k_ti_generation, (), "gen3", 1, "ti-generation", ("v4", "v3")),
     ("_ti_tiling", k_ti_tiling, (), "gen4", 1, "ti-tiling", ("tile_position=(0, 0)",)),

@@ -36,7 +36,7 @@ from math import ceil
 
 from trnsim.core.instruction import Instruction, Operand
 from trnsim.core.isa import Engine, Op
-from trnsim.core.spec import SPECS
+from trnsim.core.spec import DATA, MOVING, REDUCE_RES, SPECS, STATIONARY
 from trnsim.hw import ChipSpec, CoreSpec
 
 NOTES = "shared/reference/nki-notes.md"
@@ -149,7 +149,7 @@ class CostRule:
 
 
 def _mm_cycles(instr: Instruction, spec: CoreSpec) -> float:
-    st, mv = instr.operand("stationary"), instr.operand("moving")
+    st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
     if st is None or mv is None:
         return float(spec.min_ii_cycles)
     rate = spec.tensor.rate
@@ -164,14 +164,14 @@ def _mm_cycles(instr: Instruction, spec: CoreSpec) -> float:
 
 
 def _mm_mx_cycles(instr: Instruction, spec: CoreSpec) -> float:
-    st, mv = instr.operand("stationary"), instr.operand("moving")
+    st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
     if st is None or mv is None:
         return float(spec.min_ii_cycles)
     return max(min(spec.min_ii_cycles, st.free_size), mv.free_size)
 
 
 def _pe_transpose_cycles(instr: Instruction, spec: CoreSpec) -> float:
-    data = instr.operand("data") or instr.src[0]
+    data = instr.operand(DATA) or instr.src[0]
     return max(data.partitions, min(spec.min_ii_cycles, data.free_size))
 
 
@@ -236,7 +236,7 @@ def _copy_predicated(instr: Instruction, spec: CoreSpec) -> float:
 
 
 def _activation(instr: Instruction, spec: CoreSpec) -> float:
-    extra = spec.min_ii_cycles if instr.operand("reduce_res") is not None else 0
+    extra = spec.min_ii_cycles if instr.operand(REDUCE_RES) is not None else 0
     return max(spec.min_ii_cycles, _free(instr)) + extra
 
 
@@ -503,13 +503,13 @@ def matmul_flops(instr: Instruction) -> float:
     """
     instr = tensor_indirect_access(instr)
     if instr.opcode is Op.NC_MATMUL and not instr.attr("is_transpose"):
-        st, mv = instr.operand("stationary"), instr.operand("moving")
+        st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
         if st is not None and mv is not None:
             double_row = instr.attr("perf_mode") == "double_row" and len(st.shape) >= 3
             rows = st.shape[1] if double_row else 1  # [K / r, r, ...M]: the rule checks r
             return 2.0 * st.partitions * st.free_size * mv.free_size / rows
     if instr.opcode is Op.NC_MATMUL_MX:
-        st, mv = instr.operand("stationary"), instr.operand("moving")
+        st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
         if st is not None and mv is not None:
             return 2.0 * 4 * st.partitions * st.free_size * mv.free_size
     return 0.0
@@ -517,8 +517,8 @@ def matmul_flops(instr: Instruction) -> float:
 
 def matmul_rate_class(instr: Instruction) -> str:
     """The tensor.rate key whose peak a matmul should be compared with (for MFU)."""
-    st = instr.operand("stationary")
-    mv = instr.operand("moving")
+    st = instr.operand(STATIONARY)
+    mv = instr.operand(MOVING)
     classes = {dtype_class(o.dtype) for o in (st, mv) if o is not None}
     if instr.opcode is Op.NC_MATMUL_MX:
         return "mxfp4" if classes == {"mxfp4"} else "mxfp8"

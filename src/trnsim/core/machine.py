@@ -26,7 +26,7 @@ from trnsim.core.accel.decode import AccMemo, DecodeCache
 from trnsim.core.accel.deferred import Deferred
 from trnsim.core.call import Call
 from trnsim.core.instruction import Instruction
-from trnsim.core.isa import DEFAULT_ENGINE, ENGINE_CHOICES, Engine, Op
+from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
 from trnsim.core.location import fail, kernel_location, warn
 from trnsim.core.memory import (
     PSUM,
@@ -39,7 +39,21 @@ from trnsim.core.memory import (
 )
 from trnsim.core.options import CoreOptions
 from trnsim.core.rules import Checker, check
-from trnsim.core.spec import DST, MOVING, SPECS, STATIONARY
+from trnsim.core.spec import (
+    DATA,
+    DST,
+    DST_SCALE,
+    INDEX,
+    MOVING,
+    MOVING_SCALE,
+    PREDICATE,
+    REDUCE_RES,
+    SPECS,
+    SRC,
+    SRC_SEEDS,
+    STATIONARY,
+    STATIONARY_SCALE,
+)
 from trnsim.hw import CoreSpec, core
 from trnsim.numerics import Format, get_format
 
@@ -200,10 +214,7 @@ class NeuronCore:
                 f"{op.value} would be instruction {len(self.record) + 1} of core {self.index}; "
                 f"the budget is {budget} (CoreOptions.max_instructions)",
             )
-        chosen = engine or DEFAULT_ENGINE[op]
-        if engine is not None and op in ENGINE_CHOICES and engine not in ENGINE_CHOICES[op]:
-            allowed = ", ".join(sorted(e.value for e in ENGINE_CHOICES[op]))
-            raise fail("engine", f"{op.value} cannot run on {engine.value}; allowed: {allowed}")
+        chosen = engine or DEFAULT_ENGINE[op]  # (rule engine: one of the spec's choices)
         # rules.check, with the verdict cached per signature (rules.Checker): bounds of each
         # operand first (dst then src), then the rules unless an equal call passed before.
         # Views of other kinds (indirect views describe themselves) take the plain path.
@@ -482,28 +493,28 @@ def _nc_matmul(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.NC_MATMUL_MX)
 def _nc_matmul_mx(nc: NeuronCore, c: Call) -> None:
-    st, mv = c.src["stationary"], c.src["moving"]
+    st, mv = c.src[STATIONARY], c.src[MOVING]
     k = st.partitions
     rows = S.mx_scale_rows(k)
     scales = []
-    for role in ("stationary_scale", "moving_scale"):
+    for role in (STATIONARY_SCALE, MOVING_SCALE):
         raw = _p2(nc.read_raw(c.src[role]).view(np.uint8))[rows]
         scales.append(np.exp2(raw.astype(np.float64) - 127))
     a = nc.read(st).reshape(k, -1, 4)
     b = nc.read(mv).reshape(k, -1, 4)
     res = S.nc_matmul_mx(a, b, scales[0], scales[1])
-    _psum_accumulate(nc, c.dst["dst"], res, c.attrs.get("accumulate"))
+    _psum_accumulate(nc, c.dst[DST], res, c.attrs.get("accumulate"))
 
 
 @executor(Op.NC_TRANSPOSE)
 def _nc_transpose(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
-    nc.write_raw(dst, S.nc_transpose(nc.read_raw(c.src["data"])))
+    dst = c.dst[DST]
+    nc.write_raw(dst, S.nc_transpose(nc.read_raw(c.src[DATA])))
 
 
 @executor(Op.QUANTIZE_MX)
 def _quantize_mx(nc: NeuronCore, c: Call) -> None:
-    src, dst, scale = c.src["src"], c.dst["dst"], c.dst["dst_scale"]
+    src, dst, scale = c.src[SRC], c.dst[DST], c.dst[DST_SCALE]
     elem = dst.fmt.element
     assert elem is not None
     vals, codes = S.quantize_mx(_p2(nc.read(src)), elem.emax, elem.max)
@@ -515,7 +526,7 @@ def _quantize_mx(nc: NeuronCore, c: Call) -> None:
 
 
 def _reduce_into(nc: NeuronCore, c: Call, red: np.ndarray | None) -> None:
-    res = c.dst.get("reduce_res")
+    res = c.dst.get(REDUCE_RES)
     if res is not None and red is not None:
         nc.write(res, red)
 
@@ -527,12 +538,12 @@ def _activation(nc: NeuronCore, c: Call) -> None:
     scale = c.src.get("scale")
     out, red = S.activation(
         a["op"],
-        nc.read(c.src["data"]),
+        nc.read(c.src[DATA]),
         None if bias is None else nc.read(bias),
         nc.read(scale) if scale is not None else a.get("scale", 1.0),
         a.get("reduce_op"),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     _reduce_into(nc, c, red)
 
 
@@ -542,7 +553,7 @@ def _activate2(nc: NeuronCore, c: Call) -> None:
     imm = [nc.operand_value(c.src[k]) if k in c.src else a.get(k) for k in ("imm0", "imm1")]
     out, red = S.activate2(
         a["op"],
-        nc.read(c.src["data"]),
+        nc.read(c.src[DATA]),
         a["op0"],
         imm[0],
         a["op1"],
@@ -551,7 +562,7 @@ def _activate2(nc: NeuronCore, c: Call) -> None:
         a.get("reverse1", False),
         a.get("reduce_op"),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     _reduce_into(nc, c, red)
 
 
@@ -559,9 +570,9 @@ def _activate2(nc: NeuronCore, c: Call) -> None:
 def _exponential(nc: NeuronCore, c: Call) -> None:
     mx = c.src.get("max_value")
     out, sums = S.exponential(
-        nc.read(c.src["src"]), nc.read(mx) if mx is not None else c.attrs.get("max_value", 0.0)
+        nc.read(c.src[SRC]), nc.read(mx) if mx is not None else c.attrs.get("max_value", 0.0)
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     _reduce_into(nc, c, sums + F32(c.attrs.get("reduce_init", 0.0)))
 
 
@@ -572,7 +583,7 @@ def _is_int(v: View) -> bool:
 @executor(Op.TENSOR_TENSOR)
 def _tensor_tensor(nc: NeuronCore, c: Call) -> None:
     op = c.attrs["op"]
-    d1, d2, dst = c.src["data1"], c.src["data2"], c.dst["dst"]
+    d1, d2, dst = c.src["data1"], c.src["data2"], c.dst[DST]
     if op in S.BITVEC_OPS:
         a, b = _p2(nc.read_raw(d1)), _p2(nc.read_raw(d2))
         nc.write_raw(dst, S.tensor_tensor(op, a, b.astype(a.dtype)).astype(dst.fmt.dtype))
@@ -587,7 +598,7 @@ def _tensor_tensor(nc: NeuronCore, c: Call) -> None:
 @executor(Op.TENSOR_SCALAR)
 def _tensor_scalar(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
-    data, dst = c.src["data"], c.dst["dst"]
+    data, dst = c.src[DATA], c.dst[DST]
     ops = {a.get("op0"), a.get("op1")}
     bitvec = bool(ops & set(S.BITVEC_OPS))
     x = _p2(nc.read_raw(data)) if bitvec else _p2(nc.read(data))
@@ -608,7 +619,7 @@ def _tensor_scalar(nc: NeuronCore, c: Call) -> None:
 @executor(Op.TENSOR_REDUCE)
 def _tensor_reduce(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
-    data, dst = c.src["data"], c.dst["dst"]
+    data, dst = c.src[DATA], c.dst[DST]
     op = a["op"]
     x = nc.read_raw(data) if op in S.BITVEC_OPS else nc.read(data)
     out = S.tensor_reduce(op, x, tuple(a["axis"]), a.get("negate", False), a.get("keepdims", False))
@@ -620,7 +631,7 @@ def _tensor_reduce(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.TENSOR_PARTITION_REDUCE)
 def _tensor_partition_reduce(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.tensor_partition_reduce(c.attrs["op"], _p2(nc.read(c.src["data"]))))
+    nc.write(c.dst[DST], S.tensor_partition_reduce(c.attrs["op"], _p2(nc.read(c.src[DATA]))))
 
 
 def _copy(nc: NeuronCore, src: View, dst: View) -> None:
@@ -635,18 +646,18 @@ def _copy(nc: NeuronCore, src: View, dst: View) -> None:
 
 @executor(Op.TENSOR_COPY)
 def _tensor_copy(nc: NeuronCore, c: Call) -> None:
-    _copy(nc, c.src["src"], c.dst["dst"])
+    _copy(nc, c.src[SRC], c.dst[DST])
 
 
 @executor(Op.TENSOR_COPY_PREDICATED)
 def _tensor_copy_predicated(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
-    src = c.src.get("src")
+    dst = c.dst[DST]
+    src = c.src.get(SRC)
     sval = _p2(nc.read_raw(src)) if src is not None else c.attrs["src"]
     out = S.tensor_copy_predicated(
         _p2(nc.read_raw(dst)),
         sval,
-        _p2(nc.read_raw(c.src["predicate"])),
+        _p2(nc.read_raw(c.src[PREDICATE])),
         c.attrs.get("reverse_pred", False),
     )
     if src is None:
@@ -668,7 +679,7 @@ def _tensor_tensor_scan(nc: NeuronCore, c: Call) -> None:
         a.get("reverse0", False),
         a.get("reverse1", False),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
 
 
 @executor(Op.SCALAR_TENSOR_TENSOR)
@@ -676,7 +687,7 @@ def _scalar_tensor_tensor(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     o0 = nc.operand_value(c.src["operand0"]) if "operand0" in c.src else a["operand0"]
     out = S.scalar_tensor_tensor(
-        _p2(nc.read(c.src["data"])),
+        _p2(nc.read(c.src[DATA])),
         a["op0"],
         o0,
         a["op1"],
@@ -684,12 +695,12 @@ def _scalar_tensor_tensor(nc: NeuronCore, c: Call) -> None:
         a.get("reverse0", False),
         a.get("reverse1", False),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
 
 
 @executor(Op.MEMSET)
 def _memset(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
+    dst = c.dst[DST]
     value = c.attrs["value"]
     if dst.fmt.kind == "packed":  # only 0 (rule memset-value)
         nc.write_raw(dst, np.zeros(dst.shape, dtype=dst.fmt.dtype))
@@ -699,7 +710,7 @@ def _memset(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.IOTA)
 def _iota(nc: NeuronCore, c: Call) -> None:
-    a, dst = c.attrs, c.dst["dst"]
+    a, dst = c.attrs, c.dst[DST]
     vals = S.iota(
         dst.partitions, list(a["pattern"]), a.get("offset", 0), a.get("channel_multiplier", 0)
     )
@@ -708,28 +719,28 @@ def _iota(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.RECIPROCAL)
 def _reciprocal(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.reciprocal(nc.read(c.src["data"])))
+    nc.write(c.dst[DST], S.reciprocal(nc.read(c.src[DATA])))
 
 
 @executor(Op.BN_STATS)
 def _bn_stats(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.bn_stats(nc.read(c.src["data"])))
+    nc.write(c.dst[DST], S.bn_stats(nc.read(c.src[DATA])))
 
 
 @executor(Op.BN_AGGR)
 def _bn_aggr(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.bn_aggr(_p2(nc.read(c.src["data"]))))
+    nc.write(c.dst[DST], S.bn_aggr(_p2(nc.read(c.src[DATA]))))
 
 
 @executor(Op.MAX8)
 def _max8(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst["dst"], S.max8(nc.read(c.src["src"])))
+    nc.write(c.dst[DST], S.max8(nc.read(c.src[SRC])))
 
 
 @executor(Op.NC_FIND_INDEX8)
 def _find_index8(nc: NeuronCore, c: Call) -> None:
-    out = S.nc_find_index8(nc.read(c.src["data"]), nc.read(c.src["vals"]))
-    dst = c.dst["dst"]
+    out = S.nc_find_index8(nc.read(c.src[DATA]), nc.read(c.src["vals"]))
+    dst = c.dst[DST]
     if dst.fmt.kind == "int":
         nc.write_raw(dst, out.astype(dst.fmt.dtype))
     else:
@@ -740,14 +751,14 @@ def _find_index8(nc: NeuronCore, c: Call) -> None:
 def _affine_select(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     out = S.affine_select(
-        nc.read(c.src["data"]),
+        nc.read(c.src[DATA]),
         list(a["pattern"]),
         a.get("offset", 0),
         a.get("channel_multiplier", 0),
         a["cmp_op"],
         a["on_false_value"],
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
 
 
 @executor(Op.RANGE_SELECT)
@@ -762,7 +773,7 @@ def _range_select(nc: NeuronCore, c: Call) -> None:
         a.get("range_start", 0.0),
         a["on_false_value"],
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     _reduce_into(nc, c, red)
 
 
@@ -771,12 +782,12 @@ def _select_reduce(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     on_false = nc.operand_value(c.src["on_false"]) if "on_false" in c.src else a["on_false"]
     out, red = S.select_reduce(
-        nc.read_raw(c.src["predicate"]),
+        nc.read_raw(c.src[PREDICATE]),
         nc.read(c.src["on_true"]),
         on_false,
         a.get("reverse_pred", False),
     )
-    nc.write(c.dst["dst"], out)
+    nc.write(c.dst[DST], out)
     cmd = a.get("reduce_cmd", "idle")
     if cmd == "reduce":
         if nc.vector_acc is None or nc.vector_acc.shape != red.shape:
@@ -793,7 +804,7 @@ def _select_reduce(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.RAND2)
 def _rand2(nc: NeuronCore, c: Call) -> None:
-    a, dst = c.attrs, c.dst["dst"]
+    a, dst = c.attrs, c.dst[DST]
     lo = nc.operand_value(c.src["min"]) if "min" in c.src else a["min"]
     hi = nc.operand_value(c.src["max"]) if "max" in c.src else a["max"]
     p0, n = dst.partition_start, dst.free_size
@@ -806,7 +817,7 @@ def _rand2(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.RAND_SET_STATE)
 def _rand_set_state(nc: NeuronCore, c: Call) -> None:
-    src = c.src["src_seeds"]
+    src = c.src[SRC_SEEDS]
     p0 = src.partition_start
     words = _p2(nc.read_raw(src)).astype(np.uint32)
     nc.rng_state[p0 : p0 + src.partitions] = words.reshape(
@@ -816,7 +827,7 @@ def _rand_set_state(nc: NeuronCore, c: Call) -> None:
 
 @executor(Op.RAND_GET_STATE)
 def _rand_get_state(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
+    dst = c.dst[DST]
     p0 = dst.partition_start
     nc.write_raw(dst, nc.rng_state[p0 : p0 + dst.partitions].reshape(dst.partitions, -1))
 
@@ -826,11 +837,11 @@ def _local_gather(nc: NeuronCore, c: Call) -> None:
     a = c.attrs
     out = S.local_gather(
         nc.read_raw(c.src["src_buffer"]),
-        nc.read_raw(c.src["index"]),
+        nc.read_raw(c.src[INDEX]),
         a.get("group", nc.spec.partitions // 8),
         a.get("num_elem_per_idx", 1),
     )
-    nc.write_raw(c.dst["dst"], out)
+    nc.write_raw(c.dst[DST], out)
 
 
 @executor(Op.DMA_COPY)
@@ -838,19 +849,19 @@ def _dma_copy(nc: NeuronCore, c: Call) -> None:
     if "indirect" in c.attrs:  # gather / scatter through an index tile (trnsim.core.indirect)
         indirect.execute(nc, c)
         return
-    _copy(nc, c.src["src"], c.dst["dst"])
+    _copy(nc, c.src[SRC], c.dst[DST])
 
 
 @executor(Op.DMA_TRANSPOSE)
 def _dma_transpose(nc: NeuronCore, c: Call) -> None:
-    src = c.src["src"]
+    src = c.src[SRC]
     axes = c.attrs.get("axes") or tuple({2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}[len(src.shape)])
-    nc.write_raw(c.dst["dst"], S.dma_transpose(nc.read_raw(src), tuple(axes)))
+    nc.write_raw(c.dst[DST], S.dma_transpose(nc.read_raw(src), tuple(axes)))
 
 
 @executor(Op.DMA_COMPUTE)
 def _dma_compute(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst["dst"]
+    dst = c.dst[DST]
     op = c.attrs.get("reduce_op", "add")
     acc = None
     for role in sorted(r for r in c.src if r.startswith("src")):

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
 
+import numpy as np
+
 from trnsim.core import indirect
 from trnsim.core import spec as sp
 from trnsim.core.call import Call
@@ -33,6 +35,7 @@ from trnsim.core.spec import (
     DATA,
     DST,
     DST_SCALE,
+    FP32_MIN,
     INDEX,
     MOVING,
     SPECS,
@@ -126,6 +129,15 @@ def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
 
 
 # ---- generic rules ---------------------------------------------------------------------------
+
+
+@rule("engine", lambda e: e.engines is not None)
+def _engine(call: Call) -> str | None:
+    choices = SPECS[call.op].choices
+    if call.engine not in choices:
+        allowed = ", ".join(sorted(e.value for e in choices))
+        return f"{call.op.value} cannot run on {call.engine.value}; allowed: {allowed}"
+    return None
 
 
 # ---- tensor indirection (trnsim.core.indirect, T4-T6; checked first) ---------------------------
@@ -681,6 +693,30 @@ def _rand2_range(call: Call) -> str | None:
     lo, hi = call.attrs.get("min"), call.attrs.get("max")
     if lo is not None and hi is not None and not lo < hi:
         return f"rand2 needs min < max, got min {lo}, max {hi}"
+    return None
+
+
+@rule("reduce-axis", key="reduce-axis")
+def _reduce_axis(call: Call) -> str | None:
+    axes, ndim = tuple(call.attrs.get("axis", ())), len(call.src[DATA].shape)
+    if (
+        not axes
+        or 0 in axes
+        or axes[-1] != ndim - 1
+        or list(axes) != list(range(axes[0], axes[0] + len(axes)))
+    ):
+        return (
+            f"tensor_reduce axes {axes} of {list(call.src[DATA].shape)} must be consecutive free "
+            "axes ending at the last one (axis 0 is the partition axis)"
+        )
+    return None
+
+
+@rule("range-select-fill", key="range-select-fill")
+def _range_select_fill(call: Call) -> str | None:
+    v = call.attrs.get("on_false_value", FP32_MIN)
+    if np.float32(v) != np.float32(FP32_MIN):
+        return f"range_select on_false_value must be FP32_MIN ({FP32_MIN:g}), got {v}"
     return None
 
 

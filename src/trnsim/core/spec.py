@@ -95,6 +95,8 @@ WORD32 = frozenset({"int32", "uint32", "float32"})
 
 # ---- attribute value sets -----------------------------------------------------------------------
 
+FP32_MIN = -3.4028234663852886e38
+"""float32 lowest: the only legal ``on_false_value`` of ``range_select`` (its docstring)."""
 REDUCE_CMDS = ("idle", "reset", "reduce", "reset_reduce", "load_reduce")
 OOB_MODES = ("error", "skip")
 
@@ -446,6 +448,7 @@ register(
             Attr("negate", bool, False),
             Attr("keepdims", bool, False),
         ),
+        rules=("reduce-axis",),
         cost=("tensor_reduce",),
         semantics=S.tensor_reduce,
         **_V,
@@ -581,6 +584,7 @@ register(
             Attr("on_false_value", float),
             _reduce_cmd("reset_reduce"),
         ),
+        rules=("range-select-fill",),
         cost=("stream",),
         semantics=S.range_select,
         min_generation=3,
@@ -643,7 +647,8 @@ register(
         "rand_set_state",
         Engine.VECTOR,
         (inp(SRC_SEEDS, dtypes=frozenset({"uint32"})),),
-        rules=("rng-state-shape",),
+        rules=("rng-state-shape", "vector-prng"),
+        engines=frozenset({Engine.VECTOR, Engine.GPSIMD}),
         cost=("rng_state",),
         min_generation=4,  # on the Vector engine (v3 has it on GpSimd only, not modelled)
         in_order=True,
@@ -657,7 +662,8 @@ register(
         "rand_get_state",
         Engine.VECTOR,
         (out(dtypes=frozenset({"uint32"})),),
-        rules=("rng-state-shape",),
+        rules=("rng-state-shape", "vector-prng"),
+        engines=frozenset({Engine.VECTOR, Engine.GPSIMD}),
         cost=("rng_state",),
         min_generation=4,
         in_order=True,

@@ -17,10 +17,21 @@ from trnsim.core import indirect
 from trnsim.core.isa import Engine, Op
 from trnsim.core.location import fail
 from trnsim.core.memory import View
-from trnsim.core.spec import SPECS
+from trnsim.core.spec import (
+    DATA,
+    DST,
+    FP32_MIN,
+    INDEX,
+    MOVING,
+    MOVING_SCALE,
+    PREDICATE,
+    REDUCE_RES,
+    SPECS,
+    SRC,
+    STATIONARY,
+    STATIONARY_SCALE,
+)
 from trnsim.nki.context import current
-
-FP32_MIN = -3.4028234663852886e38  # float32 lowest, the only legal range_select fill
 
 
 class engine(enum.Enum):
@@ -234,8 +245,8 @@ def nc_matmul(
     pm = "none" if perf_mode is None else pm
     _run(
         Op.NC_MATMUL,
-        {"dst": dst},
-        {"stationary": stationary, "moving": moving},
+        {DST: dst},
+        {STATIONARY: stationary, MOVING: moving},
         {
             "accumulate": accumulate,
             "is_transpose": bool(is_transpose),
@@ -261,12 +272,12 @@ def nc_matmul_mx(
 ) -> None:
     _run(
         Op.NC_MATMUL_MX,
-        {"dst": dst},
+        {DST: dst},
         {
-            "stationary": stationary,
-            "moving": moving,
-            "stationary_scale": stationary_scale,
-            "moving_scale": moving_scale,
+            STATIONARY: stationary,
+            MOVING: moving,
+            STATIONARY_SCALE: stationary_scale,
+            MOVING_SCALE: moving_scale,
         },
         {
             "accumulate": accumulate,
@@ -284,7 +295,7 @@ def nc_transpose(
         quad = current().core.spec.partitions // 4
         small = data.partitions <= quad and data.free_size <= quad
         eng = Engine.VECTOR if small and dst.memory != "psum" else Engine.TENSOR
-    current().core.execute(Op.NC_TRANSPOSE, {"dst": dst}, {"data": data}, {}, eng)
+    current().core.execute(Op.NC_TRANSPOSE, {DST: dst}, {DATA: data}, {}, eng)
 
 
 quantize_mx = instruction(Op.QUANTIZE_MX)
@@ -303,14 +314,14 @@ def activation(
     reduce_cmd: Any = reduce_cmd.idle,
     name: str | None = None,
 ) -> None:
-    src: dict[str, Any] = {"data": data}
+    src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {"op": _op(op)}
     if bias is not None:
         src["bias"] = bias
     _scalar_or_vector("scale", scale, src, attrs)
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
         attrs["reduce_op"] = _op(reduce_op) or "add"
     _unmodelled(Op.ACTIVATION, attrs, reduce_cmd=reduce_cmd)
     _run(Op.ACTIVATION, dsts, src, attrs)
@@ -345,7 +356,7 @@ def activate2(
     reduce_cmd: Any = reduce_cmd.idle,
     name: str | None = None,
 ) -> None:
-    src: dict[str, Any] = {"data": data}
+    src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {
         "op": _op(op),
         "op0": _op(op0),
@@ -355,9 +366,9 @@ def activate2(
     }
     _scalar_or_vector("imm0", imm0, src, attrs)
     _scalar_or_vector("imm1", imm1, src, attrs)
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
         attrs["reduce_op"] = _op(reduce_op) or "add"
     _unmodelled(Op.ACTIVATE2, attrs, relu_param=relu_param, reduce_cmd=reduce_cmd)
     _run(Op.ACTIVATE2, dsts, src, attrs)
@@ -375,12 +386,12 @@ def exponential(
     reduce_init: float = 0.0,
     name: str | None = None,
 ) -> None:
-    s: dict[str, Any] = {"src": src}
+    s: dict[str, Any] = {SRC: src}
     attrs: dict[str, Any] = {"reduce_init": float(reduce_init)}
     _scalar_or_vector("max_value", max_value, s, attrs)
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
     _unmodelled(Op.EXPONENTIAL, attrs, reduce_cmd=reduce_cmd)
     _run(Op.EXPONENTIAL, dsts, s, attrs)
 
@@ -400,13 +411,13 @@ def tensor_scalar(
     engine: Any = engine.unknown,
     name: str | None = None,
 ) -> None:
-    src: dict[str, Any] = {"data": data}
+    src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {"op0": _op(op0), "reverse0": reverse0, "reverse1": reverse1}
     if op1 is not None:
         attrs["op1"] = _op(op1)
     _scalar_or_vector("operand0", operand0, src, attrs)
     _scalar_or_vector("operand1", operand1, src, attrs)
-    _run(Op.TENSOR_SCALAR, {"dst": dst}, src, attrs, engine)
+    _run(Op.TENSOR_SCALAR, {DST: dst}, src, attrs, engine)
 
 
 def tensor_reduce(
@@ -419,21 +430,11 @@ def tensor_reduce(
     name: str | None = None,
 ) -> None:
     axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
-    axes = tuple(int(a) % len(data.shape) for a in axes)
-    if (
-        0 in axes
-        or axes[-1] != len(data.shape) - 1
-        or list(axes) != list(range(axes[0], axes[0] + len(axes)))
-    ):
-        raise fail(
-            "reduce-axis",
-            f"tensor_reduce axes {axes} of {list(data.shape)} must be consecutive free axes "
-            "ending at the last one (axis 0 is the partition axis)",
-        )
+    axes = tuple(int(a) % len(data.shape) for a in axes)  # (rule reduce-axis checks them)
     _run(
         Op.TENSOR_REDUCE,
-        {"dst": dst},
-        {"data": data},
+        {DST: dst},
+        {DATA: data},
         {"op": _op(op), "axis": axes, "negate": negate, "keepdims": keepdims},
     )
 
@@ -446,13 +447,13 @@ tensor_copy = instruction(Op.TENSOR_COPY)
 def tensor_copy_predicated(
     dst: View, src: Any, predicate: View, reverse_pred: bool = False, name: str | None = None
 ) -> None:
-    s: dict[str, Any] = {"predicate": predicate}
+    s: dict[str, Any] = {PREDICATE: predicate}
     attrs: dict[str, Any] = {"reverse_pred": reverse_pred}
     if isinstance(src, View):
-        s["src"] = src
+        s[SRC] = src
     else:
-        attrs["src"] = float(src)
-    _run(Op.TENSOR_COPY_PREDICATED, {"dst": dst}, s, attrs)
+        attrs[SRC] = float(src)
+    _run(Op.TENSOR_COPY_PREDICATED, {DST: dst}, s, attrs)
 
 
 def tensor_tensor_scan(
@@ -474,7 +475,7 @@ def tensor_tensor_scan(
         "reverse1": bool(reverse1),
     }
     _scalar_or_vector("initial", initial, src, attrs)
-    _run(Op.TENSOR_TENSOR_SCAN, {"dst": dst}, src, attrs)
+    _run(Op.TENSOR_TENSOR_SCAN, {DST: dst}, src, attrs)
 
 
 def scalar_tensor_tensor(
@@ -488,7 +489,7 @@ def scalar_tensor_tensor(
     reverse1: bool = False,
     name: str | None = None,
 ) -> None:
-    src: dict[str, Any] = {"data": data, "operand1": operand1}
+    src: dict[str, Any] = {DATA: data, "operand1": operand1}
     attrs: dict[str, Any] = {
         "op0": _op(op0),
         "op1": _op(op1),
@@ -496,7 +497,7 @@ def scalar_tensor_tensor(
         "reverse1": reverse1,
     }
     _scalar_or_vector("operand0", operand0, src, attrs)
-    _run(Op.SCALAR_TENSOR_TENSOR, {"dst": dst}, src, attrs)
+    _run(Op.SCALAR_TENSOR_TENSOR, {DST: dst}, src, attrs)
 
 
 memset = instruction(Op.MEMSET)
@@ -508,7 +509,7 @@ def iota(
     pat = tuple((int(s), int(n)) for s, n in pattern)
     _run(
         Op.IOTA,
-        {"dst": dst},
+        {DST: dst},
         {},
         {"pattern": pat, "offset": int(offset), "channel_multiplier": int(channel_multiplier)},
     )
@@ -527,8 +528,8 @@ def affine_select(
     pat = tuple((int(s), int(n)) for s, n in pattern)
     _run(
         Op.AFFINE_SELECT,
-        {"dst": dst},
-        {"data": on_true_tile},
+        {DST: dst},
+        {DATA: on_true_tile},
         {
             "pattern": pat,
             "offset": int(offset),
@@ -553,16 +554,13 @@ def range_select(
     on_false_value: float = -3.4028235e38,
     name: str | None = None,
 ) -> None:
-    if np.float32(on_false_value) != np.float32(FP32_MIN):
-        raise fail(
-            "range-select-fill",
-            f"range_select on_false_value must be FP32_MIN ({FP32_MIN:g}), got {on_false_value}",
-        )
+    fill = float(on_false_value)  # (rule range-select-fill: FP32_MIN only)
+    fill = FP32_MIN if np.float32(fill) == np.float32(FP32_MIN) else fill
     if reduce_op is not None and _op(reduce_op) != "maximum":
         raise fail("reduce-op", f"range_select reduce_op must be nl.maximum, got {_op(reduce_op)}")
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
     _run(
         Op.RANGE_SELECT,
         dsts,
@@ -571,7 +569,7 @@ def range_select(
             "comp_op0": _op(comp_op0),
             "comp_op1": _op(comp_op1),
             "range_start": float(range_start),
-            "on_false_value": FP32_MIN,
+            "on_false_value": fill,
             **_unmodelled(Op.RANGE_SELECT, {}, reduce_cmd=reduce_cmd),
         },
     )
@@ -598,8 +596,8 @@ def local_gather(
 ) -> None:
     _run(
         Op.LOCAL_GATHER,
-        {"dst": dst},
-        {"src_buffer": src_buffer, "index": index},
+        {DST: dst},
+        {"src_buffer": src_buffer, INDEX: index},
         _unmodelled(
             Op.LOCAL_GATHER,
             {"num_elem_per_idx": int(num_elem_per_idx)},
@@ -624,12 +622,12 @@ def select_reduce(
     cmd = _enum_name(reduce_cmd)
     if cmd not in ("idle", "reset_reduce", "reduce"):
         raise fail("reduce-cmd", f"select_reduce reduce_cmd {cmd} not in idle/reset_reduce/reduce")
-    src: dict[str, Any] = {"predicate": predicate, "on_true": on_true}
+    src: dict[str, Any] = {PREDICATE: predicate, "on_true": on_true}
     attrs: dict[str, Any] = {"reverse_pred": bool(reverse_pred), "reduce_cmd": cmd}
     _scalar_or_vector("on_false", on_false, src, attrs)
-    dsts: dict[str, Any] = {"dst": dst}
+    dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
-        dsts["reduce_res"] = reduce_res
+        dsts[REDUCE_RES] = reduce_res
     _run(Op.SELECT_REDUCE, dsts, src, attrs)
 
 
@@ -639,27 +637,12 @@ def rand2(dst: View, min: Any, max: Any, name: str | None = None) -> None:
     attrs: dict[str, Any] = {}
     _scalar_or_vector("min", min, src, attrs)
     _scalar_or_vector("max", max, src, attrs)
-    _run(Op.RAND2, {"dst": dst}, src, attrs)
+    _run(Op.RAND2, {DST: dst}, src, attrs)
 
 
-def _vector_only(fn: str, eng: Any) -> None:
-    if _eng(eng) not in (None, Engine.VECTOR):
-        raise fail(
-            "not-implemented",
-            f"nki.isa.{fn}(engine={eng}): trnsim models the Vector-engine PRNG only",
-        )
+rand_set_state = instruction(Op.RAND_SET_STATE)
 
-
-def rand_set_state(src_seeds: View, engine: Any = engine.unknown, name: str | None = None) -> None:
-    """Load the XORWOW state of each lane (partition): 24 uint32 = 4 generators x 6 words."""
-    _vector_only("rand_set_state", engine)
-    _run(Op.RAND_SET_STATE, {}, {"src_seeds": src_seeds}, {})
-
-
-def rand_get_state(dst: View, engine: Any = engine.unknown, name: str | None = None) -> None:
-    """Store the XORWOW state of each lane (partition) into ``dst [P, 24]`` uint32."""
-    _vector_only("rand_get_state", engine)
-    _run(Op.RAND_GET_STATE, {"dst": dst}, {}, {})
+rand_get_state = instruction(Op.RAND_GET_STATE)
 
 
 # ---- DMA ---------------------------------------------------------------------------------------
@@ -678,14 +661,14 @@ def dma_copy(
     engine: Any = engine.unknown,
     name: str | None = None,
 ) -> None:
-    srcs: dict[str, Any] = {"src": src}
+    srcs: dict[str, Any] = {SRC: src}
     attrs = _opt(
         {"dge_mode": _enum_name(dge_mode), "oob_mode": _enum_name(oob_mode)},
         priority=priority,
         dge_engine=None if engine in (None, unknown_engine) else _enum_name(engine),
     )
     indirect.annotate(dst, srcs, attrs)  # gather/scatter: the index tile is read too
-    _run(Op.DMA_COPY, {"dst": dst}, srcs, attrs)
+    _run(Op.DMA_COPY, {DST: dst}, srcs, attrs)
 
 
 def dma_transpose(
@@ -699,8 +682,8 @@ def dma_transpose(
 ) -> None:
     _run(
         Op.DMA_TRANSPOSE,
-        {"dst": dst},
-        {"src": src},
+        {DST: dst},
+        {SRC: src},
         _unmodelled(
             Op.DMA_TRANSPOSE,
             _opt({"dge_mode": _enum_name(dge_mode)}, axes=tuple(axes) if axes else None),
@@ -724,7 +707,7 @@ def dma_compute(
     src = {f"src{i}": s for i, s in enumerate(srcs)}
     attrs = {"reduce_op": _op(reduce_op) or "add"}
     _unmodelled(Op.DMA_COMPUTE, attrs, unique_indices=unique_indices, oob_mode=oob_mode)
-    _run(Op.DMA_COMPUTE, {"dst": dst}, src, attrs)
+    _run(Op.DMA_COMPUTE, {DST: dst}, src, attrs)
 
 
 # ---- LNC=2 ---------------------------------------------------------------------------------------
@@ -766,7 +749,7 @@ def sendrecv(
         "pipe_id": int(pipe_id),
         "dma_engine": _enum_name(dma_engine),
     }
-    _run(Op.SENDRECV, {"dst": dst}, {"src": src}, attrs)
+    _run(Op.SENDRECV, {DST: dst}, {SRC: src}, attrs)
     prog.core.sync()  # the deferred data work up to here (trnsim.core.accel)
     payload = np.array(src.array()) if prog.core.functional else None
     with launch.lock:
