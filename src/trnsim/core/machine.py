@@ -906,18 +906,41 @@ def _generic(nc: NeuronCore, c: Call) -> None:
             kw["shape"] = (dst.partitions, dst.free_size)
     if "state" in wants:
         kw["state"] = nc.rng_state[lanes]
+    if "acc" in wants:  # the Vector engine's accumulator registers (reduce_cmd)
+        kw["acc"] = nc.vector_acc
+    if "dsts" in wants:  # which optional destinations the call gave
+        kw["dsts"] = frozenset(c.dst)
+    if "old" in wants:  # the dst's current raw values (an instruction leaving some unmodified)
+        assert dst is not None
+        kw["old"] = _p2(nc.read_raw(dst))
     res = fn(**kw)
     if "state" in wants:
         if dst is None:
             nc.rng_state[lanes] = res
             return
         res, nc.rng_state[lanes] = res
+    if "acc" in wants:
+        res, nc.vector_acc = res
+    if isinstance(res, dict):  # several destinations: values by role name
+        for name, values in res.items():
+            view = c.dst.get(name)
+            if view is not None:
+                _write_role(nc, entry, name, view, values)
+        return
     assert dst is not None
     role = entry.role(DST)
     if role is not None and role.raw:
         nc.write_raw(dst, np.asarray(res).astype(dst.fmt.dtype))
     else:
         nc.write(dst, res)
+
+
+def _write_role(nc: NeuronCore, entry: Any, name: str, view: View, values: Any) -> None:
+    role = entry.role(name)
+    if role is not None and role.raw:
+        nc.write_raw(view, np.asarray(values).astype(view.fmt.dtype).reshape(view.shape))
+    else:
+        nc.write(view, np.asarray(values).reshape(view.shape))
 
 
 _PARAMS: dict[Callable[..., Any], frozenset[str]] = {}

@@ -716,6 +716,108 @@ register(
     )
 )
 
+# ---- issue 13: the rest of the NKI 0.6 Vector-engine ISA -------------------------------------
+
+_ACC_CMDS = ("reset_reduce", "reduce", "load_reduce")
+_ACC_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
+_CUMULATIVE_DTYPES = frozenset(
+    {"bfloat16", "float16", "float32", "float8_e4m3", "float8_e5m2", "float8_e4m3fn"}
+    | {"uint8", "uint16", "int8", "int16"}
+)
+_MIN_II_DOC = "MIN_II ~ 64 engine cycles"
+
+register(
+    Instr(
+        "tensor_scalar_reduce",
+        Engine.VECTOR,
+        (
+            out(ti=True),
+            out(REDUCE_RES, shape=COLUMN, optional=True),
+            inp(DATA, shape=SAME, ti=True),
+            column("operand0"),
+            column("reduce_init"),
+        ),
+        (
+            Attr("op0", str),
+            Attr("reduce_op", str, None, ("add", "multiply", "maximum", "minimum")),
+            Attr("reverse0", bool, False, modelled=False),
+            Attr("reduce_cmd", str, "reset_reduce", _ACC_CMDS),
+            Attr("reduce_res_negate", bool, False),
+        ),
+        rules=("arith-op0", "reduce-init"),
+        params=(DST, DATA, "op0", "reduce_op", "operand0", REDUCE_RES, "reverse0"),
+        cost=("activation",),
+        cost_source=f"SDK-2.26 {_DOC} tensor_scalar_reduce: max(MIN_II, N) + MIN_II "
+        f"({_MIN_II_DOC}); the activation rule's formula with a reduce_res",
+        semantics=S.tensor_scalar_reduce,
+        in_order=True,  # the Vector engine's accumulator registers (reduce_cmd)
+        run="generic",
+        **_V,
+    )
+)
+register(
+    Instr(
+        "tensor_scalar_cumulative",
+        Engine.VECTOR,
+        (
+            out(ti=True, dtypes=_CUMULATIVE_DTYPES),
+            inp(SRC, shape=SAME, ti=True, dtypes=_CUMULATIVE_DTYPES),
+            Role("imm0", shape=COLUMN, scalar=True),
+            column("imm1"),
+        ),
+        (
+            Attr("op0", str),
+            Attr("op1", str, None, _ACC_OPS),
+            Attr("reduce_cmd", str, "reset_reduce", _ACC_CMDS),
+        ),
+        rules=("arith-op0", "reduce-init"),
+        params=(DST, SRC, "op0", "op1", "imm0", "imm1", "reduce_cmd"),
+        cost=("stream",),
+        cost_source="assumed: the tensor_scalar cost max(MIN_II, N) (one pass over the "
+        f"partition's elements; the docstring gives none; {_MIN_II_DOC})",
+        semantics=S.tensor_scalar_cumulative,
+        in_order=True,  # the Vector engine's accumulator registers (reduce_cmd)
+        run="generic",
+        **_V,
+    )
+)
+register(
+    Instr(
+        "nc_stream_shuffle",
+        Engine.VECTOR,
+        (out(raw=True), inp(SRC, raw=True)),
+        (Attr("shuffle_mask", tuple),),
+        rules=("stream-shuffle",),
+        cost=("stream",),
+        cost_source=f"SDK-2.26 {_DOC} nc_stream_shuffle: max(MIN_II, N) Vector cycles "
+        f"({_MIN_II_DOC})",
+        semantics=S.nc_stream_shuffle,
+        run="generic",
+        **_V,
+    )
+)
+register(
+    Instr(
+        "nc_match_replace8",
+        Engine.VECTOR,
+        (
+            out(),
+            out("dst_idx", optional=True, dtypes=frozenset({"uint32", "int32"}), raw=True),
+            inp(DATA, shape=SAME),
+            inp("vals"),
+        ),
+        (Attr("imm", (int, float)),),
+        rules=("match-replace8-shape",),
+        params=(DST, DATA, "vals", "imm", "dst_idx"),
+        cost=("max8",),
+        cost_source=f"SDK-2.26 {_DOC} nc_match_replace8: 'min(MIN_II, N)' as printed, read "
+        "as N per partition like max8 / nc_find_index8 (the max8 rule)",
+        semantics=S.nc_match_replace8,
+        run="generic",
+        **_V,
+    )
+)
+
 # =================================================================================================
 # GpSimd engine
 # =================================================================================================
@@ -771,6 +873,55 @@ register(
         rules=("local-gather-shape",),
         cost=("gpsimd",),
         semantics=S.local_gather,
+    )
+)
+
+# ---- issue 13: the rest of the NKI 0.6 GpSimd ISA (all costed by the engine rule 'gpsimd') ---
+
+_GPSIMD_COST = "the GpSimd engine rule: GPSIMD_START + N (trnsim.core.costs ENGINE_RULES)"
+
+register(
+    Instr(
+        "nc_n_gather",
+        Engine.GPSIMD,
+        (out(raw=True), inp(DATA, raw=True), inp("indices", dtypes=frozenset({"uint32"}))),
+        rules=("n-gather-shape",),
+        cost=("gpsimd",),
+        cost_source=_GPSIMD_COST,
+        semantics=S.nc_n_gather,
+        run="generic",
+    )
+)
+register(
+    Instr(
+        "sequence_bounds",
+        Engine.GPSIMD,
+        (
+            out(dtypes=frozenset({"float32", "int32"})),
+            inp("segment_ids", dtypes=frozenset({"float32", "int32"})),
+        ),
+        rules=("sequence-bounds-shape",),
+        cost=("gpsimd",),
+        cost_source=_GPSIMD_COST,
+        semantics=S.sequence_bounds,
+        run="generic",
+    )
+)
+register(
+    Instr(
+        "nonzero_with_count",
+        Engine.GPSIMD,
+        (
+            out(dtypes=frozenset({"int32"}), raw=True),
+            inp(SRC, dtypes=frozenset({"float32", "int32"})),
+        ),
+        (Attr("index_offset", int, 0), Attr("padding_val", int, -1)),
+        rules=("nonzero-shape",),
+        cost=("gpsimd",),
+        cost_source=_GPSIMD_COST,
+        semantics=S.nonzero_with_count,
+        min_generation=3,
+        run="generic",
     )
 )
 
@@ -860,5 +1011,55 @@ register(
         reads=ANY_MEM,
         writes=ANY_MEM,
         doc="moved by the launcher between the cores' SBUFs (bit-exact)",
+    )
+)
+
+
+# ---- issue 13: virtual registers (engine sequencers; the value lives in the front end's
+# ``VirtualRegister``, the instruction is recorded for the checker and the timing model) -------
+
+_REGISTER_COST = (
+    "assumed: 0 engine cycles (a sequencer register operation; register_alloc docstring: "
+    "64 x 32-bit registers per engine sequencer; no cost documented)"
+)
+register(
+    Instr(
+        "register_load",
+        Engine.SYNC,
+        (inp(SRC, dtypes=INT_DTYPES),),
+        rules=("register-scalar",),
+        cost=("sync",),
+        cost_source=_REGISTER_COST,
+        semantics=S.register_load,
+        run="generic",
+        reads=DMA_MEM,
+        writes=DMA_MEM,
+    )
+)
+register(
+    Instr(
+        "register_store",
+        Engine.SYNC,
+        (out(dtypes=INT_DTYPES, raw=True),),
+        (Attr("value", int),),
+        rules=("register-scalar",),
+        cost=("sync",),
+        cost_source=_REGISTER_COST,
+        semantics=S.register_store,
+        run="generic",
+        reads=DMA_MEM,
+        writes=DMA_MEM,
+    )
+)
+register(
+    Instr(
+        "register_move",
+        Engine.SYNC,
+        (),
+        (Attr("value", int),),
+        cost=("sync",),
+        cost_source=_REGISTER_COST,
+        semantics=S.register_move,
+        run="generic",
     )
 )

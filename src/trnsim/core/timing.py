@@ -211,7 +211,7 @@ def _schedule(
     used_cores = set(map(_CORE_OF, instrs))
     active = active_cores or max(1, len(used_cores))
     dma = DmaModel.for_core(spec, chip, active, dma_efficiency)
-    clocks = {e: costs.engine_clock(spec, e) for e in _COMPUTE}
+    clocks = {e: costs.engine_clock(spec, e) for e in (*_COMPUTE, Engine.SYNC)}
     n = len(instrs)
     start = [0.0] * n
     end = [0.0] * n
