@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import trnsim.nki as nki
+import trnsim.nki.collectives as ncc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core import rules
@@ -69,6 +70,13 @@ def k_register_scalar():
     nisa.register_load(reg, sb((1, 2), nl.int32))
 
 
+def k_collective():
+    src = nl.ndarray((4, 8), nl.float32, buffer=nl.hbm)
+    dst = nl.ndarray((4, 8), nl.float32, buffer=nl.hbm)
+    mark()
+    ncc.all_gather([src], [dst], ncc.ReplicaGroup([[0]]), collective_dim=1)
+
+
 CASES = [
     ("arith-op0", k_arith_op0, "op0", ("op0='bitwise_and'",)),
     ("reduce-init", k_reduce_init, "reduce-init", ("reduce_init is given", "reset_reduce")),
@@ -78,6 +86,7 @@ CASES = [
     ("sequence-bounds-shape", k_sequence_bounds_shape, "shape", ("2 x 9", "[1, 9]")),
     ("nonzero-shape", k_nonzero_shape, "shape", ("[16, 9]", "[16, 8]")),
     ("register-scalar", k_register_scalar, "register-scalar", ("[1, 2]", "int32")),
+    ("collective", k_collective, "collective", ("collective_dim=1 on HBM",)),
 ]
 
 

@@ -625,10 +625,57 @@ def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     """
     if instr.attr("indirect") is not None:
         return indirect_dma_cost(instr, model)
+    if instr.attr("ranks") is not None:
+        return collective_cost(instr, model)
     nbytes = max((o.nbytes for o in instr.dst + instr.src), default=0)
     ops = instr.dst + instr.src
     row = min((contiguous_bytes(o) for o in ops), default=nbytes) or 1
     return _transfer(ops, nbytes, row, sum(o.nbytes for o in ops if o.memory == "hbm"), model)
+
+
+_CC_KIND = {
+    "all_reduce": "all-reduce",
+    "all_gather": "all-gather",
+    "reduce_scatter": "reduce-scatter",
+    "all_to_all": "all-to-all",
+    "collective_permute": "permute",
+}
+"""nki.collectives instruction -> the collective of ``trnsim.fabric.collectives`` (its bus
+factor: bytes each rank moves per byte of the message)."""
+
+
+def collective_cost(instr: Instruction, model: DmaModel) -> DmaCost:
+    """Cost of one ``nki.collectives`` call on one rank (the cores of one launch): a ring over
+    the replica group's ``n`` ranks, each step a DMA between the cores.
+
+    ``latency = steps x dma.fixed_latency_s`` (a step waits for its semaphore like any DMA:
+    ``2(n-1)`` steps for all-reduce, ``n-1`` for all-gather / reduce-scatter / all-to-all, 1
+    for a permute); the data phase moves ``bus_factor(n) x message bytes`` (the message: the
+    larger of src and dst) through ``_transfer`` (the core's DMA engines, rows, HBM share).
+    Sources: ring factors ``trnsim.fabric.collectives.OPS``; DMA figures ``trnsim.hw``
+    (NEURON_DMA_GUIDE). The chip's collective-communication cores are not modelled apart
+    from the DMA engines they drive (``trnsim.hw`` catalog note ``cc_cores``)."""
+    from trnsim.fabric.collectives import canonical_op
+
+    n = max(1, len(instr.attr("ranks") or ()))
+    kind = _CC_KIND[instr.opcode.value]
+    ops = instr.dst + instr.src
+    message = max((o.nbytes for o in ops), default=0)
+    moved = int(canonical_op(kind).bus_factor(n) * message) if n > 1 else 0
+    steps = 1 if kind == "permute" else (2 * (n - 1) if kind == "all-reduce" else n - 1)
+    row = min((contiguous_bytes(o) for o in ops), default=message) or 1
+    hbm = moved * sum(1 for o in ops if o.memory == "hbm")
+    t = _transfer(ops, moved, row, hbm, model)
+    return DmaCost(
+        latency_s=max(1, steps) * model.fixed_latency_s,
+        occupancy_s=t.occupancy_s,
+        duration_s=t.duration_s,
+        hbm_s=t.hbm_s,
+        nbytes=moved,
+        hbm_bytes=hbm,
+        row_bytes=row,
+        engines=t.engines,
+    )
 
 
 def indirect_dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:

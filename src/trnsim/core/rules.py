@@ -873,6 +873,40 @@ def _register_scalar(call: Call) -> str | None:
     return None
 
 
+@rule("collective", key="collective")
+def _collective(call: Call) -> str | None:
+    """nki.collectives: src and dst in one memory with one dtype, shaped as the collective
+    and its replica group's size say (docstrings of nki/api/nki/collectives/__init__.py)."""
+    src, dst = call.src[SRC], call.dst[DST]
+    name = call.op.value
+    if src.memory != dst.memory:
+        return (
+            f"{name} mixes memories (src in {src.memory.upper()}, dst in "
+            f"{dst.memory.upper()}); all tensors must be in HBM or all in SBUF"
+        )
+    if src.fmt.name != dst.fmt.name:
+        return f"{name} src dtype {src.fmt.name} != dst dtype {dst.fmt.name}"
+    n = len(call.attrs.get("ranks", ()))
+    dim = call.attrs.get("collective_dim", 0)
+    if dim and src.memory == "hbm":
+        return f"{name} collective_dim={dim} on HBM tensors; only 0 is supported there"
+    s, d = list(src.shape), list(dst.shape)
+    if dim >= len(s) or len(s) != len(d):
+        return f"{name} src {s} and dst {d}: collective_dim {dim} needs both of the same rank"
+    want = list(s)
+    if call.op is Op.ALL_GATHER:
+        want[dim] = s[dim] * n
+    elif call.op is Op.REDUCE_SCATTER:
+        if s[dim] % n:
+            return f"{name} src {s} axis {dim} does not split into {n} ranks"
+        want[dim] = s[dim] // n
+    elif call.op is Op.ALL_TO_ALL and s[dim] % n:
+        return f"{name} src {s} axis {dim} does not split into {n} ranks"
+    if d != want:
+        return f"{name} over {n} ranks: dst {d} must be {want} for src {s}"
+    return None
+
+
 @rule("attribute", lambda e: any(a.allowed is not None for a in e.attrs))
 def _attribute_values(call: Call) -> str | None:
     """Attribute values outside the spec's ``allowed`` (checked last: an op-specific rule with

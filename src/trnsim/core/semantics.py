@@ -816,3 +816,52 @@ def register_load(src: np.ndarray) -> dict[str, np.ndarray]:
 def register_move() -> dict[str, np.ndarray]:
     """``register_move``: no memory is touched (the front end keeps the register's value)."""
     return {}
+
+
+# ---- nki.collectives inside kernels (SDK nki/api/nki/collectives/__init__.py) ----------------
+# Each function takes the source values of every rank of one replica group, in the group's
+# order, and returns what rank ``i`` of the group receives. Reductions are in float32 (trnsim's
+# choice; the docstrings do not say) and written with the dst's cast.
+
+COLLECTIVE_REDUCE_OPS = ("add", "minimum", "maximum")
+"""The reductions all_reduce / reduce_scatter accept (docstrings: nl.add, nl.minimum,
+nl.maximum)."""
+
+
+def _reduce_all(op: str, parts: list[np.ndarray]) -> np.ndarray:
+    acc = parts[0].astype(F32)
+    for x in parts[1:]:
+        acc = alu(op, acc, x.astype(F32)).astype(F32)
+    return acc
+
+
+def all_reduce(parts: list[np.ndarray], i: int, op: str) -> np.ndarray:
+    """``all_reduce``: every rank gets the element-wise ``op`` of all ranks' sources."""
+    return _reduce_all(op, parts)
+
+
+def all_gather(parts: list[np.ndarray], i: int, dim: int) -> np.ndarray:
+    """``all_gather``: every rank gets the sources concatenated along ``dim`` in group order."""
+    return np.concatenate(parts, axis=dim)
+
+
+def reduce_scatter(parts: list[np.ndarray], i: int, op: str, dim: int) -> np.ndarray:
+    """``reduce_scatter``: rank ``i`` gets chunk ``i`` (of ``len(parts)`` equal chunks along
+    ``dim``) of the element-wise ``op`` of all ranks' sources."""
+    return np.split(_reduce_all(op, parts), len(parts), axis=dim)[i]
+
+
+def all_to_all(parts: list[np.ndarray], i: int, dim: int) -> np.ndarray:
+    """``all_to_all``: rank ``i`` gets chunk ``i`` of every rank's source (split along
+    ``dim``), concatenated along ``dim`` in group order."""
+    n = len(parts)
+    return np.concatenate([np.split(p, n, axis=dim)[i] for p in parts], axis=dim)
+
+
+def collective_permute(parts: dict[int, np.ndarray], me: int, pairs: tuple) -> np.ndarray | None:
+    """``collective_permute``: rank ``t`` receives the source of ``s`` for each pair
+    ``(s, t)``; a rank that is no pair's target receives nothing (``None``)."""
+    for s, t in pairs:
+        if t == me:
+            return parts[s]
+    return None

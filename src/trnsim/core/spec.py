@@ -978,6 +978,52 @@ register(
     )
 )
 
+# ---- nki.collectives inside kernels (issue 13): recorded per (src, dst) pair on the DMA queues;
+# the data is exchanged by the launcher (``trnsim.nki.collectives``) between the cores of the
+# launch, the cost is ``costs.collective_cost`` (a ring over the DMA engines) ------------------
+
+_CC_MEM = frozenset({HBM, SBUF})
+_CC_HBM = frozenset({HBM})
+_CC_COST = (
+    "costs.collective_cost: ring steps x DMA fixed latency + the ring's bytes per rank "
+    "(trnsim.fabric.collectives bus factors) over the core's DMA engines (trnsim.hw DmaSpec: "
+    "NEURON_DMA_GUIDE)"
+)
+_CC_ATTRS = (
+    Attr("ranks", tuple),
+    Attr("priority", _OPT_INT, None, modelled=False),
+)
+
+
+def _collective(name: str, mem: frozenset[str], attrs: tuple[Attr, ...], sem: Any) -> None:
+    register(
+        Instr(
+            name,
+            Engine.DMA,
+            (out(memories=mem), inp(SRC, memories=mem)),
+            (*_CC_ATTRS, *attrs),
+            rules=("collective",),
+            cost=("dma",),
+            cost_source=_CC_COST,
+            semantics=sem,
+            min_generation=3,
+            reads=mem,
+            writes=mem,
+            doc="exchanged between the cores of the launch by trnsim.nki.collectives",
+        )
+    )
+
+
+_CC_OP = Attr("op", str, None, S.COLLECTIVE_REDUCE_OPS)
+_CC_DIM = Attr("collective_dim", int, 0, (0, 1))
+_collective("all_reduce", _CC_MEM, (_CC_OP,), S.all_reduce)
+_collective("all_gather", _CC_MEM, (_CC_DIM,), S.all_gather)
+_collective(
+    "reduce_scatter", _CC_MEM, (_CC_OP, Attr("collective_dim", int, 0, (0,))), S.reduce_scatter
+)
+_collective("all_to_all", _CC_HBM, (Attr("collective_dim", int, 0, (0,)),), S.all_to_all)
+_collective("collective_permute", _CC_HBM, (Attr("pairs", tuple),), S.collective_permute)
+
 # =================================================================================================
 # Sync / inter-core (carried out by the launcher, ``trnsim.nki.simulate``)
 # =================================================================================================
