@@ -259,3 +259,39 @@ def test_nc_n_gather_per_partition_over_flattened_free_dims():
 
     got = nki.run(k, data, ind).outputs
     assert np.array_equal(got, np.take_along_axis(data.reshape(16, 32), ind.astype(np.int64), 1))
+
+
+def test_topk_takes_the_k_largest_of_each_16_partition_snake_ascending():
+    bf = ml_dtypes.bfloat16
+    n, k = 42, 8
+    x = RNG.permutation(32 * 3).astype(np.float32).reshape(32, 3).astype(bf)
+
+    def kern(t):
+        v = nl.ndarray((32, k), nl.bfloat16, buffer=nl.sbuf)
+        i = nl.ndarray((32, k), nl.uint32, buffer=nl.sbuf)
+        nisa.topk(val_dst=v, idx_dst=i, src=_sb(t), n=n)
+        return _out(v), _out(i)
+
+    vals, idx = nki.run(kern, x).outputs
+    for g in (0, 16):
+        snake = [float(x[g + e % 16, e // 16]) for e in range(n)]  # element e of the snake
+        best = sorted(range(n), key=lambda e: snake[e])[-k:]  # ascending, the k largest
+        for p in range(g, g + 16):
+            assert idx[p].tolist() == best
+            assert vals[p].astype(np.float32).tolist() == [snake[e] for e in best]
+
+
+def test_topk_is_costed_by_its_documented_formula():
+    from trnsim.core import costs
+
+    def kern():
+        v = nl.ndarray((16, 8), nl.bfloat16, buffer=nl.sbuf)
+        i = nl.ndarray((16, 8), nl.uint32, buffer=nl.sbuf)
+        s = nl.ndarray((16, 4), nl.bfloat16, buffer=nl.sbuf)
+        nisa.memset(s, 1.0)
+        nisa.topk(v, i, s, 50)
+
+    run = nki.run(kern)
+    ins = next(i for i in run.instructions if i.opcode.value == "topk")
+    assert costs.rule_for(ins).name == "topk"
+    assert costs.instruction_cycles(ins, run.cores[0].spec) == 4 * 50 + 8

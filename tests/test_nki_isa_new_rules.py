@@ -77,6 +77,11 @@ def k_collective():
     ncc.all_gather([src], [dst], ncc.ReplicaGroup([[0]]), collective_dim=1)
 
 
+def k_topk_shape():
+    mark()
+    nisa.topk(sb((16, 8), nl.bfloat16), sb((16, 8), nl.uint32), sb((16, 2), nl.bfloat16), 40)
+
+
 CASES = [
     ("arith-op0", k_arith_op0, "op0", ("op0='bitwise_and'",)),
     ("reduce-init", k_reduce_init, "reduce-init", ("reduce_init is given", "reset_reduce")),
@@ -86,6 +91,7 @@ CASES = [
     ("sequence-bounds-shape", k_sequence_bounds_shape, "shape", ("2 x 9", "[1, 9]")),
     ("nonzero-shape", k_nonzero_shape, "shape", ("[16, 9]", "[16, 8]")),
     ("register-scalar", k_register_scalar, "register-scalar", ("[1, 2]", "int32")),
+    ("topk-shape", k_topk_shape, "shape", ("[16, 2]", "n=40")),
     ("collective", k_collective, "collective", ("collective_dim=1 on HBM",)),
 ]
 

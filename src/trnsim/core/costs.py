@@ -260,6 +260,11 @@ def _gpsimd(instr: Instruction, spec: CoreSpec) -> float:
     return GPSIMD_START_CYCLES + factor * _free(instr)
 
 
+def _topk(instr: Instruction, spec: CoreSpec) -> float:
+    val = instr.operand("val_dst")
+    return 4.0 * (instr.attr("n") or 0) + (val.free_size if val is not None else 0)
+
+
 def _sync(instr: Instruction, spec: CoreSpec) -> float:
     return 0.0
 
@@ -410,6 +415,13 @@ RULES: tuple[CostRule, ...] = (
         f"{ISA_DOC} iota / affine_select (GPSIMD_START ~ 150); nki-notes 4.4",
     ),
     CostRule(
+        "topk",
+        _G,
+        _topk,
+        "4 n + K (n: snake elements, K: val_dst elements per partition)",
+        "SDK nki/api/nki/isa/__init__.py topk (estimated instruction cost)",
+    ),
+    CostRule(
         "sync",
         _ALL,
         _sync,
@@ -435,6 +447,9 @@ for _entry in SPECS.values():
             continue
         for _eng in _BY_NAME[_name].engines:
             _BY_KEY.setdefault((Op(_entry.name), _eng), _BY_NAME[_name])
+
+
+_BY_KEY[(Op.TOPK, Engine.GPSIMD)] = _BY_NAME["topk"]  # its documented cost, not the engine rule
 
 
 def rule_for(instr: Instruction) -> CostRule:

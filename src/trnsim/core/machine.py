@@ -906,6 +906,9 @@ def _generic(nc: NeuronCore, c: Call) -> None:
             kw["shape"] = (dst.partitions, dst.free_size)
     if "state" in wants:
         kw["state"] = nc.rng_state[lanes]
+    if "shape" in wants and dst is None and c.dst:  # no ``dst`` role: the first destination
+        first = next(iter(c.dst.values()))
+        kw["shape"] = (first.partitions, first.free_size)
     if "acc" in wants:  # the Vector engine's accumulator registers (reduce_cmd)
         kw["acc"] = nc.vector_acc
     if "dsts" in wants:  # which optional destinations the call gave

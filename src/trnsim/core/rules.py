@@ -907,6 +907,28 @@ def _collective(call: Call) -> str | None:
     return None
 
 
+@rule("shape", key="topk-shape")
+def _topk_shape(call: Call) -> str | None:
+    """topk docstring constraints: 8 <= n < 65536, 1 <= K < 32768, K <= n, src columns >=
+    ceil(n / 16), partitions a multiple of 16, outputs [P, K] with src's partitions."""
+    from trnsim.core.semantics import TOPK_SNAKE
+
+    src, val, idx = call.src[SRC], call.dst["val_dst"], call.dst["idx_dst"]
+    n, k = call.attrs.get("n", 0), val.free_size
+    if not 8 <= n < 65536:
+        return f"topk n={n} not in [8, 65536)"
+    if not 1 <= k < 32768 or k > n:
+        return f"topk K={k} (val_dst {list(val.shape)}) must be in [1, 32768) and <= n={n}"
+    if src.partitions % TOPK_SNAKE:
+        return f"topk src has {src.partitions} partitions, not a multiple of {TOPK_SNAKE}"
+    if src.free_size < -(-n // TOPK_SNAKE):
+        return f"topk src {list(src.shape)} holds fewer than n={n} elements in its 16P snake"
+    for role, v in (("val_dst", val), ("idx_dst", idx)):
+        if (v.partitions, v.free_size) != (src.partitions, k):
+            return f"topk {role} {list(v.shape)} must be [{src.partitions}, {k}]"
+    return None
+
+
 @rule("attribute", lambda e: any(a.allowed is not None for a in e.attrs))
 def _attribute_values(call: Call) -> str | None:
     """Attribute values outside the spec's ``allowed`` (checked last: an op-specific rule with

@@ -865,3 +865,25 @@ def collective_permute(parts: dict[int, np.ndarray], me: int, pairs: tuple) -> n
         if t == me:
             return parts[s]
     return None
+
+
+TOPK_SNAKE = 16
+"""Partitions of topk's input snake (topk docstring)."""
+
+
+def topk(src: np.ndarray, n: int, shape: tuple[int, int]) -> dict[str, np.ndarray]:
+    """``topk``: each group of 16 partitions holds one snake of ``n`` elements (element ``e``
+    at partition ``e % 16``, column ``e // 16``, the docstring's layout); every partition of
+    the group gets the snake's ``k`` largest values in ascending order (``val_dst``) and their
+    snake positions (``idx_dst``). trnsim's reading where the docstring is silent: all 16
+    partitions of a group receive the same result, and among equal values the lower position
+    counts as larger. ``shape``: val_dst's ``[P, K]``."""
+    p, k = src.shape[0], shape[1]
+    vals = np.empty((p, k), F32)
+    idx = np.empty((p, k), np.int64)
+    for g in range(0, p, TOPK_SNAKE):
+        snake = src[g : g + TOPK_SNAKE].T.reshape(-1)[:n].astype(F32)
+        best = np.argsort(-snake, kind="stable")[:k][::-1]
+        vals[g : g + TOPK_SNAKE] = snake[best]
+        idx[g : g + TOPK_SNAKE] = best
+    return {"val_dst": vals, "idx_dst": idx}

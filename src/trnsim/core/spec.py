@@ -925,6 +925,25 @@ register(
     )
 )
 
+register(
+    Instr(
+        "topk",
+        Engine.GPSIMD,
+        (
+            out("val_dst", dtypes=frozenset({"bfloat16"})),
+            out("idx_dst", dtypes=frozenset({"uint32"}), raw=True),
+            inp(SRC, dtypes=frozenset({"bfloat16"})),
+        ),
+        (Attr("n", int),),
+        rules=("topk-shape",),
+        params=("val_dst", "idx_dst", SRC, "n"),
+        cost=("topk",),
+        cost_source=f"SDK {_DOC} topk: 4*n + K GpSimd cycles per partition",
+        semantics=S.topk,
+        run="generic",
+    )
+)
+
 # =================================================================================================
 # DMA queues (costed in seconds by ``costs.dma_cost``, not by a cycle rule)
 # =================================================================================================

@@ -806,7 +806,6 @@ set_rng_seed = instruction(Op.SET_RNG_SEED)
 
 
 for _n in (
-    "topk",
     "tensor_copy_dynamic_src",
     "tensor_copy_dynamic_dst",
 ):
@@ -820,6 +819,7 @@ nc_match_replace8 = instruction(Op.NC_MATCH_REPLACE8)
 nc_n_gather = instruction(Op.NC_N_GATHER)
 sequence_bounds = instruction(Op.SEQUENCE_BOUNDS)
 nonzero_with_count = instruction(Op.NONZERO_WITH_COUNT)
+topk = instruction(Op.TOPK)
 _tensor_scalar_reduce = instruction(Op.TENSOR_SCALAR_REDUCE)
 _nc_stream_shuffle = instruction(Op.NC_STREAM_SHUFFLE)
 
