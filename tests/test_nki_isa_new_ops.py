@@ -38,6 +38,23 @@ def test_tensor_copy_takes_the_tutorials_dtype_argument():
     assert np.array_equal(nki.run(k, x).outputs, x.astype(ml_dtypes.bfloat16))
 
 
+def test_tensor_copy_dtype_rounds_through_it_into_an_fp32_dst():
+    """The matmul tutorial's call: fp32 PSUM -> fp32 SBUF with dtype=bfloat16."""
+
+    def k(x):
+        ps = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(ps, _sb(x))
+        sb = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=sb, src=ps, dtype=nl.bfloat16)
+        return _out(sb)
+
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    got = nki.run(k, x).outputs
+    assert got.dtype == np.float32
+    assert np.array_equal(got, x.astype(ml_dtypes.bfloat16).astype(np.float32))
+    assert not np.array_equal(got, x)
+
+
 @pytest.mark.parametrize(
     "op0,operand0,reduce_op", [("multiply", 0.5, "maximum"), ("abs", 0.0, "add")]
 )

@@ -646,7 +646,14 @@ def _copy(nc: NeuronCore, src: View, dst: View) -> None:
 
 @executor(Op.TENSOR_COPY)
 def _tensor_copy(nc: NeuronCore, c: Call) -> None:
-    _copy(nc, c.src[SRC], c.dst[DST])
+    via = c.attrs.get("dtype")
+    dst = c.dst[DST]
+    if via is not None and via != dst.fmt.name:  # tutorials' dtype=: cast to it on the way
+        fmt = get_format(via)
+        vals = numerics.to_float32(nc.cast(nc.read(c.src[SRC]), fmt), fmt)
+        nc.write(dst, vals.reshape(dst.shape))
+        return
+    _copy(nc, c.src[SRC], dst)
 
 
 @executor(Op.TENSOR_COPY_PREDICATED)

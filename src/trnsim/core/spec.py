@@ -459,6 +459,8 @@ register(
         "tensor_copy",
         Engine.VECTOR,
         (out(ti=True), inp(SRC, shape=SAME, ti=True)),
+        # dtype= as the official tutorials pass it: the values are cast to it on the way
+        (Attr("dtype", (str, type(None)), None),),
         cost=("stream",),
         engines=frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
         doc="bit-exact for equal formats, else via fp32 (no semantics function: a cast)",
