@@ -152,3 +152,22 @@ def test_unsupported_collectives_are_refused_by_name():
     with pytest.raises(KernelError, match="all_gather_v is not emulated") as info:
         _run2(k)
     assert info.value.rule == "not-implemented"
+
+
+def test_sbuf_all_gather_along_the_free_axis_and_timing_only_recording():
+    def k(x):
+        r = ncc.rank_id()
+        t = nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(t, x[r])
+        g = nl.ndarray((128, 32), nl.float32, buffer=nl.sbuf)
+        ncc.all_gather(srcs=[t], dsts=[g], replica_group=RG, collective_dim=1)
+        out = nl.ndarray((2, 128, 32), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(out[r], g)
+        return out
+
+    x = np.random.default_rng(3).standard_normal((2, 128, 16)).astype(np.float32)
+    out = _run2(k, x).outputs
+    for r in range(2):
+        assert np.array_equal(out[r], np.concatenate([x[0], x[1]], axis=1))
+    timing = nki.run(k, x, lnc=2, functional=False)
+    assert sum(i.opcode is Op.ALL_GATHER for i in timing.instructions) == 2
