@@ -82,3 +82,17 @@ def test_register_values_wrap_to_32_bits_and_uninitialised_reads_fail():
     with pytest.raises(KernelError) as info:
         nki.run(big)
     assert info.value.rule == "register-value" and str(2**33) in str(info.value)
+
+
+def test_register_store_refuses_a_value_its_dtype_cannot_hold():
+    import pytest
+
+    from trnsim.errors import KernelError
+
+    def k():
+        out = nl.ndarray((1, 1), nl.int8, buffer=nl.sbuf)
+        nisa.register_store(out, nisa.register_alloc(300))
+
+    with pytest.raises(KernelError) as info:
+        nki.run(k)
+    assert info.value.rule == "register-value" and "300 into int8" in str(info.value)

@@ -156,3 +156,20 @@ def test_nonzero_with_count_needs_gen3():
     with pytest.raises(KernelError) as info:
         nki.run(k, target="gen2")
     assert info.value.rule == "generation"
+
+
+def test_nc_n_gather_index_out_of_range_is_refused_not_clamped():
+    def k(x, i):
+        d, ind = sb((4, 8)), sb((4, 3), nl.uint32)
+        nisa.dma_copy(d, x)
+        nisa.dma_copy(ind, i)
+        mark()
+        nisa.nc_n_gather(sb((4, 3)), d, ind)
+
+    idx = np.zeros((4, 3), np.uint32)
+    idx[2, 1] = 8
+    with pytest.raises(KernelError) as info:
+        nki.run(k, np.ones((4, 8), np.float32), idx)
+    assert info.value.rule == "n-gather-index"
+    assert "indices[2, 1] = 8 outside [0, 8)" in str(info.value)
+    assert f"{HERE}:{LINE['at']}" in str(info.value)

@@ -799,7 +799,17 @@ def nc_match_replace8(
 def nc_n_gather(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """``nc_n_gather``: per partition, ``dst[p, j] = data[p, indices[p, j]]`` over the
     flattened free dimensions (raw values; dst has data's dtype)."""
+    from trnsim.core.location import fail
+
     idx = indices.reshape(indices.shape[0], -1).astype(np.int64)
+    bad = np.argwhere(idx >= data.shape[1])
+    if bad.size:
+        p, j = (int(v) for v in bad[0])
+        raise fail(
+            "n-gather-index",
+            f"nc_n_gather indices[{p}, {j}] = {idx[p, j]} outside [0, {data.shape[1]}) "
+            f"(data's elements per partition); {len(bad)} such indices",
+        )
     return np.take_along_axis(data, idx, axis=1)
 
 

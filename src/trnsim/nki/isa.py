@@ -934,4 +934,12 @@ def register_load(dst: Any, src: View) -> None:
 def register_store(dst: View, src: Any) -> None:
     """Store register ``src``'s value into the one-element tensor ``dst``."""
     reg = _register(src, "register_store src")
-    _run(Op.REGISTER_STORE, {DST: dst}, {}, {"value": reg.value})
+    value = reg.value
+    if isinstance(dst, View) and dst.fmt.kind == "int":
+        info = np.iinfo(dst.fmt.dtype)
+        if not info.min <= value <= info.max:
+            raise fail(
+                "register-value",
+                f"register_store of {value} into {dst.fmt.name} (range {info.min}..{info.max})",
+            )
+    _run(Op.REGISTER_STORE, {DST: dst}, {}, {"value": value})
