@@ -173,3 +173,14 @@ def test_nc_n_gather_index_out_of_range_is_refused_not_clamped():
     assert info.value.rule == "n-gather-index"
     assert "indices[2, 1] = 8 outside [0, 8)" in str(info.value)
     assert f"{HERE}:{LINE['at']}" in str(info.value)
+
+
+def test_unary_op0_with_an_operand_is_refused_not_ignored():
+    def k():
+        mark()
+        nisa.tensor_scalar_reduce(sb((8, 4)), sb((8, 4)), nl.abs, 2.0, nl.add)
+
+    with pytest.raises(KernelError) as info:
+        nki.run(k)
+    assert info.value.rule == "op0" and "got 2.0" in str(info.value)
+    assert f"{HERE}:{LINE['at']}" in str(info.value)

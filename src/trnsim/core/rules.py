@@ -746,6 +746,9 @@ def _arith_op0(call: Call) -> str | None:
     unary = call.op is Op.TENSOR_SCALAR_REDUCE and op0 in UNARY_ALU_OPS
     if op0 not in ARITH_OPS and not unary:
         return f"{call.op.value} op0={op0!r} is not an arithmetic operator"
+    if unary and ("operand0" in call.src or call.attrs.get("operand0", 0.0) != 0.0):
+        given = "a tensor" if "operand0" in call.src else call.attrs["operand0"]
+        return f"{call.op.value} unary op0={op0!r} takes operand0 None or 0, got {given}"
     return None
 
 
