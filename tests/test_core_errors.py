@@ -229,6 +229,6 @@ def test_uninitialised_read_is_nan():
 
 def test_unimplemented_instruction_says_so():
     def k():
-        nisa.topk()
+        nisa.tensor_copy_dynamic_src()
 
-    expect("not-implemented", k, values=("topk",))
+    expect("not-implemented", k, values=("tensor_copy_dynamic_src",))

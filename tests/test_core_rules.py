@@ -355,7 +355,9 @@ def _id(r: rules.Rule) -> str:
 
 
 def test_every_rule_has_a_case():
-    assert {_id(r) for r in rules.RULES} == {c[0] for c in CASES}
+    from test_nki_isa_new_rules import CASES as NEW_CASES  # the issue-13 instructions' rules
+
+    assert {_id(r) for r in rules.RULES} == {c[0] for c in CASES} | {c[0] for c in NEW_CASES}
 
 
 @pytest.mark.parametrize(("rule_id", "kernel", "args", "target", "lnc", "name", "values"), CASES)
@@ -404,7 +406,7 @@ def a_operand_tensor():
 
 def a_arguments():
     mark()
-    nisa.tensor_copy(sb((128, 8)))
+    nisa.reciprocal(sb((128, 8)))
 
 
 def a_range_select_reduce_op():
@@ -433,7 +435,7 @@ def a_dma_compute_scales(a):
 
 def a_front_end_missing():
     mark()
-    nisa.topk(sb((128, 8)), sb((128, 8)))
+    nisa.tensor_copy_dynamic_src(sb((128, 8)), sb((128, 8)))
 
 
 def a_core_barrier_lnc():
@@ -658,6 +660,42 @@ def a_outside_kernel():
     nl.ndarray((8, 4), nl.float32, buffer=nl.sbuf)
 
 
+def a_tensor_copy_dtype():
+    t = sb((8, 4))
+    mark()
+    nisa.tensor_copy(t, t, dtype="no-such-dtype")
+
+
+def a_register_operand():
+    mark()
+    nisa.register_move(3, 4)
+
+
+def a_register_uninitialized():
+    reg = nisa.register_alloc()
+    mark()
+    nisa.register_store(sb((1, 1), nl.int32), reg)
+
+
+def a_register_32bit():
+    mark()
+    nisa.register_alloc(2**33)
+
+
+def a_register_store_range():
+    reg = nisa.register_alloc(300)
+    mark()
+    nisa.register_store(sb((1, 1), nl.int8), reg)
+
+
+def a_register_load_timing_only():
+    t = sb((1, 1), nl.int32)
+    nisa.memset(t, 1)
+    reg = nisa.register_alloc()
+    mark()
+    nisa.register_load(reg, t)
+
+
 def a_rounding():
     pass  # the core refuses the rounding mode before the kernel runs (the caller's line)
 
@@ -667,12 +705,20 @@ ARG_CASES = [
     ("engine-arg", a_engine_arg, (), 1, {}, "engine", ("'vector'",)),
     ("operator", a_operator, (), 1, {}, "operator", ("3 is not",)),
     ("operand-tensor", a_operand_tensor, (), 1, {}, "operand", ("tensor_copy src", "list")),
-    ("arguments", a_arguments, (), 1, {}, "arguments", ("nki.isa.tensor_copy", "src")),
+    ("arguments", a_arguments, (), 1, {}, "arguments", ("nki.isa.reciprocal", "data")),
     ("range-select-reduce-op", a_range_select_reduce_op, (), 1, {}, "reduce-op", ("add",)),
     ("select-reduce-op", a_select_reduce_op, (), 1, {}, "reduce-op", ("select_reduce", "add")),
     ("select-reduce-cmd", a_select_reduce_cmd, (), 1, {}, "reduce-cmd", ("accumulate",)),
     ("dma-compute-scales", a_dma_compute_scales, (A,), 1, {}, "not-implemented", ("scales=",)),
-    ("front-end-missing", a_front_end_missing, (), 1, {}, "not-implemented", ("nki.isa.topk",)),
+    (
+        "front-end-missing",
+        a_front_end_missing,
+        (),
+        1,
+        {},
+        "not-implemented",
+        ("nki.isa.tensor_copy_dynamic_src",),
+    ),
     ("core-barrier-lnc", a_core_barrier_lnc, (), 1, {}, "lnc", ("core_barrier", "LNC=2")),
     ("sendrecv-lnc", a_sendrecv_lnc, (), 1, {}, "lnc", ("sendrecv", "LNC=2")),
     ("sendrecv-rank", a_sendrecv_rank, (), 2, {}, "sendrecv", ("send_to_rank 5", "LNC=2")),
@@ -720,6 +766,28 @@ ARG_CASES = [
     ("argument-dtype", a_rounding, (np.zeros(2, np.complex64),), 1, {}, "dtype", ("complex64",)),
     ("outside-kernel", a_outside_kernel, (), 1, {"outside": True}, "outside-kernel", ("nki.",)),
     ("rounding", a_rounding, (), 1, {"rounding": "nearest"}, "rounding", ("'nearest'",)),
+    ("tensor-copy-dtype", a_tensor_copy_dtype, (), 1, {}, "dtype", ("'no-such-dtype'",)),
+    ("register-operand", a_register_operand, (), 1, {}, "operand", ("got 3",)),
+    (
+        "register-uninitialized",
+        a_register_uninitialized,
+        (),
+        1,
+        {},
+        "register-uninitialized",
+        ("before any register_load",),
+    ),
+    ("register-32bit", a_register_32bit, (), 1, {}, "register-value", (str(2**33),)),
+    ("register-store-range", a_register_store_range, (), 1, {}, "register-value", ("300",)),
+    (
+        "register-load-timing-only",
+        a_register_load_timing_only,
+        (),
+        1,
+        {"functional": False},
+        "not-implemented",
+        ("timing-only",),
+    ),
 ]
 
 

@@ -260,6 +260,11 @@ def _gpsimd(instr: Instruction, spec: CoreSpec) -> float:
     return GPSIMD_START_CYCLES + factor * _free(instr)
 
 
+def _topk(instr: Instruction, spec: CoreSpec) -> float:
+    val = instr.operand("val_dst")
+    return 4.0 * (instr.attr("n") or 0) + (val.free_size if val is not None else 0)
+
+
 def _sync(instr: Instruction, spec: CoreSpec) -> float:
     return 0.0
 
@@ -410,6 +415,13 @@ RULES: tuple[CostRule, ...] = (
         f"{ISA_DOC} iota / affine_select (GPSIMD_START ~ 150); nki-notes 4.4",
     ),
     CostRule(
+        "topk",
+        _G,
+        _topk,
+        "4 n + K (n: snake elements, K: val_dst elements per partition)",
+        "SDK nki/api/nki/isa/__init__.py topk (estimated instruction cost)",
+    ),
+    CostRule(
         "sync",
         _ALL,
         _sync,
@@ -435,6 +447,9 @@ for _entry in SPECS.values():
             continue
         for _eng in _BY_NAME[_name].engines:
             _BY_KEY.setdefault((Op(_entry.name), _eng), _BY_NAME[_name])
+
+
+_BY_KEY[(Op.TOPK, Engine.GPSIMD)] = _BY_NAME["topk"]  # its documented cost, not the engine rule
 
 
 def rule_for(instr: Instruction) -> CostRule:
@@ -625,10 +640,57 @@ def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     """
     if instr.attr("indirect") is not None:
         return indirect_dma_cost(instr, model)
+    if instr.attr("ranks") is not None:
+        return collective_cost(instr, model)
     nbytes = max((o.nbytes for o in instr.dst + instr.src), default=0)
     ops = instr.dst + instr.src
     row = min((contiguous_bytes(o) for o in ops), default=nbytes) or 1
     return _transfer(ops, nbytes, row, sum(o.nbytes for o in ops if o.memory == "hbm"), model)
+
+
+_CC_KIND = {
+    "all_reduce": "all-reduce",
+    "all_gather": "all-gather",
+    "reduce_scatter": "reduce-scatter",
+    "all_to_all": "all-to-all",
+    "collective_permute": "permute",
+}
+"""nki.collectives instruction -> the collective of ``trnsim.fabric.collectives`` (its bus
+factor: bytes each rank moves per byte of the message)."""
+
+
+def collective_cost(instr: Instruction, model: DmaModel) -> DmaCost:
+    """Cost of one ``nki.collectives`` call on one rank (the cores of one launch): a ring over
+    the replica group's ``n`` ranks, each step a DMA between the cores.
+
+    ``latency = steps x dma.fixed_latency_s`` (a step waits for its semaphore like any DMA:
+    ``2(n-1)`` steps for all-reduce, ``n-1`` for all-gather / reduce-scatter / all-to-all, 1
+    for a permute); the data phase moves ``bus_factor(n) x message bytes`` (the message: the
+    larger of src and dst) through ``_transfer`` (the core's DMA engines, rows, HBM share).
+    Sources: ring factors ``trnsim.fabric.collectives.OPS``; DMA figures ``trnsim.hw``
+    (NEURON_DMA_GUIDE). The chip's collective-communication cores are not modelled apart
+    from the DMA engines they drive (``trnsim.hw`` catalog note ``cc_cores``)."""
+    from trnsim.fabric.collectives import canonical_op
+
+    n = max(1, len(instr.attr("ranks") or ()))
+    kind = _CC_KIND[instr.opcode.value]
+    ops = instr.dst + instr.src
+    message = max((o.nbytes for o in ops), default=0)
+    moved = int(canonical_op(kind).bus_factor(n) * message) if n > 1 else 0
+    steps = 1 if kind == "permute" else (2 * (n - 1) if kind == "all-reduce" else n - 1)
+    row = min((contiguous_bytes(o) for o in ops), default=message) or 1
+    hbm = moved * sum(1 for o in ops if o.memory == "hbm")
+    t = _transfer(ops, moved, row, hbm, model)
+    return DmaCost(
+        latency_s=max(1, steps) * model.fixed_latency_s,
+        occupancy_s=t.occupancy_s,
+        duration_s=t.duration_s,
+        hbm_s=t.hbm_s,
+        nbytes=moved,
+        hbm_bytes=hbm,
+        row_bytes=row,
+        engines=t.engines,
+    )
 
 
 def indirect_dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:

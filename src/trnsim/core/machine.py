@@ -648,7 +648,14 @@ def _copy(nc: NeuronCore, src: View, dst: View) -> None:
 
 @executor(Op.TENSOR_COPY)
 def _tensor_copy(nc: NeuronCore, c: Call) -> None:
-    _copy(nc, c.src[SRC], c.dst[DST])
+    via = c.attrs.get("dtype")
+    dst = c.dst[DST]
+    if via is not None and via != dst.fmt.name:  # tutorials' dtype=: cast to it on the way
+        fmt = get_format(via)
+        vals = numerics.to_float32(nc.cast(nc.read(c.src[SRC]), fmt), fmt)
+        nc.write(dst, vals.reshape(dst.shape))
+        return
+    _copy(nc, c.src[SRC], dst)
 
 
 @executor(Op.TENSOR_COPY_PREDICATED)
@@ -909,18 +916,44 @@ def _generic(nc: NeuronCore, c: Call) -> None:
             kw["shape"] = (dst.partitions, dst.free_size)
     if "state" in wants:
         kw["state"] = nc.rng_state[lanes]
+    if "shape" in wants and dst is None and c.dst:  # no ``dst`` role: the first destination
+        first = next(iter(c.dst.values()))
+        kw["shape"] = (first.partitions, first.free_size)
+    if "acc" in wants:  # the Vector engine's accumulator registers (reduce_cmd)
+        kw["acc"] = nc.vector_acc
+    if "dsts" in wants:  # which optional destinations the call gave
+        kw["dsts"] = frozenset(c.dst)
+    if "old" in wants:  # the dst's current raw values (an instruction leaving some unmodified)
+        assert dst is not None
+        kw["old"] = _p2(nc.read_raw(dst))
     res = fn(**kw)
     if "state" in wants:
         if dst is None:
             nc.rng_state[lanes] = res
             return
         res, nc.rng_state[lanes] = res
+    if "acc" in wants:
+        res, nc.vector_acc = res
+    if isinstance(res, dict):  # several destinations: values by role name
+        for name, values in res.items():
+            view = c.dst.get(name)
+            if view is not None:
+                _write_role(nc, entry, name, view, values)
+        return
     assert dst is not None
     role = entry.role(DST)
     if role is not None and role.raw:
         nc.write_raw(dst, np.asarray(res).astype(dst.fmt.dtype))
     else:
         nc.write(dst, res)
+
+
+def _write_role(nc: NeuronCore, entry: Any, name: str, view: View, values: Any) -> None:
+    role = entry.role(name)
+    if role is not None and role.raw:
+        nc.write_raw(view, np.asarray(values).astype(view.fmt.dtype).reshape(view.shape))
+    else:
+        nc.write(view, np.asarray(values).reshape(view.shape))
 
 
 _PARAMS: dict[Callable[..., Any], frozenset[str]] = {}
@@ -932,6 +965,8 @@ def _sync_noop(nc: NeuronCore, c: Call) -> None:
 
 for _op in (Op.CORE_BARRIER, Op.SENDRECV):
     EXECUTORS[_op] = _sync_noop
+for _op in (Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.COLLECTIVE_PERMUTE):
+    EXECUTORS[_op] = _sync_noop  # nki.collectives: exchanged by trnsim.nki.collectives
 
 
 def _not_implemented(op: Op) -> Executor:

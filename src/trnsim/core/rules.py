@@ -745,6 +745,205 @@ def _sendrecv(call: Call) -> str | None:
     return None
 
 
+# ---- issue 13: the rest of the NKI 0.6 ISA ---------------------------------------------------
+
+
+@rule("op0", key="arith-op0")
+def _arith_op0(call: Call) -> str | None:
+    """tensor_scalar_reduce / tensor_scalar_cumulative: op0 is an arithmetic ALU operator
+    (bitvec operators are not supported, docstrings)."""
+    from trnsim.core.semantics import ARITH_OPS, UNARY_ALU_OPS
+
+    op0 = call.attrs.get("op0")
+    unary = call.op is Op.TENSOR_SCALAR_REDUCE and op0 in UNARY_ALU_OPS
+    if op0 not in ARITH_OPS and not unary:
+        return f"{call.op.value} op0={op0!r} is not an arithmetic operator"
+    if unary and ("operand0" in call.src or call.attrs.get("operand0", 0.0) != 0.0):
+        given = "a tensor" if "operand0" in call.src else call.attrs["operand0"]
+        return f"{call.op.value} unary op0={op0!r} takes operand0 None or 0, got {given}"
+    return None
+
+
+@rule("reduce-init", key="reduce-init")
+def _reduce_init(call: Call) -> str | None:
+    """The accumulator's initial value is given exactly when ``reduce_cmd`` is load_reduce."""
+    name = "reduce_init" if call.op is Op.TENSOR_SCALAR_REDUCE else "imm1"
+    given = name in call.src or name in call.attrs
+    cmd = call.attrs.get("reduce_cmd", "reset_reduce")
+    if given != (cmd == "load_reduce"):
+        have = "given" if given else "not given"
+        return f"{call.op.value} {name} is {have} with reduce_cmd={cmd}; it goes with load_reduce"
+    return None
+
+
+@rule("stream-shuffle", key="stream-shuffle")
+def _stream_shuffle(call: Call) -> str | None:
+    from trnsim.core.semantics import STREAM_SHUFFLE_KEEP, STREAM_SHUFFLE_QUADRANT
+
+    src, dst = call.src[SRC], call.dst[DST]
+    q = STREAM_SHUFFLE_QUADRANT
+    mask = call.attrs.get("shuffle_mask", ())
+    if src.fmt.name != dst.fmt.name:
+        return f"nc_stream_shuffle dst dtype {dst.fmt.name} != src dtype {src.fmt.name}"
+    if src.free_size != dst.free_size:
+        return (
+            f"nc_stream_shuffle dst has {dst.free_size} elements per partition, "
+            f"src {src.free_size}; they must be equal"
+        )
+    if len(mask) != q:
+        return f"nc_stream_shuffle shuffle_mask has {len(mask)} entries, needs {q}"
+    bad = [m for m in mask if m != STREAM_SHUFFLE_KEEP and m not in range(q)]
+    if bad:
+        return f"nc_stream_shuffle shuffle_mask values {bad} not in 0..{q - 1} or 255"
+    for p in range(dst.partitions):
+        m = mask[p % q]
+        if m != STREAM_SHUFFLE_KEEP and (p // q) * q + m >= src.partitions:
+            return (
+                f"nc_stream_shuffle dst partition {p} copies src partition {(p // q) * q + m}, "
+                f"but src has {src.partitions} partitions"
+            )
+    active = -(-max(src.partitions, dst.partitions) // q) * q
+    starts = {128: (0,), 96: (0,), 64: (0, 64), 32: (0, 32, 64, 96)}.get(active, (0,))
+    for role, v in ((SRC, src), (DST, dst)):
+        if v.partition_start not in starts:
+            return (
+                f"nc_stream_shuffle {role} starts at partition {v.partition_start}; with "
+                f"{active} active partitions the start must be one of {list(starts)}"
+            )
+    return None
+
+
+@rule("shape", key="match-replace8-shape")
+def _match_replace8_shape(call: Call) -> str | None:
+    vals, idx = call.src["vals"], call.dst.get("dst_idx")
+    data = call.src[DATA]
+    if vals.partitions != data.partitions or vals.free_size != 8:
+        return f"nc_match_replace8 vals {list(vals.shape)} must be [{data.partitions}, 8]"
+    if idx is not None and (idx.partitions, idx.free_size) != (data.partitions, 8):
+        return f"nc_match_replace8 dst_idx {list(idx.shape)} must be [{data.partitions}, 8]"
+    return None
+
+
+@rule("shape", key="n-gather-shape")
+def _n_gather_shape(call: Call) -> str | None:
+    dst, data, idx = call.dst[DST], call.src[DATA], call.src["indices"]
+    if dst.fmt.name != data.fmt.name:
+        return f"nc_n_gather dst dtype {dst.fmt.name} != data dtype {data.fmt.name}"
+    if not dst.partitions == data.partitions == idx.partitions:
+        return (
+            f"nc_n_gather partitions differ: dst {dst.partitions}, data {data.partitions}, "
+            f"indices {idx.partitions}"
+        )
+    if dst.free_size != idx.free_size:
+        return (
+            f"nc_n_gather dst has {dst.free_size} elements per partition, indices "
+            f"{idx.free_size}; they must be equal"
+        )
+    return None
+
+
+@rule("shape", key="sequence-bounds-shape")
+def _sequence_bounds_shape(call: Call) -> str | None:
+    dst, ids = call.dst[DST], call.src["segment_ids"]
+    if ids.partitions != 1 or dst.partitions != 1:
+        return (
+            f"sequence_bounds needs 1 partition, got segment_ids {list(ids.shape)}, "
+            f"dst {list(dst.shape)}"
+        )
+    if dst.free_size != 2 * ids.free_size:
+        return (
+            f"sequence_bounds dst {list(dst.shape)} must hold 2 x {ids.free_size} values "
+            f"(start and end per element of segment_ids {list(ids.shape)})"
+        )
+    return None
+
+
+@rule("shape", key="nonzero-shape")
+def _nonzero_shape(call: Call) -> str | None:
+    from trnsim.core.semantics import NONZERO_STRIDE
+
+    dst, src = call.dst[DST], call.src[SRC]
+    if dst.partitions != src.partitions or dst.free_size != src.free_size + 1:
+        return (
+            f"nonzero_with_count dst {list(dst.shape)} must be [{src.partitions}, "
+            f"{src.free_size + 1}] for src {list(src.shape)} (one more element: the count)"
+        )
+    for role, v in ((SRC, src), (DST, dst)):
+        if v.partition_start % NONZERO_STRIDE:
+            return (
+                f"nonzero_with_count {role} starts at partition {v.partition_start}; it must "
+                f"start on a GpSimd core's first partition (a multiple of {NONZERO_STRIDE})"
+            )
+    return None
+
+
+@rule("register-scalar", key="register-scalar")
+def _register_scalar(call: Call) -> str | None:
+    v = call.src.get(SRC) or call.dst[DST]
+    if v.size != 1 or v.fmt.bits > 32:
+        return (
+            f"{call.op.value} needs one element of at most 32 bits, got {list(v.shape)} "
+            f"{v.fmt.name}"
+        )
+    return None
+
+
+@rule("collective", key="collective")
+def _collective(call: Call) -> str | None:
+    """nki.collectives: src and dst in one memory with one dtype, shaped as the collective
+    and its replica group's size say (docstrings of nki/api/nki/collectives/__init__.py)."""
+    src, dst = call.src[SRC], call.dst[DST]
+    name = call.op.value
+    if src.memory != dst.memory:
+        return (
+            f"{name} mixes memories (src in {src.memory.upper()}, dst in "
+            f"{dst.memory.upper()}); all tensors must be in HBM or all in SBUF"
+        )
+    if src.fmt.name != dst.fmt.name:
+        return f"{name} src dtype {src.fmt.name} != dst dtype {dst.fmt.name}"
+    n = len(call.attrs.get("ranks", ()))
+    dim = call.attrs.get("collective_dim", 0)
+    if dim and src.memory == "hbm":
+        return f"{name} collective_dim={dim} on HBM tensors; only 0 is supported there"
+    s, d = list(src.shape), list(dst.shape)
+    if dim >= len(s) or len(s) != len(d):
+        return f"{name} src {s} and dst {d}: collective_dim {dim} needs both of the same rank"
+    want = list(s)
+    if call.op is Op.ALL_GATHER:
+        want[dim] = s[dim] * n
+    elif call.op is Op.REDUCE_SCATTER:
+        if s[dim] % n:
+            return f"{name} src {s} axis {dim} does not split into {n} ranks"
+        want[dim] = s[dim] // n
+    elif call.op is Op.ALL_TO_ALL and s[dim] % n:
+        return f"{name} src {s} axis {dim} does not split into {n} ranks"
+    if d != want:
+        return f"{name} over {n} ranks: dst {d} must be {want} for src {s}"
+    return None
+
+
+@rule("shape", key="topk-shape")
+def _topk_shape(call: Call) -> str | None:
+    """topk docstring constraints: 8 <= n < 65536, 1 <= K < 32768, K <= n, src columns >=
+    ceil(n / 16), partitions a multiple of 16, outputs [P, K] with src's partitions."""
+    from trnsim.core.semantics import TOPK_SNAKE
+
+    src, val, idx = call.src[SRC], call.dst["val_dst"], call.dst["idx_dst"]
+    n, k = call.attrs.get("n", 0), val.free_size
+    if not 8 <= n < 65536:
+        return f"topk n={n} not in [8, 65536)"
+    if not 1 <= k < 32768 or k > n:
+        return f"topk K={k} (val_dst {list(val.shape)}) must be in [1, 32768) and <= n={n}"
+    if src.partitions % TOPK_SNAKE:
+        return f"topk src has {src.partitions} partitions, not a multiple of {TOPK_SNAKE}"
+    if src.free_size < -(-n // TOPK_SNAKE):
+        return f"topk src {list(src.shape)} holds fewer than n={n} elements in its 16P snake"
+    for role, v in (("val_dst", val), ("idx_dst", idx)):
+        if (v.partitions, v.free_size) != (src.partitions, k):
+            return f"topk {role} {list(v.shape)} must be [{src.partitions}, {k}]"
+    return None
+
+
 @rule("attribute", lambda e: any(a.allowed is not None for a in e.attrs))
 def _attribute_values(call: Call) -> str | None:
     """Attribute values outside the spec's ``allowed`` (checked last: an op-specific rule with

@@ -635,3 +635,277 @@ def local_gather(
 
 def dma_transpose(src: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(src, axes))
+
+
+# ---- issue 13: the rest of the NKI 0.6 ISA (docstrings of nki/api/nki/isa/__init__.py) --------
+
+
+def _acc_start(
+    cmd: str, op: str, rows: int, acc: np.ndarray | None, init: float | np.ndarray | None
+) -> np.ndarray:
+    """The accumulator a ``reduce_cmd`` starts from: reset to the identity of ``op``, loaded
+    from ``init`` (a constant or ``[P, 1]``), or continued (``reduce``: the one left by the
+    previous accumulating Vector instruction, which must cover the same partitions)."""
+    from trnsim.core.location import fail
+
+    if cmd == "reset_reduce":
+        ident = 0.0 if op == "subtract" else REDUCE_IDENTITY[op]  # cumulative docstring
+        return np.full((rows, 1), ident, dtype=F32)
+    if cmd == "load_reduce":
+        if init is None:
+            raise fail("reduce-init", "reduce_cmd=load_reduce needs an initial value, got None")
+        return np.broadcast_to(np.asarray(init, dtype=F32).reshape(-1, 1), (rows, 1)).copy()
+    if acc is None or acc.shape != (rows, 1):
+        have = "none" if acc is None else f"{acc.shape[0]} partitions"
+        raise fail(
+            "reduce-cmd",
+            f"reduce_cmd=reduce continues the Vector engine's accumulation over {rows} "
+            f"partitions, but the accumulator holds {have} (reset_reduce or load_reduce first)",
+        )
+    return acc.astype(F32)
+
+
+def _imm(x: float | np.ndarray | None) -> float | np.ndarray:
+    return F32(0) if x is None else (np.asarray(x, F32).reshape(-1, 1) if np.ndim(x) else F32(x))
+
+
+def tensor_scalar_reduce(
+    data: np.ndarray,
+    operand0: float | np.ndarray | None,
+    op0: str,
+    reduce_op: str,
+    reduce_cmd: str,
+    reduce_init: float | np.ndarray | None,
+    reduce_res_negate: bool,
+    acc: np.ndarray | None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """``tensor_scalar_reduce``: ``dst = data <op0> operand0`` (``operand0`` a constant or
+    ``[P, 1]``; a unary ``op0`` ignores it) and the accumulators ``acc = reduce_op(acc,
+    reduce_op over the free axis of dst)`` from the start ``reduce_cmd`` selects;
+    ``reduce_res`` gets ``acc`` (negated if ``reduce_res_negate``, the accumulators not).
+    Returns ({dst, reduce_res}, the new accumulators)."""
+    x = data.astype(F32)
+    if op0 in UNARY_ALU_OPS:
+        out = UNARY_ALU_OPS[op0](x).astype(F32)
+    else:
+        out = alu(op0, x, _imm(operand0)).astype(F32)
+    start = _acc_start(reduce_cmd, reduce_op, x.shape[0], acc, reduce_init)
+    part = REDUCE_OPS[reduce_op](out, axis=1, keepdims=True).astype(F32)
+    new = alu(reduce_op, start, part).astype(F32)
+    return {"dst": out, "reduce_res": -new if reduce_res_negate else new}, new
+
+
+def tensor_scalar_cumulative(
+    src: np.ndarray,
+    imm0: float | np.ndarray | None,
+    imm1: float | np.ndarray | None,
+    op0: str,
+    op1: str,
+    reduce_cmd: str,
+    acc: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``tensor_scalar_cumulative``: per partition, ``reg`` starts as ``reduce_cmd`` says
+    (the identity of ``op1``, ``imm1``, or the accumulator left before), then for each
+    element ``i`` in order ``reg = op1(op0(src[i], imm0), reg)`` and ``dst[i] = reg`` (the
+    docstring's pseudocode, operands in its order). Returns (dst, the final ``reg``)."""
+    x = alu(op0, src.astype(F32), _imm(imm0)).astype(F32)
+    reg = _acc_start(reduce_cmd, op1, x.shape[0], acc, imm1)[:, 0]
+    out = np.empty_like(x)
+    for i in range(x.shape[1]):
+        reg = alu(op1, x[:, i], reg).astype(F32)
+        out[:, i] = reg
+    return out, reg.reshape(-1, 1).copy()
+
+
+STREAM_SHUFFLE_QUADRANT = 32
+"""Partitions a stream shuffle permutes within (nc_stream_shuffle docstring)."""
+STREAM_SHUFFLE_KEEP = 255
+"""The mask value that leaves a destination partition unmodified."""
+
+
+def nc_stream_shuffle(
+    src: np.ndarray, shuffle_mask: tuple[int, ...], old: np.ndarray
+) -> np.ndarray:
+    """``nc_stream_shuffle``: in each quadrant ``q`` of 32 partitions, destination partition
+    ``32q + i`` copies source partition ``32q + shuffle_mask[i]`` (raw bits), or keeps its
+    value where ``shuffle_mask[i] == 255``; the same mask in every quadrant."""
+    out = old.copy()
+    q = STREAM_SHUFFLE_QUADRANT
+    for p in range(out.shape[0]):
+        m = int(shuffle_mask[p % q])
+        if m != STREAM_SHUFFLE_KEEP:
+            out[p] = src[(p // q) * q + m]
+    return out
+
+
+NONZERO_STRIDE = 16
+"""nonzero_with_count reads and writes every 16th partition only (one per GpSimd core)."""
+
+
+def nonzero_with_count(
+    src: np.ndarray, index_offset: int, padding_val: int, old: np.ndarray
+) -> np.ndarray:
+    """``nonzero_with_count``: on partitions 0, 16, 32, ... of ``src [P, T]``, the positions
+    (plus ``index_offset``) of its nonzero elements in order, ``padding_val`` for the rest of
+    the first ``T`` slots, and the count in slot ``T``; other partitions keep ``old``."""
+    out = old.astype(np.int64)
+    t = src.shape[1]
+    for p in range(0, src.shape[0], NONZERO_STRIDE):
+        nz = np.flatnonzero(src[p] != 0)
+        row = np.full(t + 1, padding_val, dtype=np.int64)
+        row[: nz.size] = nz + index_offset
+        row[t] = nz.size
+        out[p] = row
+    return out
+
+
+def sequence_bounds(segment_ids: np.ndarray) -> np.ndarray:
+    """``sequence_bounds``: for each element of ``segment_ids [1, n]``, the start and the end
+    (exclusive) of the run of equal ids it belongs to; padding (id 0) gets start ``n`` and
+    end ``-1``. Returns ``[1, 2 * n]`` (starts, then ends)."""
+    ids = segment_ids.reshape(-1)
+    n = ids.size
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = ids[1:] != ids[:-1]
+    run = np.cumsum(new_run) - 1
+    starts = np.flatnonzero(new_run)
+    ends = np.append(starts[1:], n)
+    pad = ids == 0
+    lo = np.where(pad, n, starts[run])
+    hi = np.where(pad, -1, ends[run])
+    return np.concatenate([lo, hi]).astype(F32).reshape(1, -1)
+
+
+def nc_match_replace8(
+    data: np.ndarray, vals: np.ndarray, imm: float, dsts: frozenset[str]
+) -> dict[str, np.ndarray]:
+    """``nc_match_replace8``: per partition, for ``vals[i]`` taken in the order i = 7..0,
+    the first element of ``data`` equal to it and not matched before is replaced by ``imm``
+    and its position written to ``dst_idx[i]`` (so duplicate vals pair with ascending
+    positions from the highest slot down, the docstring's example). A value without an
+    unmatched occurrence replaces nothing; with ``dst_idx`` wanted it is refused
+    (``not-implemented``: the docstring does not say what ``dst_idx`` then holds)."""
+    from trnsim.core.location import fail
+
+    want_idx = "dst_idx" in dsts
+    x = data.astype(F32).copy()
+    v = vals.reshape(vals.shape[0], -1).astype(F32)
+    idx = np.zeros(v.shape, dtype=np.int64)
+    for p in range(x.shape[0]):
+        taken = np.zeros(x.shape[1], dtype=bool)
+        for i in range(v.shape[1] - 1, -1, -1):
+            hit = np.flatnonzero((x[p] == v[p, i]) & ~taken)
+            if hit.size:
+                taken[hit[0]] = True
+                idx[p, i] = hit[0]
+            elif want_idx:
+                raise fail(
+                    "not-implemented",
+                    f"nc_match_replace8: vals[{p}, {i}] = {v[p, i]} has no unmatched "
+                    "occurrence in data; the docstring does not say what dst_idx then holds",
+                )
+        x[p, taken] = F32(imm)
+    return {"dst": x, "dst_idx": idx}
+
+
+def nc_n_gather(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``nc_n_gather``: per partition, ``dst[p, j] = data[p, indices[p, j]]`` over the
+    flattened free dimensions (raw values; dst has data's dtype)."""
+    from trnsim.core.location import fail
+
+    idx = indices.reshape(indices.shape[0], -1).astype(np.int64)
+    bad = np.argwhere(idx >= data.shape[1])
+    if bad.size:
+        p, j = (int(v) for v in bad[0])
+        raise fail(
+            "n-gather-index",
+            f"nc_n_gather indices[{p}, {j}] = {idx[p, j]} outside [0, {data.shape[1]}) "
+            f"(data's elements per partition); {len(bad)} such indices",
+        )
+    return np.take_along_axis(data, idx, axis=1)
+
+
+def register_store(value: int) -> np.ndarray:
+    """``register_store``: the register's 32-bit value as the one element of ``dst``."""
+    return np.array([[value]], dtype=np.int64)
+
+
+def register_load(src: np.ndarray) -> dict[str, np.ndarray]:
+    """``register_load``: no memory is written (the front end keeps the register's value)."""
+    return {}
+
+
+def register_move() -> dict[str, np.ndarray]:
+    """``register_move``: no memory is touched (the front end keeps the register's value)."""
+    return {}
+
+
+# ---- nki.collectives inside kernels (SDK nki/api/nki/collectives/__init__.py) ----------------
+# Each function takes the source values of every rank of one replica group, in the group's
+# order, and returns what rank ``i`` of the group receives. Reductions are in float32 (trnsim's
+# choice; the docstrings do not say) and written with the dst's cast.
+
+COLLECTIVE_REDUCE_OPS = ("add", "minimum", "maximum")
+"""The reductions all_reduce / reduce_scatter accept (docstrings: nl.add, nl.minimum,
+nl.maximum)."""
+
+
+def _reduce_all(op: str, parts: list[np.ndarray]) -> np.ndarray:
+    acc = parts[0].astype(F32)
+    for x in parts[1:]:
+        acc = alu(op, acc, x.astype(F32)).astype(F32)
+    return acc
+
+
+def all_reduce(parts: list[np.ndarray], i: int, op: str) -> np.ndarray:
+    """``all_reduce``: every rank gets the element-wise ``op`` of all ranks' sources."""
+    return _reduce_all(op, parts)
+
+
+def all_gather(parts: list[np.ndarray], i: int, dim: int) -> np.ndarray:
+    """``all_gather``: every rank gets the sources concatenated along ``dim`` in group order."""
+    return np.concatenate(parts, axis=dim)
+
+
+def reduce_scatter(parts: list[np.ndarray], i: int, op: str, dim: int) -> np.ndarray:
+    """``reduce_scatter``: rank ``i`` gets chunk ``i`` (of ``len(parts)`` equal chunks along
+    ``dim``) of the element-wise ``op`` of all ranks' sources."""
+    return np.split(_reduce_all(op, parts), len(parts), axis=dim)[i]
+
+
+def all_to_all(parts: list[np.ndarray], i: int, dim: int) -> np.ndarray:
+    """``all_to_all``: rank ``i`` gets chunk ``i`` of every rank's source (split along
+    ``dim``), concatenated along ``dim`` in group order."""
+    n = len(parts)
+    return np.concatenate([np.split(p, n, axis=dim)[i] for p in parts], axis=dim)
+
+
+def collective_permute(parts: dict[int, np.ndarray], me: int, pairs: tuple) -> np.ndarray | None:
+    """``collective_permute``: rank ``t`` receives the source of ``s`` for each pair
+    ``(s, t)``; a rank that is no pair's target receives nothing (``None``)."""
+    for s, t in pairs:
+        if t == me:
+            return parts[s]
+    return None
+
+
+TOPK_SNAKE = 16
+"""Partitions of topk's input snake (topk docstring)."""
+
+
+def topk(src: np.ndarray, n: int, shape: tuple[int, int]) -> dict[str, np.ndarray]:
+    """``topk``: each group of 16 partitions holds one snake of ``n`` elements (element ``e``
+    at partition ``e % 16``, column ``e // 16``, the docstring's layout); every partition of
+    the group gets the snake's ``k`` largest values in ascending order (``val_dst``) and their
+    snake positions (``idx_dst``). trnsim's reading where the docstring is silent: all 16
+    partitions of a group receive the same result, and among equal values the lower position
+    counts as larger. ``shape``: val_dst's ``[P, K]``."""
+    p, k = src.shape[0], shape[1]
+    vals = np.empty((p, k), F32)
+    idx = np.empty((p, k), np.int64)
+    for g in range(0, p, TOPK_SNAKE):
+        snake = src[g : g + TOPK_SNAKE].T.reshape(-1)[:n].astype(F32)
+        best = np.argsort(-snake, kind="stable")[:k][::-1]
+        vals[g : g + TOPK_SNAKE] = snake[best]
+        idx[g : g + TOPK_SNAKE] = best
+    return {"val_dst": vals, "idx_dst": idx}

@@ -462,6 +462,8 @@ register(
         "tensor_copy",
         Engine.VECTOR,
         (out(ti=True), inp(SRC, shape=SAME, ti=True)),
+        # dtype= as the official tutorials pass it: the values are cast to it on the way
+        (Attr("dtype", (str, type(None)), None),),
         cost=("stream",),
         engines=frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
         doc="bit-exact for equal formats, else via fp32 (no semantics function: a cast)",
@@ -719,6 +721,108 @@ register(
     )
 )
 
+# ---- issue 13: the rest of the NKI 0.6 Vector-engine ISA -------------------------------------
+
+_ACC_CMDS = ("reset_reduce", "reduce", "load_reduce")
+_ACC_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
+_CUMULATIVE_DTYPES = frozenset(
+    {"bfloat16", "float16", "float32", "float8_e4m3", "float8_e5m2", "float8_e4m3fn"}
+    | {"uint8", "uint16", "int8", "int16"}
+)
+_MIN_II_DOC = "MIN_II ~ 64 engine cycles"
+
+register(
+    Instr(
+        "tensor_scalar_reduce",
+        Engine.VECTOR,
+        (
+            out(ti=True),
+            out(REDUCE_RES, shape=COLUMN, optional=True),
+            inp(DATA, shape=SAME, ti=True),
+            column("operand0"),
+            column("reduce_init"),
+        ),
+        (
+            Attr("op0", str),
+            Attr("reduce_op", str, None, ("add", "multiply", "maximum", "minimum")),
+            Attr("reverse0", bool, False, modelled=False),
+            Attr("reduce_cmd", str, "reset_reduce", _ACC_CMDS),
+            Attr("reduce_res_negate", bool, False),
+        ),
+        rules=("arith-op0", "reduce-init"),
+        params=(DST, DATA, "op0", "reduce_op", "operand0", REDUCE_RES, "reverse0"),
+        cost=("activation",),
+        cost_source=f"SDK-2.26 {_DOC} tensor_scalar_reduce: max(MIN_II, N) + MIN_II "
+        f"({_MIN_II_DOC}); the activation rule's formula with a reduce_res",
+        semantics=S.tensor_scalar_reduce,
+        in_order=True,  # the Vector engine's accumulator registers (reduce_cmd)
+        run="generic",
+        **_V,
+    )
+)
+register(
+    Instr(
+        "tensor_scalar_cumulative",
+        Engine.VECTOR,
+        (
+            out(ti=True, dtypes=_CUMULATIVE_DTYPES),
+            inp(SRC, shape=SAME, ti=True, dtypes=_CUMULATIVE_DTYPES),
+            Role("imm0", shape=COLUMN, scalar=True),
+            column("imm1"),
+        ),
+        (
+            Attr("op0", str),
+            Attr("op1", str, None, _ACC_OPS),
+            Attr("reduce_cmd", str, "reset_reduce", _ACC_CMDS),
+        ),
+        rules=("arith-op0", "reduce-init"),
+        params=(DST, SRC, "op0", "op1", "imm0", "imm1", "reduce_cmd"),
+        cost=("stream",),
+        cost_source="assumed: the tensor_scalar cost max(MIN_II, N) (one pass over the "
+        f"partition's elements; the docstring gives none; {_MIN_II_DOC})",
+        semantics=S.tensor_scalar_cumulative,
+        in_order=True,  # the Vector engine's accumulator registers (reduce_cmd)
+        run="generic",
+        **_V,
+    )
+)
+register(
+    Instr(
+        "nc_stream_shuffle",
+        Engine.VECTOR,
+        (out(raw=True), inp(SRC, raw=True)),
+        (Attr("shuffle_mask", tuple),),
+        rules=("stream-shuffle",),
+        cost=("stream",),
+        cost_source=f"SDK-2.26 {_DOC} nc_stream_shuffle: max(MIN_II, N) Vector cycles "
+        f"({_MIN_II_DOC})",
+        semantics=S.nc_stream_shuffle,
+        run="generic",
+        **_V,
+    )
+)
+register(
+    Instr(
+        "nc_match_replace8",
+        Engine.VECTOR,
+        (
+            out(),
+            out("dst_idx", optional=True, dtypes=frozenset({"uint32", "int32"}), raw=True),
+            inp(DATA, shape=SAME),
+            inp("vals"),
+        ),
+        (Attr("imm", (int, float)),),
+        rules=("match-replace8-shape",),
+        params=(DST, DATA, "vals", "imm", "dst_idx"),
+        cost=("max8",),
+        cost_source=f"SDK-2.26 {_DOC} nc_match_replace8: 'min(MIN_II, N)' as printed, read "
+        "as N per partition like max8 / nc_find_index8 (the max8 rule)",
+        semantics=S.nc_match_replace8,
+        run="generic",
+        **_V,
+    )
+)
+
 # =================================================================================================
 # GpSimd engine
 # =================================================================================================
@@ -777,6 +881,74 @@ register(
     )
 )
 
+# ---- issue 13: the rest of the NKI 0.6 GpSimd ISA (all costed by the engine rule 'gpsimd') ---
+
+_GPSIMD_COST = "the GpSimd engine rule: GPSIMD_START + N (trnsim.core.costs ENGINE_RULES)"
+
+register(
+    Instr(
+        "nc_n_gather",
+        Engine.GPSIMD,
+        (out(raw=True), inp(DATA, raw=True), inp("indices", dtypes=frozenset({"uint32"}))),
+        rules=("n-gather-shape",),
+        cost=("gpsimd",),
+        cost_source=_GPSIMD_COST,
+        semantics=S.nc_n_gather,
+        run="generic",
+    )
+)
+register(
+    Instr(
+        "sequence_bounds",
+        Engine.GPSIMD,
+        (
+            out(dtypes=frozenset({"float32", "int32"})),
+            inp("segment_ids", dtypes=frozenset({"float32", "int32"})),
+        ),
+        rules=("sequence-bounds-shape",),
+        cost=("gpsimd",),
+        cost_source=_GPSIMD_COST,
+        semantics=S.sequence_bounds,
+        run="generic",
+    )
+)
+register(
+    Instr(
+        "nonzero_with_count",
+        Engine.GPSIMD,
+        (
+            out(dtypes=frozenset({"int32"}), raw=True),
+            inp(SRC, dtypes=frozenset({"float32", "int32"})),
+        ),
+        (Attr("index_offset", int, 0), Attr("padding_val", int, -1)),
+        rules=("nonzero-shape",),
+        cost=("gpsimd",),
+        cost_source=_GPSIMD_COST,
+        semantics=S.nonzero_with_count,
+        min_generation=3,
+        run="generic",
+    )
+)
+
+register(
+    Instr(
+        "topk",
+        Engine.GPSIMD,
+        (
+            out("val_dst", dtypes=frozenset({"bfloat16"})),
+            out("idx_dst", dtypes=frozenset({"uint32"}), raw=True),
+            inp(SRC, dtypes=frozenset({"bfloat16"})),
+        ),
+        (Attr("n", int),),
+        rules=("topk-shape",),
+        params=("val_dst", "idx_dst", SRC, "n"),
+        cost=("topk",),
+        cost_source=f"SDK {_DOC} topk: 4*n + K GpSimd cycles per partition",
+        semantics=S.topk,
+        run="generic",
+    )
+)
+
 # =================================================================================================
 # DMA queues (costed in seconds by ``costs.dma_cost``, not by a cycle rule)
 # =================================================================================================
@@ -830,6 +1002,52 @@ register(
     )
 )
 
+# ---- nki.collectives inside kernels (issue 13): recorded per (src, dst) pair on the DMA queues;
+# the data is exchanged by the launcher (``trnsim.nki.collectives``) between the cores of the
+# launch, the cost is ``costs.collective_cost`` (a ring over the DMA engines) ------------------
+
+_CC_MEM = frozenset({HBM, SBUF})
+_CC_HBM = frozenset({HBM})
+_CC_COST = (
+    "costs.collective_cost: ring steps x DMA fixed latency + the ring's bytes per rank "
+    "(trnsim.fabric.collectives bus factors) over the core's DMA engines (trnsim.hw DmaSpec: "
+    "NEURON_DMA_GUIDE)"
+)
+_CC_ATTRS = (
+    Attr("ranks", tuple),
+    Attr("priority", _OPT_INT, None, modelled=False),
+)
+
+
+def _collective(name: str, mem: frozenset[str], attrs: tuple[Attr, ...], sem: Any) -> None:
+    register(
+        Instr(
+            name,
+            Engine.DMA,
+            (out(memories=mem), inp(SRC, memories=mem)),
+            (*_CC_ATTRS, *attrs),
+            rules=("collective",),
+            cost=("dma",),
+            cost_source=_CC_COST,
+            semantics=sem,
+            min_generation=3,
+            reads=mem,
+            writes=mem,
+            doc="exchanged between the cores of the launch by trnsim.nki.collectives",
+        )
+    )
+
+
+_CC_OP = Attr("op", str, None, S.COLLECTIVE_REDUCE_OPS)
+_CC_DIM = Attr("collective_dim", int, 0, (0, 1))
+_collective("all_reduce", _CC_MEM, (_CC_OP,), S.all_reduce)
+_collective("all_gather", _CC_MEM, (_CC_DIM,), S.all_gather)
+_collective(
+    "reduce_scatter", _CC_MEM, (_CC_OP, Attr("collective_dim", int, 0, (0,))), S.reduce_scatter
+)
+_collective("all_to_all", _CC_HBM, (Attr("collective_dim", int, 0, (0,)),), S.all_to_all)
+_collective("collective_permute", _CC_HBM, (Attr("pairs", tuple),), S.collective_permute)
+
 # =================================================================================================
 # Sync / inter-core (carried out by the launcher, ``trnsim.nki.simulate``)
 # =================================================================================================
@@ -863,5 +1081,55 @@ register(
         reads=ANY_MEM,
         writes=ANY_MEM,
         doc="moved by the launcher between the cores' SBUFs (bit-exact)",
+    )
+)
+
+
+# ---- issue 13: virtual registers (engine sequencers; the value lives in the front end's
+# ``VirtualRegister``, the instruction is recorded for the checker and the timing model) -------
+
+_REGISTER_COST = (
+    "assumed: 0 engine cycles (a sequencer register operation; register_alloc docstring: "
+    "64 x 32-bit registers per engine sequencer; no cost documented)"
+)
+register(
+    Instr(
+        "register_load",
+        Engine.SYNC,
+        (inp(SRC, dtypes=INT_DTYPES),),
+        rules=("register-scalar",),
+        cost=("sync",),
+        cost_source=_REGISTER_COST,
+        semantics=S.register_load,
+        run="generic",
+        reads=DMA_MEM,
+        writes=DMA_MEM,
+    )
+)
+register(
+    Instr(
+        "register_store",
+        Engine.SYNC,
+        (out(dtypes=INT_DTYPES, raw=True),),
+        (Attr("value", int),),
+        rules=("register-scalar",),
+        cost=("sync",),
+        cost_source=_REGISTER_COST,
+        semantics=S.register_store,
+        run="generic",
+        reads=DMA_MEM,
+        writes=DMA_MEM,
+    )
+)
+register(
+    Instr(
+        "register_move",
+        Engine.SYNC,
+        (),
+        (Attr("value", int),),
+        cost=("sync",),
+        cost_source=_REGISTER_COST,
+        semantics=S.register_move,
+        run="generic",
     )
 )

@@ -364,7 +364,7 @@ class _Costs:
 
     def __init__(self, spec: CoreSpec, dma: DmaModel, tracks: _Tracks, multi: bool) -> None:
         self.spec, self.dma, self.tracks, self.multi = spec, dma, tracks, multi
-        self.clocks = {e: costs.engine_clock(spec, e) for e in _COMPUTE}
+        self.clocks = {e: costs.engine_clock(spec, e) for e in (*_COMPUTE, Engine.SYNC)}
         self.entries: dict[tuple, _ComputeEntry | _DmaEntry | _SyncEntry] = {}
         self.stats: list[_EntryStats] = []
         self.uses: list[int] = []

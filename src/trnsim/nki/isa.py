@@ -443,7 +443,26 @@ def tensor_reduce(
 
 tensor_partition_reduce = instruction(Op.TENSOR_PARTITION_REDUCE)
 
-tensor_copy = instruction(Op.TENSOR_COPY)
+_tensor_copy = instruction(Op.TENSOR_COPY)
+
+
+def tensor_copy(
+    dst: View, src: View, engine: Any = engine.unknown, name: str | None = None, dtype: Any = None
+) -> None:
+    """``nki.isa.tensor_copy``; ``dtype=`` (as the official tutorials pass it): the values are
+    cast to ``dtype`` on the way, then written in ``dst``'s dtype (the tutorials copy fp32
+    PSUM into an fp32 SBUF tile "cast to the expected output data-type")."""
+    via = None
+    if dtype is not None:
+        from trnsim.numerics import get_format
+
+        try:
+            via = get_format(dtype).name
+        except Exception:  # a user's bad dtype: one clear line
+            raise broken(
+                "tensor-copy-dtype", f"tensor_copy dtype={dtype!r} is not a dtype"
+            ) from None
+    _tensor_copy(dst=dst, src=src, dtype=via, engine=engine, name=name)
 
 
 def tensor_copy_predicated(
@@ -795,19 +814,146 @@ set_rng_seed = instruction(Op.SET_RNG_SEED)
 
 
 for _n in (
-    "tensor_scalar_reduce",
-    "tensor_scalar_cumulative",
-    "nc_match_replace8",
-    "nc_stream_shuffle",
-    "nc_n_gather",
-    "sequence_bounds",
-    "register_alloc",
-    "register_load",
-    "register_move",
-    "register_store",
-    "nonzero_with_count",
-    "topk",
     "tensor_copy_dynamic_src",
     "tensor_copy_dynamic_dst",
 ):
     globals()[_n] = _not_here(_n)
+
+
+# ---- issue 13: the rest of the NKI 0.6 ISA, built from the specification ------------------------
+
+tensor_scalar_cumulative = instruction(Op.TENSOR_SCALAR_CUMULATIVE)
+nc_match_replace8 = instruction(Op.NC_MATCH_REPLACE8)
+nc_n_gather = instruction(Op.NC_N_GATHER)
+sequence_bounds = instruction(Op.SEQUENCE_BOUNDS)
+nonzero_with_count = instruction(Op.NONZERO_WITH_COUNT)
+topk = instruction(Op.TOPK)
+_tensor_scalar_reduce = instruction(Op.TENSOR_SCALAR_REDUCE)
+_nc_stream_shuffle = instruction(Op.NC_STREAM_SHUFFLE)
+
+_REDUCE_ALIASES = {"max": "maximum", "min": "minimum"}
+
+
+def tensor_scalar_reduce(
+    dst: View,
+    data: View,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: View | None = None,
+    reverse0: bool = False,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    reduce_init: Any = None,
+    reduce_res_negate: bool = False,
+    name: str | None = None,
+) -> None:
+    """``nki.isa.tensor_scalar_reduce`` (spec entry); ``operand0`` 0 / None with a unary op0."""
+    op = _REDUCE_ALIASES.get(_op(reduce_op) or "", _op(reduce_op))
+    _tensor_scalar_reduce(
+        dst=dst,
+        data=data,
+        op0=op0,
+        reduce_op=op,
+        operand0=operand0,
+        reduce_res=reduce_res,
+        reverse0=reverse0,
+        reduce_cmd=reduce_cmd,
+        reduce_init=reduce_init,
+        reduce_res_negate=reduce_res_negate,
+    )
+
+
+def nc_stream_shuffle(dst: View, src: View, shuffle_mask: Any, name: str | None = None) -> None:
+    """``nki.isa.nc_stream_shuffle`` (spec entry); the mask's entries as Python ints."""
+    _nc_stream_shuffle(dst, src, tuple(int(m) for m in shuffle_mask), name)
+
+
+class VirtualRegister:
+    """``nki.isa.VirtualRegister``: a 32-bit engine-sequencer register. trnsim runs the
+    kernel as it is traced, so a register's value is known: ``while reg:``, ``range(reg)``,
+    ``int(reg)`` and ``nl.dynamic_range(reg)`` follow it (the control flow on registers the
+    ``register_alloc`` docstring describes)."""
+
+    def __init__(self, value: int | None = None) -> None:
+        self._value = None if value is None else _int32(value)
+
+    @property
+    def value(self) -> int:
+        if self._value is None:
+            raise broken("register-uninitialized", "a register read before any register_load/move")
+        return self._value
+
+    def __index__(self) -> int:
+        return self.value
+
+    __int__ = __index__
+
+    def __bool__(self) -> bool:
+        return self.value != 0
+
+    def __repr__(self) -> str:
+        return f"VirtualRegister({self._value})"
+
+
+def _int32(x: Any) -> int:
+    v = int(x)
+    if not -(2**31) <= v < 2**32:
+        raise broken("register-32bit", f"register value {v} does not fit 32 bits")
+    return v - 2**32 if v >= 2**31 else v
+
+
+def _register(x: Any, what: str) -> VirtualRegister:
+    if not isinstance(x, VirtualRegister):
+        raise broken(
+            "register-operand", f"{what} must be an nki.isa register (register_alloc), got {x!r}"
+        )
+    return x
+
+
+def register_alloc(x: Any = None) -> VirtualRegister:
+    """Allocate a register, uninitialised, set to an integer, or loaded from a one-element
+    tensor (as nki-library passes ``t[0, 0]``)."""
+    if isinstance(x, View):
+        reg = VirtualRegister()
+        register_load(reg, x)
+        return reg
+    return VirtualRegister(x)
+
+
+def register_move(dst: Any, src: Any) -> None:
+    """Set register ``dst`` to an integer or to another register's value."""
+    reg = _register(dst, "register_move dst")
+    value = _register(src, "register_move src").value if not isinstance(src, int) else src
+    value = _int32(value)
+    _run(Op.REGISTER_MOVE, {}, {}, {"value": value})
+    reg._value = value
+
+
+def register_load(dst: Any, src: View) -> None:
+    """Load the one (integer, <= 32-bit) element of ``src`` (HBM or SBUF) into ``dst``."""
+    reg = _register(dst, "register_load dst")
+    _run(Op.REGISTER_LOAD, {}, {SRC: src}, {})
+    core = current().core
+    core.sync()  # the data work up to here (trnsim.core.accel)
+    if core.functional:
+        reg._value = _int32(np.asarray(core.read_raw(src)).reshape(-1)[0])
+    else:
+        raise broken(
+            "register-load-timing-only",
+            "register_load in a timing-only run: the register's value is data, which a "
+            "timing-only run does not hold",
+        )
+
+
+def register_store(dst: View, src: Any) -> None:
+    """Store register ``src``'s value into the one-element tensor ``dst``."""
+    reg = _register(src, "register_store src")
+    value = reg.value
+    if isinstance(dst, View) and dst.fmt.kind == "int":
+        info = np.iinfo(dst.fmt.dtype)
+        if not info.min <= value <= info.max:
+            raise broken(
+                "register-store-range",
+                f"register_store of {value} into {dst.fmt.name} (range {info.min}..{info.max})",
+            )
+    _run(Op.REGISTER_STORE, {DST: dst}, {}, {"value": value})
