@@ -81,3 +81,56 @@ def test_plan_error_names_values(capsys):
 def test_validate_json(capsys):
     d = _json(capsys, ["validate", "--json"])
     assert set(d["summary"]) >= {"mape_B", "mape_C_ttft", "mape_C_tpot"}
+
+
+def test_train_defaults_pick_a_plan_that_fits(capsys):
+    """`trnsim train --model M` with nothing else plans on the default system and fits."""
+    d = _json(capsys, ["train", "--model", "llama-3.1-70b", "--json"])
+    assert d["fits"] and d["chips"] == 144
+    assert d["assumptions"][0].startswith("plan: chosen by the planner")
+
+
+def test_infer_defaults_pick_a_plan_that_fits(capsys):
+    d = _json(capsys, ["infer", "--model", "llama-3.1-70b", "--json"])
+    assert d["fits"] and d["plan"]["tp"] > 1
+    assert d["assumptions"][0].startswith("plan: chosen by the planner")
+
+
+def test_title_says_chips_of_system(capsys):
+    assert main(["train", "--model", "llama-3.1-8b", "--chips", "16"]) == 0
+    assert "16 chips of trn3-gen2-ultraserver" in " ".join(capsys.readouterr().out.split())
+
+
+def test_bad_flags_name_the_value(capsys):
+    cases = [
+        (["train", "--model", "llama-3.1-8b", "--chips", "10000000"], "--chips 10000000"),
+        (["train", "--model", "llama-3.1-8b", "--interleave", "3"], "--interleave 3"),
+        (["train", "--model", "llama-3.1-8b", "--ranks-per-chip", "64"], "--ranks-per-chip 64"),
+        (
+            ["infer", "--model", "llama-3.1-8b", "--max-seq-len", "100"],
+            "--max-seq-len 100",
+        ),
+        (
+            ["plan", "--model", "llama-3.1-8b", "--objective", "latency"],
+            "--objective latency",
+        ),
+    ]
+    for argv, needle in cases:
+        assert main(argv) != 0
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+
+
+def test_numeric_flags_refuse_nonsense(capsys):
+    import pytest
+
+    for argv in (
+        ["train", "--model", "llama-3.1-8b", "--global-batch", "0"],
+        ["train", "--model", "llama-3.1-8b", "--tokens", "nan"],
+        ["train", "--model", "llama-3.1-8b", "--price", "-1"],
+        ["plan", "--model", "llama-3.1-8b", "--top", "0"],
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert argv[-2] in capsys.readouterr().err

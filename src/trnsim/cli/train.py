@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.errors import ConfigError
+from trnsim.cli.argtypes import positive_float, positive_int
+from trnsim.errors import ConfigError, UsageError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
 from trnsim.perf import CostInputs, estimate_training, plan_for_chips
+from trnsim.perf.planner import search_training
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
+from trnsim.report.output import print_json
+from trnsim.report.progress import progress
 from trnsim.report.units import pretty
+
+DEFAULT_SYSTEM = "trn3-gen2"
 
 
 def resolve_system(name: str) -> SystemSpec:
@@ -33,16 +40,24 @@ def resolve_system(name: str) -> SystemSpec:
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="model preset (e.g. llama-3.1-70b)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="model preset (e.g. llama-3.1-70b) or a Hugging Face config.json path",
+    )
     parser.add_argument(
         "--system",
-        default="trn3-gen2",
-        help="hw preset: chip, instance, UltraServer or cluster (default trn3-gen2)",
+        default=DEFAULT_SYSTEM,
+        help=f"hw preset: chip, instance, UltraServer or cluster (default {DEFAULT_SYSTEM})",
     )
-    parser.add_argument("--chips", type=int, help="chips used (default: the system's chips)")
-    parser.add_argument("--tp", type=int, default=1, help="tensor parallel degree")
-    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel degree")
-    parser.add_argument("--ep", type=int, default=1, help="expert parallel degree")
+    parser.add_argument(
+        "--chips", type=positive_int, help="chips used (default: the system's chips)"
+    )
+    parser.add_argument(
+        "--tp", type=positive_int, help="tensor parallel degree (default: chosen by the planner)"
+    )
+    parser.add_argument("--pp", type=positive_int, help="pipeline parallel degree")
+    parser.add_argument("--ep", type=positive_int, help="expert parallel degree")
     parser.add_argument(
         "--precision",
         default="bf16",
@@ -50,11 +65,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ranks-per-chip",
-        type=int,
+        type=positive_int,
         default=1,
         help="ranks per chip (2 for Trn1 NeuronCore counts)",
     )
-    parser.add_argument("--price", type=float, help="USD per chip-hour (default: perf.cost)")
+    parser.add_argument(
+        "--price", type=positive_float, help="USD per chip-hour (default: perf.cost)"
+    )
     parser.add_argument(
         "--compute",
         choices=COMPUTE_MODELS,
@@ -67,21 +84,68 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
-    parser.add_argument("--dp", type=int, help="data parallel degree (default: fill the chips)")
-    parser.add_argument("--cp", type=int, default=1, help="context parallel degree")
-    parser.add_argument("--global-batch", type=int, default=1024, help="sequences per step")
-    parser.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
-    parser.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence")
-    parser.add_argument("--zero", type=int, default=1, choices=(0, 1, 2, 3), help="ZeRO stage")
-    parser.add_argument("--recompute", default="selective", choices=("none", "selective", "full"))
+    parser.add_argument(
+        "--dp", type=positive_int, help="data parallel degree (default: fill the chips)"
+    )
+    parser.add_argument("--cp", type=positive_int, help="context parallel degree")
+    parser.add_argument(
+        "--global-batch", type=positive_int, default=1024, help="sequences per step"
+    )
+    parser.add_argument("--micro-batch", type=positive_int, help="sequences per micro-batch")
+    parser.add_argument("--seq-len", type=positive_int, default=4096, help="tokens per sequence")
+    parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage")
+    parser.add_argument("--recompute", choices=("none", "selective", "full"))
     parser.add_argument("--no-sp", action="store_true", help="disable sequence parallelism")
     parser.add_argument(
         "--interleave",
-        type=int,
-        default=1,
+        type=positive_int,
         help="virtual pipeline stages per rank (interleaved 1F1B when > 1)",
     )
-    parser.add_argument("--tokens", type=float, help="tokens to train (time, cost, energy)")
+    parser.add_argument(
+        "--tokens", type=positive_float, help="tokens to train (time, cost, energy)"
+    )
+
+
+# Plan flags of ``trnsim train``; when none is given the planner chooses the plan.
+TRAIN_PLAN_FLAGS = (
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "cp",
+    "micro_batch",
+    "zero",
+    "recompute",
+    "interleave",
+)
+
+
+def plan_flags_given(args: argparse.Namespace, flags: tuple[str, ...]) -> bool:
+    return any(getattr(args, f, None) is not None for f in flags) or bool(
+        getattr(args, "no_sp", False)
+    )
+
+
+def resolve_chips(args: argparse.Namespace, sysm: SystemSpec) -> int:
+    """``--chips`` (default: all the system's chips), at most what the system's outermost
+    fabric level joins (several instances over EFA, a cluster up to its fat-tree's span)."""
+    if args.chips is None:
+        return sysm.chips
+    limit = max([sysm.chips] + [lvl.span for lvl in sysm.levels])
+    if args.chips > limit:
+        raise UsageError(
+            f"--chips {args.chips}: {sysm.name} reaches at most {limit} chips "
+            "(its outermost fabric level's span)"
+        )
+    return args.chips
+
+
+def check_ranks_per_chip(args: argparse.Namespace, chip: ChipSpec) -> None:
+    if args.ranks_per_chip > chip.cores:
+        raise UsageError(
+            f"--ranks-per-chip {args.ranks_per_chip}: {chip.name} has {chip.cores} "
+            "core(s), so at most that many ranks share one chip"
+        )
 
 
 def cost_inputs(args: argparse.Namespace, chip: ChipSpec) -> CostInputs:
@@ -98,27 +162,70 @@ def print_kv(console: Console, title: str, rows: list[tuple[str, str]]) -> None:
 
 
 def dump(data: dict[str, Any]) -> None:
-    print(json.dumps(data, indent=2, default=str))
+    """Strict JSON on stdout (``default=str`` for dataclass leftovers such as plans)."""
+    print_json(json.loads(json.dumps(data, default=str)))
+
+
+def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
+    """Domain checks of the flags before any work; returns the chip count."""
+    chips = resolve_chips(args, sysm)
+    check_ranks_per_chip(args, sysm.chip)
+    if args.interleave is not None and args.interleave > 1 and (args.pp or 1) == 1:
+        raise UsageError(
+            f"--interleave {args.interleave} needs pipeline stages to interleave (--pp > 1), "
+            f"got --pp {args.pp or 1}"
+        )
+    return chips
 
 
 def run(args: argparse.Namespace) -> int:
     sysm = resolve_system(args.system)
-    chips = args.chips or sysm.chips
-    plan = plan_for_chips(
-        chips,
-        tp=args.tp,
-        pp=args.pp,
-        dp=args.dp,
-        ep=args.ep,
-        cp=args.cp,
-        micro_batch=args.micro_batch,
-        zero=args.zero,
-        recompute=args.recompute,
-        sequence_parallel=not args.no_sp,
-        ranks_per_chip=args.ranks_per_chip,
-        schedule="interleaved" if args.interleave > 1 else "1f1b",
-        chunks=args.interleave,
-    )
+    chips = check_train_args(args, sysm)
+    cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
+    chosen = None
+    if plan_flags_given(args, TRAIN_PLAN_FLAGS):
+        interleave = args.interleave or 1
+        plan = plan_for_chips(
+            chips,
+            tp=args.tp or 1,
+            pp=args.pp or 1,
+            dp=args.dp,
+            ep=args.ep or 1,
+            cp=args.cp or 1,
+            micro_batch=args.micro_batch or 1,
+            zero=1 if args.zero is None else args.zero,
+            recompute=args.recompute or "selective",
+            sequence_parallel=not args.no_sp,
+            ranks_per_chip=args.ranks_per_chip,
+            schedule="interleaved" if interleave > 1 else "1f1b",
+            chunks=interleave,
+        )
+    else:
+        res = search_training(
+            args.model,
+            sysm,
+            chips,
+            global_batch=args.global_batch,
+            seq_len=args.seq_len,
+            precision_name=args.precision,
+            top=1,
+            ranks_per_chip=args.ranks_per_chip,
+            progress=None if args.json else progress,
+            compute_model=cm,
+        )
+        if not res.top:
+            print(
+                f"trnsim train: no plan of {args.model} fits on {chips} chips of {sysm.name}: "
+                + "; ".join(res.notes),
+                file=sys.stderr,
+            )
+            return 1
+        plan = res.top[0].plan
+        chosen = (
+            f"plan: chosen by the planner (highest tokens/s of the {res.considered} plans "
+            f"searched, {res.over_capacity} over capacity) because no plan flag "
+            "(--tp/--pp/--dp/--ep/--cp/--micro-batch/--zero/--recompute/--interleave) was given"
+        )
     est = estimate_training(
         args.model,
         sysm,
@@ -128,14 +235,15 @@ def run(args: argparse.Namespace) -> int:
         precision_name=args.precision,
         cost_inputs=cost_inputs(args, sysm.chip),
         tokens_to_train=args.tokens,
-        compute_model=compute_model(args.compute, sysm.chip, plan.ranks_per_chip),
+        compute_model=cm,
     )
+    if chosen:
+        est.assumptions.insert(0, chosen)
     if args.json:
         dump(est.as_dict())
-        return 0
-    console = Console()
-    show_training(console, est)
-    return 0
+    else:
+        show_training(Console(), est)
+    return 0 if est.fits else 1
 
 
 def show_training(console: Console, est: Any) -> None:
@@ -157,7 +265,7 @@ def show_training(console: Console, est: Any) -> None:
             rows.append(("cost", f"${est.cost.usd:,.0f}"))
         if est.cost and est.cost.energy_j is not None:
             rows.append(("energy", f"{est.cost.energy_j / 3.6e9:,.1f} MWh"))
-    print_kv(console, f"{est.model} training on {est.chips} x {est.system}", rows)
+    print_kv(console, f"{est.model} training on {est.chips} chips of {est.system}", rows)
     if not est.fits:
         console.print(f"[red]{mem.explain()}[/red]")
     for a in est.assumptions:

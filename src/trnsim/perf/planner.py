@@ -16,15 +16,14 @@ tokens or more, ep the divisors of the expert count dividing dp x cp.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
-
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import Any, Literal
 
 from trnsim.errors import ConfigError, TrnsimError
 from trnsim.hw import SystemSpec
-from trnsim.perf.compute import Efficiency
+from trnsim.perf.compute import ComputeModel, Efficiency
 from trnsim.perf.cost import CostInputs
 from trnsim.perf.infer import InferEstimate, estimate_inference
 from trnsim.perf.memory import train_memory
@@ -32,6 +31,11 @@ from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import precision
 from trnsim.perf.train import TrainEstimate, _resolve_system, estimate_training
 from trnsim.workloads import ModelArgs, resolve_model
+
+# A progress-bar factory ``(description, total) -> context manager yielding an object with
+# ``advance()````: the CLI passes ``trnsim.report.progress.progress`` (perf does not import
+# report, which sits above it).
+ProgressFactory = Callable[[str, int], AbstractContextManager[Any]]
 
 TrainObjective = Literal["throughput", "step_time"]
 InferObjective = Literal["throughput", "latency", "cost"]
@@ -74,15 +78,19 @@ def _tp_options(m: ModelArgs, ranks: int, pad_heads: bool) -> list[int]:
     return opts
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        transient=True,
-        disable=not enabled,
-    )
+class _NoBar:
+    def advance(self, steps: float = 1) -> None:
+        pass
+
+
+@contextmanager
+def _progress(factory: ProgressFactory | None, description: str, total: int) -> Iterator[Any]:
+    """The caller's progress bar, or one that shows nothing."""
+    if factory is None:
+        yield _NoBar()
+        return
+    with factory(description, total) as bar:
+        yield bar
 
 
 def _train_candidates(
@@ -137,8 +145,9 @@ def search_training(
     top: int = 5,
     eff: Efficiency | None = None,
     ranks_per_chip: int = 1,
-    progress: bool = False,
+    progress: ProgressFactory | None = None,
     candidates: Iterable[ParallelPlan] | None = None,
+    compute_model: ComputeModel | None = None,
 ) -> SearchResult:
     """The ``top`` training plans on ``chips`` chips that fit in memory, best first."""
     m = resolve_model(model)
@@ -147,10 +156,9 @@ def search_training(
     plans = list(candidates or _train_candidates(m, chips, global_batch, seq_len, ranks_per_chip))
     res = SearchResult(top=[], objective=objective)
     scored: list[tuple[float, TrainEstimate]] = []
-    with _progress(progress) as bar:
-        task = bar.add_task(f"planning {m.name} on {chips} chips", total=len(plans))
+    with _progress(progress, f"planning {m.name} on {chips} chips", len(plans)) as bar:
         for plan in plans:
-            bar.advance(task)
+            bar.advance()
             res.considered += 1
             try:
                 plan.validate(m, chips)
@@ -169,6 +177,7 @@ def search_training(
                 seq_len=seq_len,
                 precision_name=prec,
                 eff=eff,
+                compute_model=compute_model,
                 validate=False,
             )
             key = -est.tokens_per_s if objective == "throughput" else est.step_time_s
@@ -197,7 +206,8 @@ def search_inference(
     eff: Efficiency | None = None,
     cost_inputs: CostInputs | None = None,
     ranks_per_chip: int = 1,
-    progress: bool = False,
+    progress: ProgressFactory | None = None,
+    compute_model: ComputeModel | None = None,
 ) -> SearchResult:
     """The ``top`` serving plans on ``chips`` chips that fit in memory, best first."""
     m = resolve_model(model)
@@ -227,13 +237,11 @@ def search_inference(
                 )
     batches = list(batches)
     scored: list[tuple[tuple[float, float], InferEstimate]] = []
-    with _progress(progress) as bar:
-        task = bar.add_task(
-            f"planning {m.name} serving on {chips} chips", total=len(cands) * len(batches)
-        )
+    total = len(cands) * len(batches)
+    with _progress(progress, f"planning {m.name} serving on {chips} chips", total) as bar:
         for plan in cands:
             for b in batches:
-                bar.advance(task)
+                bar.advance()
                 res.considered += 1
                 try:
                     est = estimate_inference(
@@ -246,6 +254,7 @@ def search_inference(
                         precision_name=precision_name,
                         eff=eff,
                         cost_inputs=cost_inputs,
+                        compute_model=compute_model,
                     )
                 except TrnsimError:
                     res.invalid += 1
