@@ -1,6 +1,7 @@
 """CLI verbs of the performance model (--json, SI units, errors)."""
 
 import json
+from pathlib import Path
 
 from trnsim.cli.main import main
 
@@ -134,3 +135,19 @@ def test_numeric_flags_refuse_nonsense(capsys):
             main(argv)
         assert exc.value.code == 2
         assert argv[-2] in capsys.readouterr().err
+
+
+def test_synthetic_gpt_and_hf_config_models(capsys):
+    d = _json(
+        capsys,
+        ["train", "--hidden", "2048", "--layers", "24", "--heads", "16", "--chips", "8", "--json"],
+    )
+    assert d["model"].startswith("gpt-1.8B") and d["fits"]
+    cfg = str(Path(__file__).parent / "data" / "hf" / "qwen3-30b-a3b.json")
+    d = _json(capsys, ["infer", "--model", cfg, "--chips", "4", "--json"])
+    assert d["model"] == "qwen3-30b-a3b" and d["tpot_s"] > 0
+
+
+def test_model_and_synthetic_flags_conflict(capsys):
+    assert main(["train", "--model", "llama-3.1-8b", "--hidden", "1024"]) != 0
+    assert "--hidden 1024" in capsys.readouterr().err

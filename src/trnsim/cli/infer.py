@@ -14,6 +14,7 @@ from trnsim.cli.train import (
     check_ranks_per_chip,
     cost_inputs,
     dump,
+    model_from_args,
     print_kv,
     resolve_chips,
     resolve_system,
@@ -43,6 +44,7 @@ INFER_PLAN_FLAGS = ("tp", "pp", "ep")
 
 
 def run(args: argparse.Namespace) -> int:
+    m = model_from_args(args)
     sysm = resolve_system(args.system)
     chips = resolve_chips(args, sysm)
     check_ranks_per_chip(args, sysm.chip)
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         res = search_inference(
-            args.model,
+            m,
             sysm,
             chips,
             input_tokens=args.input_tokens,
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if not res.top:
             print(
-                f"trnsim infer: no plan of {args.model} fits on {chips} chips of {sysm.name}: "
+                f"trnsim infer: no plan of {m.name} fits on {chips} chips of {sysm.name}: "
                 + "; ".join(res.notes),
                 file=sys.stderr,
             )
@@ -101,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             "plan flag (--tp/--pp/--ep/--pad-heads) was given"
         )
     est = estimate_inference(
-        args.model,
+        m,
         sysm,
         plan,
         batch=args.batch,

@@ -10,8 +10,10 @@ from rich.table import Table
 from trnsim.cli.argtypes import positive_int
 from trnsim.cli.train import (
     DEFAULT_SYSTEM,
+    add_model,
     check_ranks_per_chip,
     dump,
+    model_from_args,
     resolve_chips,
     resolve_system,
 )
@@ -25,9 +27,7 @@ INFER_OBJECTIVES = ("throughput", "latency", "cost")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model", required=True, help="model preset or a Hugging Face config.json path"
-    )
+    add_model(parser)
     parser.add_argument(
         "--system", default=DEFAULT_SYSTEM, help=f"hw preset (default {DEFAULT_SYSTEM})"
     )
@@ -56,13 +56,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--objective {obj} does not apply to --mode {args.mode} (use {', '.join(allowed)})"
         )
+    m = model_from_args(args)
     sysm = resolve_system(args.system)
     chips = resolve_chips(args, sysm)
     check_ranks_per_chip(args, sysm.chip)
     bar = None if args.json else progress
     if args.mode == "train":
         res = search_training(
-            args.model,
+            m,
             sysm,
             chips,
             global_batch=args.global_batch,
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         res = search_inference(
-            args.model,
+            m,
             sysm,
             chips,
             input_tokens=args.input_tokens,
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if res.top else 1
     console = Console()
     table = Table(
-        title=f"best {args.mode} plans for {args.model} on {chips} chips of {sysm.name} "
+        title=f"best {args.mode} plans for {m.name} on {chips} chips of {sysm.name} "
         f"({obj}; {res.considered} considered, {res.over_capacity} over capacity, "
         f"{res.invalid} invalid)",
         title_justify="left",

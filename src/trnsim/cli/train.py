@@ -20,6 +20,8 @@ from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
 from trnsim.report.units import pretty
+from trnsim.workloads import ModelArgs, resolve_model
+from trnsim.workloads.hf_config import MEGATRON_VOCAB, synthetic_gpt
 
 DEFAULT_SYSTEM = "trn3-gen2"
 
@@ -39,12 +41,57 @@ def resolve_system(name: str) -> SystemSpec:
     raise ConfigError(f"{name!r} is a NeuronCore preset; --system needs a chip or a system")
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
+def add_model(parser: argparse.ArgumentParser) -> None:
+    """``--model`` (a preset or a Hugging Face config.json) or a synthetic Megatron-style GPT
+    model given by ``--hidden --layers --heads [--ffn --vocab]``."""
     parser.add_argument(
         "--model",
-        required=True,
         help="model preset (e.g. llama-3.1-70b) or a Hugging Face config.json path",
     )
+    g = parser.add_argument_group("synthetic GPT model (instead of --model)")
+    g.add_argument("--hidden", type=positive_int, help="hidden size")
+    g.add_argument("--layers", type=positive_int, help="transformer layers")
+    g.add_argument("--heads", type=positive_int, help="attention heads")
+    g.add_argument("--ffn", type=positive_int, help="FFN hidden size (default 4 x --hidden)")
+    g.add_argument(
+        "--vocab",
+        type=positive_int,
+        help=f"vocabulary (default {MEGATRON_VOCAB}, the Megatron-Core scaling table's)",
+    )
+
+
+SYNTHETIC_FLAGS = ("hidden", "layers", "heads", "ffn", "vocab")
+
+
+def model_from_args(args: argparse.Namespace) -> ModelArgs:
+    """The model of ``--model`` or of the synthetic GPT flags (exactly one of the two)."""
+    given = [f for f in SYNTHETIC_FLAGS if getattr(args, f, None) is not None]
+    if args.model is not None:
+        if given:
+            raise UsageError(
+                f"--model {args.model} and --{given[0]} {getattr(args, given[0])}: give a model "
+                "preset/config or the synthetic GPT flags, not both"
+            )
+        return resolve_model(args.model)
+    if not given:
+        raise UsageError("--model is required (or --hidden --layers --heads for a GPT model)")
+    missing = [f for f in ("hidden", "layers", "heads") if getattr(args, f) is None]
+    if missing:
+        raise UsageError(f"a synthetic GPT model needs --{missing[0]} (also --hidden --layers)")
+    if args.hidden % args.heads:
+        raise UsageError(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+    return synthetic_gpt(
+        args.hidden,
+        args.layers,
+        args.heads,
+        ffn=args.ffn,
+        vocab=args.vocab or MEGATRON_VOCAB,
+        seq_len=max(getattr(args, "seq_len", 0) or 0, 4096),
+    )
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    add_model(parser)
     parser.add_argument(
         "--system",
         default=DEFAULT_SYSTEM,
@@ -179,6 +226,7 @@ def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    m = model_from_args(args)
     sysm = resolve_system(args.system)
     chips = check_train_args(args, sysm)
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
@@ -202,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         res = search_training(
-            args.model,
+            m,
             sysm,
             chips,
             global_batch=args.global_batch,
@@ -215,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if not res.top:
             print(
-                f"trnsim train: no plan of {args.model} fits on {chips} chips of {sysm.name}: "
+                f"trnsim train: no plan of {m.name} fits on {chips} chips of {sysm.name}: "
                 + "; ".join(res.notes),
                 file=sys.stderr,
             )
@@ -227,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
             "(--tp/--pp/--dp/--ep/--cp/--micro-batch/--zero/--recompute/--interleave) was given"
         )
     est = estimate_training(
-        args.model,
+        m,
         sysm,
         plan,
         global_batch=args.global_batch,
