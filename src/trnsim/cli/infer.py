@@ -12,6 +12,7 @@ from trnsim.cli.argtypes import positive_int
 from trnsim.cli.train import (
     add_common,
     check_ranks_per_chip,
+    check_stack,
     cost_inputs,
     dump,
     model_from_args,
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     sysm = resolve_system(args.system)
     chips = resolve_chips(args, sysm)
     check_ranks_per_chip(args, sysm.chip)
+    check_stack(args, sysm.chip, "serve")
     if args.max_seq_len is not None and args.max_seq_len < args.input_tokens + args.output_tokens:
         raise UsageError(
             f"--max-seq-len {args.max_seq_len} is shorter than --input-tokens "
@@ -88,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             ranks_per_chip=args.ranks_per_chip,
             progress=None if args.json else progress,
             compute_model=cm,
+            stack=args.stack,
         )
         if not res.top:
             print(
@@ -113,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         max_seq_len=args.max_seq_len,
         cost_inputs=cost_inputs(args, sysm.chip),
         compute_model=cm,
+        stack=args.stack,
     )
     if chosen:
         est.assumptions.insert(0, chosen)

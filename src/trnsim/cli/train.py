@@ -16,6 +16,7 @@ from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
 from trnsim.perf import CostInputs, estimate_training, plan_for_chips
 from trnsim.perf.planner import search_training
+from trnsim.perf.stacks import STACKS, resolve_stack
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
@@ -126,7 +127,23 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help="compute model: auto (kernel tables for Trainium, roofline otherwise), table, "
         "roofline",
     )
+    parser.add_argument(
+        "--stack",
+        choices=list(STACKS),
+        help="software stack whose fitted efficiency profile is used (default: the system's, "
+        "by vendor and chip: see trnsim.perf.stacks)",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
+
+
+def check_stack(args: argparse.Namespace, chip: ChipSpec, mode: str) -> None:
+    """``--stack`` must run on the chip's vendor and in this mode (before any work)."""
+    if args.stack is None:
+        return
+    try:
+        resolve_stack(args.stack, chip, mode)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise UsageError(f"--stack {args.stack}: {exc}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -217,6 +234,7 @@ def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
     """Domain checks of the flags before any work; returns the chip count."""
     chips = resolve_chips(args, sysm)
     check_ranks_per_chip(args, sysm.chip)
+    check_stack(args, sysm.chip, "train")
     if args.interleave is not None and args.interleave > 1 and (args.pp or 1) == 1:
         raise UsageError(
             f"--interleave {args.interleave} needs pipeline stages to interleave (--pp > 1), "
@@ -260,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
             ranks_per_chip=args.ranks_per_chip,
             progress=None if args.json else progress,
             compute_model=cm,
+            stack=args.stack,
         )
         if not res.top:
             print(
@@ -284,6 +303,7 @@ def run(args: argparse.Namespace) -> int:
         cost_inputs=cost_inputs(args, sysm.chip),
         tokens_to_train=args.tokens,
         compute_model=cm,
+        stack=args.stack,
     )
     if chosen:
         est.assumptions.insert(0, chosen)

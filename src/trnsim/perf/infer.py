@@ -33,7 +33,8 @@ from trnsim.perf.cost import CostInputs, run_cost
 from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision
-from trnsim.perf.table_model import default_model, profiles_for
+from trnsim.perf.stacks import SoftwareStack, resolve_stack
+from trnsim.perf.table_model import default_model
 from trnsim.perf.train import _resolve_system
 from trnsim.workloads import ModelArgs, forward_graph, resolve_model
 
@@ -62,6 +63,7 @@ class InferEstimate:
     usd_per_million_tokens: float | None
     joules_per_token: float | None
     assumptions: list[str] = field(default_factory=list)
+    stack: str = ""
 
     @property
     def fits(self) -> bool:
@@ -71,6 +73,7 @@ class InferEstimate:
         return {
             "model": self.model,
             "system": self.system,
+            "stack": self.stack,
             "chips": self.chips,
             "plan": {
                 "tp": self.plan.tp,
@@ -104,7 +107,19 @@ def _comm_per_pass(
 ) -> tuple[float, float, float]:
     """(tp, ep, pp) communication seconds of one forward pass over ``tokens`` tokens."""
     act = tokens * m.d_model * prec.act_bytes
-    tp_c = 2 * m.n_layers * comm.tp_time("all-reduce", act, plan, sysm) if plan.tp > 1 else 0.0
+    tp_c = 0.0
+    if plan.tp > 1 and plan.sequence_parallel:
+        # sequence parallel: each all-reduce becomes a reduce-scatter and an all-gather
+        tp_c = (
+            2
+            * m.n_layers
+            * (
+                comm.tp_time("reduce-scatter", act, plan, sysm)
+                + comm.tp_time("all-gather", act, plan, sysm)
+            )
+        )
+    elif plan.tp > 1:
+        tp_c = 2 * m.n_layers * comm.tp_time("all-reduce", act, plan, sysm)
     ep_c = 0.0
     if m.is_moe and plan.ep > 1:
         a2a = tokens * m.top_k * m.d_model * prec.act_bytes
@@ -128,6 +143,7 @@ def estimate_inference(
     memory_params: MemoryParams = DEFAULT_MEMORY,
     cost_inputs: CostInputs | None = None,
     validate: bool = True,
+    stack: str | SoftwareStack | None = None,
 ) -> InferEstimate:
     """Estimate serving ``model`` on ``plan.chips`` chips of ``system`` (see module doc)."""
     m = resolve_model(model)
@@ -145,17 +161,22 @@ def estimate_inference(
     chip = sysm.chip
     rpc = plan.ranks_per_chip
     cm = compute_model or default_model(chip, rpc)
-    eff = eff or profiles_for(cm).serve
+    sw = resolve_stack(stack, chip, "serve")
+    stack_line = sw.describe() if eff is None else f"stack: {sw.name} with a given efficiency"
+    eff = eff or sw.profile(cm)
     dtype, dtype_note = compute_dtype(chip, prec.compute)
     plan_nosp = plan.replace(sequence_parallel=False)
 
-    def pass_total(g) -> float:
-        pt = pass_time(g, plan.tp, plan.ep, False, rpc, chip, prec, eff, cm)
+    sp = sw.sequence_parallel_prefill and plan.tp > 1 and input_tokens >= plan.tp
+
+    def pass_total(g, seq_par: bool = False) -> float:
+        pt = pass_time(g, plan.tp, plan.ep, seq_par, rpc, chip, prec, eff, cm)
         return pt.layers + pt.pre + pt.post
 
     pre_g = forward_graph(m, batch, input_tokens, phase="prefill")
-    t_pre = pass_total(pre_g)
-    tp_c, ep_c, pp_c = _comm_per_pass(m, plan_nosp, sysm, batch * input_tokens, prec)
+    t_pre = pass_total(pre_g, sp)
+    pre_plan = plan.replace(sequence_parallel=sp)
+    tp_c, ep_c, pp_c = _comm_per_pass(m, pre_plan, sysm, batch * input_tokens, prec)
     ttft = t_pre + (tp_c + ep_c) * (1 - eff.comm_overlap) + pp_c
 
     steps = []
@@ -190,6 +211,7 @@ def estimate_inference(
     assumptions = [
         f"compute: {cm.name} model, serve efficiency "
         + ", ".join(f"{k}={v:g}" for k, v in eff.as_dict().items()),
+        stack_line,
         f"peak: {chip.name} {dtype} {chip.peak(dtype) / 1e12:.0f} TFLOP/s per chip"
         + (f" ({dtype_note})" if dtype_note else ""),
         f"weights {prec.weight_bytes:g} B, activations {prec.act_bytes:g} B, KV cache "
@@ -218,4 +240,5 @@ def estimate_inference(
         usd_per_million_tokens=usd_m,
         joules_per_token=jpt,
         assumptions=assumptions,
+        stack=sw.name,
     )

@@ -148,6 +148,7 @@ def search_training(
     progress: ProgressFactory | None = None,
     candidates: Iterable[ParallelPlan] | None = None,
     compute_model: ComputeModel | None = None,
+    stack: str | None = None,
 ) -> SearchResult:
     """The ``top`` training plans on ``chips`` chips that fit in memory, best first."""
     m = resolve_model(model)
@@ -179,6 +180,7 @@ def search_training(
                 eff=eff,
                 compute_model=compute_model,
                 validate=False,
+                stack=stack,
             )
             key = -est.tokens_per_s if objective == "throughput" else est.step_time_s
             scored.append((key, est))
@@ -208,6 +210,7 @@ def search_inference(
     ranks_per_chip: int = 1,
     progress: ProgressFactory | None = None,
     compute_model: ComputeModel | None = None,
+    stack: str | None = None,
 ) -> SearchResult:
     """The ``top`` serving plans on ``chips`` chips that fit in memory, best first."""
     m = resolve_model(model)
@@ -255,6 +258,7 @@ def search_inference(
                         eff=eff,
                         cost_inputs=cost_inputs,
                         compute_model=compute_model,
+                        stack=stack,
                     )
                 except TrnsimError:
                     res.invalid += 1

@@ -1,0 +1,193 @@
+"""Software stacks: the efficiency profiles of the frameworks people run, one per stack.
+
+A ``SoftwareStack`` is one framework on one vendor's hardware (NxD Training on Trainium,
+Megatron-Core on NVIDIA GPUs, MaxText on TPUs, ...). It carries the ``Efficiency`` profiles
+that framework reaches: one per mode (``train``, ``serve``) and per compute model (``roofline``
+for every chip, ``table`` for Trainium chips whose NeuronCore is in the kernel tables), each
+fitted openly to that stack's own calibration rows (``trnsim.perf.calsets``) and stored here with
+the rows it came from. A profile is never reused on another vendor: ``resolve_stack`` refuses a
+stack whose vendor is not the chip's, and every system has a default stack by vendor and chip
+(``default_stack``). A stack with no calibration rows says so in ``source`` and runs the
+``Efficiency`` defaults: an estimate names the stack and where its profile comes from.
+
+Serving stacks also say how they run a model: ``sequence_parallel_prefill`` (the prefill's
+norms and residuals are split over the TP ranks by sequence and the TP all-reduces become
+reduce-scatter + all-gather, as NxD Inference does for long contexts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from trnsim.errors import ConfigError, UnknownNameError
+from trnsim.hw import ChipSpec
+from trnsim.perf.compute import FITTED, ComputeModel, Efficiency
+from trnsim.perf.table_model import FITTED_TABLE
+
+Mode = Literal["train", "serve"]
+
+
+@dataclass(frozen=True, slots=True)
+class SoftwareStack:
+    """One software stack and its fitted efficiency profiles.
+
+    Attributes:
+        name: the ``--stack`` name.
+        title: what users call it.
+        vendor: the chip vendor it runs on (``ChipSpec.vendor``).
+        mode: ``train`` or ``serve``.
+        roofline: the profile with the roofline compute model.
+        table: the profile with the kernel-table compute model (Trainium only; None: the
+            roofline profile is used with either model).
+        source: the calibration rows the profiles were fitted to ("not fitted: ..." if none).
+        sequence_parallel_prefill: (serve) the prefill runs sequence-parallel over TP.
+    """
+
+    name: str
+    title: str
+    vendor: str
+    mode: Mode
+    roofline: Efficiency
+    source: str
+    table: Efficiency | None = None
+    sequence_parallel_prefill: bool = False
+
+    def profile(self, cm: ComputeModel) -> Efficiency:
+        """The profile for compute model ``cm`` (``table`` or the roofline)."""
+        if getattr(cm, "name", "") == "table" and self.table is not None:
+            return self.table
+        return self.roofline
+
+    def describe(self) -> str:
+        return f"stack: {self.title} ({self.name}); profile {self.source}"
+
+
+_B = "shared/calibration/trainium.md"
+_P = "shared/calibration/peers.md"
+UNFITTED = Efficiency()
+
+# --- the profiles (fitted by `trnsim validate --fit`; RESULTS.md lists every row's error) -----
+
+NXD_TRAINING = SoftwareStack(
+    name="nxd-training",
+    title="NxD Training (neuronx-distributed) on Trainium",
+    vendor="AWS",
+    mode="train",
+    roofline=FITTED.train,
+    table=FITTED_TABLE.train,
+    source=f"fitted to {_B} B + B2 (Trn1 NxD and NeMo rows; mean |log error|)",
+)
+NEMO_NEURON = SoftwareStack(
+    name="nemo-neuron",
+    title="NeMo-Megatron on Neuron (neuronx-nemo-megatron)",
+    vendor="AWS",
+    mode="train",
+    roofline=FITTED.train,
+    table=FITTED_TABLE.train,
+    source=f"fitted to {_B} B2 NeMo-Megatron rows (GPT-3 23B/46B/175B, Llama-2-13B)",
+)
+TRANSFORMERS_NEURONX = SoftwareStack(
+    name="transformers-neuronx",
+    title="Transformers-NeuronX on Trainium/Inferentia",
+    vendor="AWS",
+    mode="serve",
+    roofline=FITTED.serve,
+    table=FITTED_TABLE.serve,
+    source=f"fitted to {_B} C (Trn1 TTFT and TPOT p50, 36 rows)",
+)
+NXD_INFERENCE = SoftwareStack(
+    name="nxd-inference",
+    title="NxD Inference / vLLM-Neuron on Trainium",
+    vendor="AWS",
+    mode="serve",
+    roofline=FITTED.serve,
+    table=FITTED_TABLE.serve,
+    source=f"fitted to {_P} H (trn2.48xlarge, NxD Inference behind vLLM)",
+    sequence_parallel_prefill=True,
+)
+MEGATRON_CORE = SoftwareStack(
+    name="megatron-core",
+    title="Megatron-Core / NeMo on NVIDIA GPUs",
+    vendor="NVIDIA",
+    mode="train",
+    roofline=UNFITTED,
+    source=f"fitted to {_P} F (Megatron-Core weak scaling on H100, 9 rows)",
+)
+VLLM_GPU = SoftwareStack(
+    name="vllm-gpu",
+    title="vLLM on NVIDIA GPUs",
+    vendor="NVIDIA",
+    mode="serve",
+    roofline=UNFITTED,
+    source="not fitted: no vLLM GPU serving rows in the calibration data (Efficiency defaults)",
+    sequence_parallel_prefill=False,
+)
+MAXTEXT = SoftwareStack(
+    name="maxtext",
+    title="MaxText (JAX/XLA) on TPU",
+    vendor="Google",
+    mode="train",
+    roofline=UNFITTED,
+    source="not fitted: calibration set I needs the MaxText configs' shapes (Efficiency defaults)",
+)
+MAXTEXT_SERVE = SoftwareStack(
+    name="maxtext-serve",
+    title="MaxText / JetStream serving on TPU",
+    vendor="Google",
+    mode="serve",
+    roofline=UNFITTED,
+    source="not fitted: no TPU serving rows in the calibration data (Efficiency defaults)",
+)
+
+STACKS: dict[str, SoftwareStack] = {
+    s.name: s
+    for s in (
+        NXD_TRAINING,
+        NEMO_NEURON,
+        TRANSFORMERS_NEURONX,
+        NXD_INFERENCE,
+        MEGATRON_CORE,
+        VLLM_GPU,
+        MAXTEXT,
+        MAXTEXT_SERVE,
+    )
+}
+
+
+def default_stack(chip: ChipSpec, mode: Mode) -> SoftwareStack:
+    """The stack a system runs unless ``--stack`` says otherwise: by vendor and chip.
+
+    Trainium trains with NxD Training; Trn1 serves with Transformers-NeuronX (the stack of the
+    Trn1 tables), Trn2, Trn3 and Inferentia2 with NxD Inference (AWS's current serving stack);
+    NVIDIA GPUs train with Megatron-Core and serve with vLLM; TPUs run MaxText."""
+    if chip.vendor == "AWS":
+        if mode == "train":
+            return STACKS["nxd-training"]
+        return STACKS["transformers-neuronx" if chip.name == "trn1" else "nxd-inference"]
+    if chip.vendor == "NVIDIA":
+        return STACKS["megatron-core" if mode == "train" else "vllm-gpu"]
+    if chip.vendor == "Google":
+        return STACKS["maxtext" if mode == "train" else "maxtext-serve"]
+    raise ConfigError(f"no software stack for {chip.name} (vendor {chip.vendor})")
+
+
+def resolve_stack(name: str | SoftwareStack | None, chip: ChipSpec, mode: Mode) -> SoftwareStack:
+    """The named stack (or the default), checked against the chip's vendor and the mode."""
+    if name is None:
+        return default_stack(chip, mode)
+    stack = name if isinstance(name, SoftwareStack) else STACKS.get(name)
+    if stack is None:
+        raise UnknownNameError(f"no software stack {name!r}; valid: {', '.join(STACKS)}")
+    if stack.vendor != chip.vendor:
+        raise ConfigError(
+            f"stack {stack.name} runs on {stack.vendor} chips, not on {chip.name} "
+            f"({chip.vendor}): a profile is never reused on another vendor"
+        )
+    if stack.mode != mode:
+        raise ConfigError(f"stack {stack.name} is a {stack.mode} stack, not a {mode} stack")
+    return stack
+
+
+def stack_names(mode: Mode | None = None) -> list[str]:
+    return [n for n, s in STACKS.items() if mode is None or s.mode == mode]
