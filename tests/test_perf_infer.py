@@ -65,3 +65,40 @@ def test_json_has_documented_keys():
     d = _est().as_dict()
     for k in ("ttft_s", "tpot_s", "memory_per_chip_bytes", "throughput_tokens_per_s"):
         assert k in d
+
+
+def test_moe_decode_charges_only_touched_experts_sized_by_their_tokens():
+    """Issue 15 defect: a decode step of GPT-OSS-120B charged each of 128 experts a kernel call
+    for 0.03 rows, so the kernel-table TPOT came out far above the roofline's."""
+    from trnsim.perf import ParallelPlan, RooflineComputeModel
+    from trnsim.perf.compute import rank_work
+    from trnsim.perf.precision import precision
+    from trnsim.workloads import expected_experts_touched, forward_graph, model
+
+    m = model("gpt-oss-120b")
+    g = forward_graph(m, 1, 1, 2048, phase="decode")
+    plan = ParallelPlan(tp=16, ranks_per_chip=1)
+    (op,) = [o for grp in g.groups for o in grp.ops if o.name == "expert_up"][:1]
+    w = rank_work(op, g, plan, precision("bf16"))
+    assert w.count == pytest.approx(expected_experts_touched(m.top_k, m.n_experts, m.top_k))
+    assert w.m == pytest.approx(1.0)  # one token per touched expert
+    kw = dict(batch=1, input_tokens=1024, output_tokens=256)
+    tab = estimate_inference("gpt-oss-120b", "trn2.48xlarge", plan, **kw)
+    roof = estimate_inference(
+        "gpt-oss-120b", "trn2.48xlarge", plan, compute_model=RooflineComputeModel(), **kw
+    )
+    assert tab.tpot_s == pytest.approx(roof.tpot_s, rel=0.25)
+
+
+def test_moe_imbalance_slows_the_busiest_rank():
+    from trnsim.perf import ParallelPlan
+
+    kw = dict(batch=64, input_tokens=1024, output_tokens=64)
+    base = estimate_inference("mixtral-8x7b", "trn2.48xlarge", ParallelPlan(tp=4, dp=4, ep=4), **kw)
+    skew = estimate_inference(
+        "mixtral-8x7b",
+        "trn2.48xlarge",
+        ParallelPlan(tp=4, dp=4, ep=4, moe_imbalance=1.5),
+        **kw,
+    )
+    assert skew.ttft_s > base.ttft_s

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             recompute="none",
             ranks_per_chip=args.ranks_per_chip,
             pad_heads=args.pad_heads,
+            moe_imbalance=args.moe_imbalance,
         )
     else:
         res = search_inference(
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        plan = res.top[0].plan
+        plan = res.top[0].plan.replace(moe_imbalance=args.moe_imbalance)
         chosen = (
             f"plan: chosen by the planner (lowest TPOT at batch {args.batch} of the "
             f"{res.considered} plans searched, {res.over_capacity} over capacity) because no "

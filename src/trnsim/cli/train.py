@@ -128,6 +128,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         "roofline",
     )
     parser.add_argument(
+        "--moe-imbalance",
+        type=positive_float,
+        default=1.0,
+        help="MoE load imbalance: the busiest expert-parallel rank's tokens over the mean "
+        "(>= 1; default 1, uniform routing)",
+    )
+    parser.add_argument(
         "--stack",
         choices=list(STACKS),
         help="software stack whose fitted efficiency profile is used (default: the system's, "
@@ -137,7 +144,12 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def check_stack(args: argparse.Namespace, chip: ChipSpec, mode: str) -> None:
-    """``--stack`` must run on the chip's vendor and in this mode (before any work)."""
+    """``--stack`` must run on the chip's vendor and in this mode; ``--moe-imbalance`` >= 1
+    (before any work)."""
+    if args.moe_imbalance < 1:
+        raise UsageError(
+            f"--moe-imbalance {args.moe_imbalance}: must be >= 1 (busiest rank / mean)"
+        )
     if args.stack is None:
         return
     try:
@@ -265,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
             ranks_per_chip=args.ranks_per_chip,
             schedule="interleaved" if interleave > 1 else "1f1b",
             chunks=interleave,
+            moe_imbalance=args.moe_imbalance,
         )
     else:
         res = search_training(
@@ -287,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        plan = res.top[0].plan
+        plan = res.top[0].plan.replace(moe_imbalance=args.moe_imbalance)
         chosen = (
             f"plan: chosen by the planner (highest tokens/s of the {res.considered} plans "
             f"searched, {res.over_capacity} over capacity) because no plan flag "

@@ -235,12 +235,18 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision, tile: int =
         if plan.sequence_parallel:
             a = a / tp
     elif op.shard == "ep":
+        # The EP group's ep x T x top_k assignments touch E(1 - (1 - k/E)^(ep T)) distinct
+        # experts, 1/ep of them on this rank; each touched expert runs one matmul sized by its
+        # own tokens (assignments / touched), never a full kernel call for a fraction of a row.
+        # The busiest rank (moe_imbalance x the mean tokens) sets the layer's time.
         E, k = m.n_experts, m.top_k
         assignments = g.tokens * k
-        local = expected_experts_touched(assignments * plan.ep, E, k) / plan.ep
+        touched = expected_experts_touched(assignments * plan.ep, E, k)
+        local = touched / plan.ep
         w = w / expected_experts_touched(assignments, E, k) * local / tp
-        flops, a = flops / tp, a / tp
-        rows = assignments * plan.ep / E  # tokens per expert
+        imb = plan.moe_imbalance
+        flops, a = flops * imb / tp, a * imb / tp
+        rows = assignments * plan.ep / touched * imb  # tokens per touched expert
     shape = _matmul_shape(op, g, flops, w, rows, tp)
     if op.tp_width and op.shard in ("tp", "ep"):
         flops *= tile_padding(op.tp_width / tp, tile)
@@ -312,11 +318,17 @@ def pass_time(
     prec: Precision,
     eff: Efficiency,
     model: ComputeModel | None = None,
+    moe_imbalance: float = 1.0,
 ) -> PassTime:
     """Forward-pass time of graph ``g`` on one rank (cached: planners call it many times)."""
     cm = model or RooflineComputeModel(ranks_per_chip)
     plan = ParallelPlan(
-        tp=tp, dp=ep, ep=ep, sequence_parallel=sequence_parallel, ranks_per_chip=ranks_per_chip
+        tp=tp,
+        dp=ep,
+        ep=ep,
+        sequence_parallel=sequence_parallel,
+        ranks_per_chip=ranks_per_chip,
+        moe_imbalance=moe_imbalance,
     )
     # Tensor-engine tile of Trainium chips (chips without a NeuronCore spec: no tile padding).
     tile = chip.core.tensor.rows if chip.core is not None else 0

@@ -170,7 +170,7 @@ def estimate_inference(
     sp = sw.sequence_parallel_prefill and plan.tp > 1 and input_tokens >= plan.tp
 
     def pass_total(g, seq_par: bool = False) -> float:
-        pt = pass_time(g, plan.tp, plan.ep, seq_par, rpc, chip, prec, eff, cm)
+        pt = pass_time(g, plan.tp, plan.ep, seq_par, rpc, chip, prec, eff, cm, plan.moe_imbalance)
         return pt.layers + pt.pre + pt.post
 
     pre_g = forward_graph(m, batch, input_tokens, phase="prefill")

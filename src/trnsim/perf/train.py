@@ -166,7 +166,9 @@ def estimate_training(
     eff = eff or sw.profile(cm)
 
     g = forward_graph(m, plan.micro_batch, seq_len, phase="train")
-    pt = pass_time(g, plan.tp, plan.ep, plan.sequence_parallel, rpc, chip, prec, eff, cm)
+    pt = pass_time(
+        g, plan.tp, plan.ep, plan.sequence_parallel, rpc, chip, prec, eff, cm, plan.moe_imbalance
+    )
     stage_frac = -(-m.n_layers // plan.pp) / m.n_layers
     fwd = pt.stage(m, plan) / plan.cp
     bwd = 2 * fwd
