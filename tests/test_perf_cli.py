@@ -151,3 +151,19 @@ def test_synthetic_gpt_and_hf_config_models(capsys):
 def test_model_and_synthetic_flags_conflict(capsys):
     assert main(["train", "--model", "llama-3.1-8b", "--hidden", "1024"]) != 0
     assert "--hidden 1024" in capsys.readouterr().err
+
+
+def test_compare_workload_refuses_bad_systems_and_paths(capsys):
+    assert main(["compare-workload", "--model", "llama-3.1-8b", "--systems", ""]) != 0
+    assert "--systems ''" in capsys.readouterr().err
+    argv = ["compare-workload", "--model", "llama-3.1-8b", "--png", "/nonexistent/x.png"]
+    assert main(argv) != 0
+    assert "--png" in capsys.readouterr().err
+
+
+def test_stack_flag_is_checked_against_the_vendor(capsys):
+    argv = ["train", "--model", "llama-3.1-8b", "--system", "p5", "--stack", "nxd-training"]
+    assert main(argv) != 0
+    assert "--stack nxd-training" in capsys.readouterr().err
+    d = _json(capsys, ["infer", "--model", "llama-3.1-8b", "--system", "trn2", "--json"])
+    assert d["stack"] == "nxd-inference"
