@@ -2,6 +2,7 @@
 
 import pytest
 
+from trnsim.errors import ConfigError
 from trnsim.perf import ParallelPlan, estimate_inference
 
 
@@ -102,3 +103,43 @@ def test_moe_imbalance_slows_the_busiest_rank():
         **kw,
     )
     assert skew.ttft_s > base.ttft_s
+
+
+def test_speculative_decoding_expected_tokens_and_tpot():
+    from trnsim.perf import Speculative
+
+    s = Speculative("llama-3.1-8b", tokens=4, acceptance=0.5)
+    assert s.expected_tokens == pytest.approx(1 + 0.5 + 0.25 + 0.125 + 0.0625)
+    assert Speculative("llama-3.1-8b", tokens=3, acceptance=1.0).expected_tokens == 4
+    assert Speculative("llama-3.1-8b", tokens=3, acceptance=0.0).expected_tokens == 1
+    plan = ParallelPlan(tp=16)
+    kw = dict(batch=1, input_tokens=2048, output_tokens=256)
+    base = estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, **kw)
+    good = estimate_inference(
+        "llama-3.3-70b",
+        "trn2.48xlarge",
+        plan,
+        speculative=Speculative("llama-3.1-8b", 4, 0.8),
+        **kw,
+    )
+    bad = estimate_inference(
+        "llama-3.3-70b",
+        "trn2.48xlarge",
+        plan,
+        speculative=Speculative("llama-3.1-8b", 4, 0.05),
+        **kw,
+    )
+    assert good.tpot_s < base.tpot_s < bad.tpot_s  # a poor draft only adds work
+    assert good.memory.weights > base.memory.weights  # the draft's weights are held too
+    assert good.ttft_s == base.ttft_s
+
+
+def test_prefix_caching_prefills_only_the_uncached_tokens():
+    plan = ParallelPlan(tp=16)
+    kw = dict(batch=1, input_tokens=8192, output_tokens=64)
+    cold = estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, **kw)
+    warm = estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, prefix_hit=0.75, **kw)
+    assert warm.ttft_s < 0.4 * cold.ttft_s
+    assert warm.tpot_s == cold.tpot_s
+    with pytest.raises(ConfigError, match="prefix_hit"):
+        estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, prefix_hit=1.0, **kw)

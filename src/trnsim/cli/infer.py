@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from trnsim.cli.argtypes import positive_int
+from trnsim.cli.argtypes import fraction, positive_int
 from trnsim.cli.train import (
     add_common,
     check_ranks_per_chip,
@@ -21,11 +21,12 @@ from trnsim.cli.train import (
     resolve_system,
 )
 from trnsim.errors import ConfigError, UsageError
-from trnsim.perf import ParallelPlan, estimate_inference
+from trnsim.perf import ParallelPlan, Speculative, estimate_inference
 from trnsim.perf.planner import search_inference
 from trnsim.perf.table_model import compute_model
 from trnsim.report.progress import progress
 from trnsim.report.units import pretty
+from trnsim.workloads import resolve_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-tokens", type=positive_int, default=1024, help="prompt tokens")
     parser.add_argument("--output-tokens", type=positive_int, default=256, help="generated tokens")
     parser.add_argument("--max-seq-len", type=positive_int, help="KV cache length to allocate")
+    parser.add_argument(
+        "--draft-model",
+        help="speculative decoding: the draft model (preset or config.json)",
+    )
+    parser.add_argument(
+        "--spec-tokens",
+        type=positive_int,
+        default=4,
+        help="speculative decoding: tokens the draft proposes per step (default 4)",
+    )
+    parser.add_argument(
+        "--spec-acceptance",
+        type=fraction,
+        default=0.7,
+        help="speculative decoding: probability each proposed token is accepted (default 0.7)",
+    )
+    parser.add_argument(
+        "--prefix-hit",
+        type=fraction,
+        default=0.0,
+        help="prefix caching: fraction of each prompt already in the KV cache (default 0)",
+    )
     parser.add_argument(
         "--pad-heads",
         action="store_true",
@@ -56,6 +79,13 @@ def run(args: argparse.Namespace) -> int:
             f"{args.input_tokens} + --output-tokens {args.output_tokens} = "
             f"{args.input_tokens + args.output_tokens}"
         )
+    if args.prefix_hit >= 1:
+        raise UsageError(
+            f"--prefix-hit {args.prefix_hit}: at least one prompt token must be prefilled (< 1)"
+        )
+    spec = None
+    if args.draft_model is not None:
+        spec = Speculative(resolve_model(args.draft_model), args.spec_tokens, args.spec_acceptance)
     ranks = chips * args.ranks_per_chip
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
     chosen = None
@@ -118,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
         cost_inputs=cost_inputs(args, sysm.chip),
         compute_model=cm,
         stack=args.stack,
+        speculative=spec,
+        prefix_hit=args.prefix_hit,
     )
     if chosen:
         est.assumptions.insert(0, chosen)
