@@ -22,7 +22,7 @@ def test_every_set_has_rows_and_finite_errors(results):
         assert all(math.isfinite(r.error) for r in mine)
 
 
-@pytest.mark.parametrize("set_name", ["B", "B2", "F", "G", "H"])
+@pytest.mark.parametrize("set_name", ["B", "B2", "F", "G", "H", "I"])
 def test_sets_within_the_issue_target(results, set_name):
     """Issue 15: MAPE <= 15 % per set with one profile per stack (C's TTFT is not met: see
     benchmarks/RESULTS.md)."""
@@ -35,6 +35,11 @@ def test_rows_use_their_own_stack(results):
         stacks[r.set].add(r.stack)
     assert stacks["B2"] == {"nxd-training", "nemo-neuron"}
     assert stacks["F"] == {"megatron-core"} and stacks["H"] == {"nxd-inference"}
+
+
+def test_maxtext_models_match_their_names():
+    for scale in (16, 32, 64, 128, 256, 512, 1024):
+        assert calsets.maxtext_model(scale).n_params / 1e9 == pytest.approx(scale, rel=0.03)
 
 
 def test_megatron_flops_count_full_attention():

@@ -1,5 +1,6 @@
 """``trnsim validate``: the performance model against every calibration set (Trn1 training B/B2
-and serving C, H100 Megatron-Core F, NCCL on H100 G, Trn2 serving H), each row predicted with
+and serving C, H100 Megatron-Core F, NCCL on H100 G, Trn2 serving H, MaxText on TPU I), each
+row predicted with
 its own software stack's stored profile: every row's error and each set's MAPE. ``--fit``
 refits each stack's profile to its own rows and reports with the fitted values;
 ``--compute`` picks the compute model of the Trainium rows (kernel tables or roofline);
@@ -151,8 +152,5 @@ def run(args: argparse.Namespace) -> int:
         for name, eff in fitted.items():
             vals = ", ".join(f"{k}={v:.4g}" for k, v in eff.as_dict().items())
             console.print(f"[dim]fitted {name}: {vals}[/dim]")
-    console.print(
-        "[dim]each row uses its stack's profile (trnsim.perf.stacks); set I (MaxText on TPU) "
-        "is not expressed yet[/dim]"
-    )
+    console.print("[dim]each row uses its stack's profile (trnsim.perf.stacks)[/dim]")
     return 0

@@ -3,9 +3,8 @@
 Sets (``shared/calibration/``): trainium.md B and B2 (Trn1 training, NxD Training and
 NeMo-Megatron on Neuron), C (Trn1 serving, Transformers-NeuronX); peers.md F (Megatron-Core on
 H100), G (NCCL all-reduce on one 8x H100 node: the fit is ``trnsim.fabric.nccl_calibration``'s,
-reported here), H (Trn2 serving, NxD Inference). Set I (MaxText on TPU v5p/v5e) is not expressed
-yet: its rows need the model shapes, batch and FSDP layout of MaxText's configs, which are not in
-the calibration data.
+reported here), H (Trn2 serving, NxD Inference), I (MaxText on TPU v5p/v5e: model shapes,
+batch and parallelism from MaxText's configs, ``maxtext_model``).
 
 A row is (set, label, metric, measured, a prediction function of the stack's ``Efficiency``).
 ``fit_stack(name)`` fits ONE profile for a stack to all of that stack's rows (mean absolute log
@@ -81,6 +80,7 @@ SETS = {
     "F": "Megatron-Core weak scaling on H100 (peers.md F)",
     "G": "NCCL all-reduce, 8x H100 NVLS (peers.md G; fit: trnsim.fabric.nccl_calibration)",
     "H": "Trn2 serving, NxD Inference on trn2.48xlarge (peers.md H)",
+    "I": "MaxText synthetic dense models on TPU v5p and v5e (peers.md I)",
 }
 
 
@@ -206,6 +206,76 @@ def _h_rows(cm_name: str) -> list[CalRow]:
     return rows
 
 
+# --- I: MaxText on TPU v5p / v5e -----------------------------------------------------------------
+
+# MaxText's synthetic models: ``global_parameter_scale`` s = 2^n scales base.yml's dimensions
+# (emb 2048, 16 query and 16 KV heads of 128, SwiGLU MLP 7168, 16 layers, vocabulary 32,000) by
+# rotating doublings: with n = 3b + r, heads and MLP x 2^(b + (r > 0)), embedding x 2^(b +
+# (r > 1)), layers x 2^b (AI-Hypercomputer/maxtext MaxText/pyconfig.py get_individual_scales,
+# MaxText/configs/base.yml). The runs (MaxText/configs/v5p/*.sh, v5e/*.sh): sequence 2048, FSDP
+# over the slice (ZeRO-3) with the stated tensor parallelism, per-device batch x devices per step.
+I_SEQ = 2048
+
+
+def maxtext_model(scale: int) -> ModelArgs:
+    n = int(math.log2(scale))
+    if 2**n != scale:
+        raise ValueError(f"MaxText global_parameter_scale must be a power of two, got {scale}")
+    b, r = divmod(n, 3)
+    heads = 16 * 2 ** (b + (r > 0))
+    return ModelArgs(
+        name=f"maxtext-{scale}b",
+        d_model=2048 * 2 ** (b + (r > 1)),
+        n_layers=16 * 2**b,
+        n_heads=heads,
+        n_kv_heads=heads,
+        head_dim=128,
+        d_ff=7168 * 2 ** (b + (r > 0)),
+        vocab=32000,
+        max_seq_len=I_SEQ,
+        source="MaxText base.yml scaled by global_parameter_scale (pyconfig.py)",
+    )
+
+
+# chip, scale, slice preset, slices, per-device batch, TP, remat, measured TFLOP/s per chip
+I_ROWS = (
+    ("v5p", 32, "tpu-v5p-128", 1, 7, 4, "selective", 328),
+    ("v5p", 32, "tpu-v5p-128", 2, 7, 4, "selective", 319),
+    ("v5p", 64, "tpu-v5p-128", 1, 3, 4, "selective", 323),
+    ("v5p", 128, "tpu-v5p-256", 1, 1, 8, "selective", 315),
+    ("v5p", 128, "tpu-v5p-512", 1, 1, 8, "selective", 316),
+    ("v5p", 128, "tpu-v5p-512", 2, 1, 8, "selective", 274),
+    ("v5p", 256, "tpu-v5p-1024", 1, 1, 8, "selective", 308),
+    ("v5p", 512, "tpu-v5p-1024", 1, 2, 8, "full", 294),
+    ("v5p", 1024, "tpu-v5p-2048", 1, 2, 8, "full", 254),
+    ("v5p", 1024, "tpu-v5p-4096", 1, 2, 8, "full", 297),
+    ("v5e", 16, "tpu-v5e-256", 1, 6, 1, "full", 120),
+    ("v5e", 32, "tpu-v5e-256", 1, 4, 1, "full", 132),
+    ("v5e", 64, "tpu-v5e-256", 1, 2, 1, "full", 118),
+    ("v5e", 128, "tpu-v5e-256", 1, 1, 16, "selective", 110),
+)
+
+
+def _i_rows() -> list[CalRow]:
+    cm = RooflineComputeModel()
+    rows = []
+    for _chip, scale, preset, slices, pdbs, tp, remat, tflops in I_ROWS:
+        sysm = system(preset)
+        m = maxtext_model(scale)
+        chips = sysm.chips * slices
+        plan = ParallelPlan(tp=tp, dp=chips // tp, micro_batch=pdbs * tp, zero=3, recompute=remat)
+
+        def predict(eff: Efficiency, m=m, plan=plan, sysm=sysm, gb=pdbs * chips) -> float:
+            est = estimate_training(
+                m, sysm, plan, global_batch=gb, seq_len=I_SEQ, eff=eff, compute_model=cm
+            )
+            return est.tokens_per_s * megatron_flops_per_token(m, I_SEQ) / plan.chips / 1e12
+
+        label = f"{m.name} {slices}x {preset} TP{tp} ({chips} chips)"
+        rows.append(CalRow("I", "maxtext", label, "TFLOP/s/chip", tflops, predict))
+    return rows
+
+
 # --- all rows, validation, fitting ---------------------------------------------------------------
 
 
@@ -219,6 +289,8 @@ def rows(compute: str = "auto", sets: Iterable[str] | None = None) -> list[CalRo
         out += _f_rows()
     if "H" in want:
         out += _h_rows(compute)
+    if "I" in want:
+        out += _i_rows()
     return out
 
 
@@ -297,6 +369,7 @@ FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
         "hbm": (0.05, 1.0),
     },
     "megatron-core": {"matmul": (0.2, 1.0), "comm_overlap": (0.0, 0.99)},
+    "maxtext": {"matmul": (0.2, 1.0), "comm_overlap": (0.0, 0.99)},
 }
 
 
