@@ -9,7 +9,8 @@ Inference: every (tp, pp, dp, ep, batch) with batch from ``batches``; objectives
 (max output tokens/s), ``latency`` (min TPOT, then TTFT) or ``cost`` (min USD per million
 tokens).
 
-Candidate degrees: tp powers of two up to 64 (and dividing the heads unless padding), pp the
+Candidate degrees: tp powers of two up to 64 and up to the ranks of one scale-up domain (and
+dividing the heads unless padding), pp the
 divisors of the rank count up to min(n_layers, 128), cp in {1, 2, 4, 8} for sequences of 32K
 tokens or more, ep the divisors of the expert count dividing dp x cp.
 """
@@ -65,9 +66,12 @@ def _pow2(cap: int) -> list[int]:
     return out
 
 
-def _tp_options(m: ModelArgs, ranks: int, pad_heads: bool) -> list[int]:
+def _tp_options(m: ModelArgs, ranks: int, pad_heads: bool, cap: int = 64) -> list[int]:
+    """Powers of two up to ``min(64, cap, ranks)`` that the model's heads allow. ``cap``: the
+    ranks of one scale-up domain (NVLink, NeuronLink, ICI slice): every stack keeps a TP group
+    inside one, since its all-reduces run once per layer on the critical path."""
     opts = []
-    for tp in _pow2(min(64, ranks)):
+    for tp in _pow2(min(64, cap, ranks)):
         if ranks % tp:
             continue
         try:
@@ -94,11 +98,11 @@ def _progress(factory: ProgressFactory | None, description: str, total: int) -> 
 
 
 def _train_candidates(
-    m: ModelArgs, chips: int, global_batch: int, seq_len: int, ranks_per_chip: int
+    m: ModelArgs, chips: int, global_batch: int, seq_len: int, ranks_per_chip: int, cap: int = 64
 ) -> Iterator[ParallelPlan]:
     ranks = chips * ranks_per_chip
     cps = [c for c in (1, 2, 4, 8) if seq_len >= 32768 and seq_len % c == 0] or [1]
-    for tp in _tp_options(m, ranks, False):
+    for tp in _tp_options(m, ranks, False, cap):
         for cp in cps:
             if ranks % (tp * cp):
                 continue
@@ -154,7 +158,10 @@ def search_training(
     m = resolve_model(model)
     sysm = _resolve_system(system)
     prec = precision(precision_name)
-    plans = list(candidates or _train_candidates(m, chips, global_batch, seq_len, ranks_per_chip))
+    cap = sysm.scale_up_chips * ranks_per_chip
+    plans = list(
+        candidates or _train_candidates(m, chips, global_batch, seq_len, ranks_per_chip, cap)
+    )
     res = SearchResult(top=[], objective=objective)
     scored: list[tuple[float, TrainEstimate]] = []
     with _progress(progress, f"planning {m.name} on {chips} chips", len(plans)) as bar:
@@ -218,7 +225,7 @@ def search_inference(
     ranks = chips * ranks_per_chip
     res = SearchResult(top=[], objective=objective)
     cands: list[ParallelPlan] = []
-    for tp in _tp_options(m, ranks, False):
+    for tp in _tp_options(m, ranks, False, sysm.scale_up_chips * ranks_per_chip):
         for pp in _divisors(ranks // tp, min(m.n_layers, 16)):
             dp = ranks // (tp * pp)
             eps = (
