@@ -74,7 +74,9 @@ def main() -> None:
         f"| planner: Llama-3.1-405B on 16,384 H100 (megatron-core), {gpu.considered} plans "
         f"({gpu.over_capacity} over capacity) | {t_gpu:.2f} s | < 30 s |"
     )
-    print(f"| trnsim validate: {len(results)} rows of sets B, B2, C, F, G, H, I | {t_val:.2f} s | |")
+    print(
+        f"| trnsim validate: {len(results)} rows of sets B, B2, C, F, G, H, I | {t_val:.2f} s | |"
+    )
     print(
         f"\nbest plan: {best.plan.describe()}, {best.tokens_per_s:,.0f} tokens/s, "
         f"MFU {best.mfu:.1%}; on H100: {gpu.top[0].plan.describe()}, MFU {gpu.top[0].mfu:.1%}"
