@@ -167,3 +167,17 @@ def test_stack_flag_is_checked_against_the_vendor(capsys):
     assert "--stack nxd-training" in capsys.readouterr().err
     d = _json(capsys, ["infer", "--model", "llama-3.1-8b", "--system", "trn2", "--json"])
     assert d["stack"] == "nxd-inference"
+
+
+def test_unknown_names_and_plan_flags_are_usage_errors(capsys):
+    cases = [
+        (["train", "--model", "nope"], "--model nope"),
+        (["train", "--model", "llama-3.1-8b", "--system", "foo"], "--system foo"),
+        (["infer", "--model", "llama-3.1-8b", "--draft-model", "nope"], "--draft-model nope"),
+        (["train", "--model", "llama-3.1-8b", "--tp", "3"], "tp(3)"),
+        (["infer", "--model", "llama-3.1-8b", "--ep", "3"], "ep(3)"),
+    ]
+    for argv, needle in cases:
+        assert main(argv) != 0
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err

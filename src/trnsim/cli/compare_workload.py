@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.cli.argtypes import positive_int
-from trnsim.cli.train import dump
+from trnsim.cli.train import add_precision, dump
 from trnsim.errors import TrnsimError, UsageError
 from trnsim.hw import system as lookup_system
 from trnsim.perf.compare import DEFAULT_SYSTEMS, compare
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seq-len", type=positive_int, default=4096)
     parser.add_argument("--input-tokens", type=positive_int, default=2048)
     parser.add_argument("--output-tokens", type=positive_int, default=512)
-    parser.add_argument("--precision", default="bf16")
+    add_precision(parser)
     parser.add_argument("--png", help="write a bar chart to this PNG file")
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
 
@@ -55,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--chips {args.chips}: {spec.name} reaches at most {limit} chips")
     if args.png:
         output_path(args.png, "--png")
-    model_name = resolve_model(args.model).name
+    try:
+        model_name = resolve_model(args.model).name
+    except TrnsimError as exc:
+        raise UsageError(f"--model {args.model}: {exc}") from None
     rows = compare(
         args.model,
         args.mode,

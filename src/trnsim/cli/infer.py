@@ -20,7 +20,7 @@ from trnsim.cli.train import (
     resolve_chips,
     resolve_system,
 )
-from trnsim.errors import ConfigError, UsageError
+from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.perf import ParallelPlan, Speculative, estimate_inference
 from trnsim.perf.planner import search_inference
 from trnsim.perf.table_model import compute_model
@@ -85,28 +85,36 @@ def run(args: argparse.Namespace) -> int:
         )
     spec = None
     if args.draft_model is not None:
-        spec = Speculative(resolve_model(args.draft_model), args.spec_tokens, args.spec_acceptance)
+        try:
+            draft = resolve_model(args.draft_model)
+        except TrnsimError as exc:
+            raise UsageError(f"--draft-model {args.draft_model}: {exc}") from None
+        spec = Speculative(draft, args.spec_tokens, args.spec_acceptance)
     ranks = chips * args.ranks_per_chip
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
     chosen = None
     if any(getattr(args, f) is not None for f in INFER_PLAN_FLAGS) or args.pad_heads:
-        tp, pp = args.tp or 1, args.pp or 1
-        if ranks % (tp * pp):
-            raise ConfigError(
-                f"plan: chips({chips}) x ranks_per_chip({args.ranks_per_chip}) = {ranks} is not "
-                f"divisible by tp({tp}) * pp({pp})"
+        try:
+            tp, pp = args.tp or 1, args.pp or 1
+            if ranks % (tp * pp):
+                raise ConfigError(
+                    f"plan: chips({chips}) x ranks_per_chip({args.ranks_per_chip}) = {ranks} "
+                    f"is not divisible by tp({tp}) * pp({pp})"
+                )
+            plan = ParallelPlan(
+                tp=tp,
+                pp=pp,
+                dp=ranks // (tp * pp),
+                ep=args.ep or 1,
+                zero=0,
+                recompute="none",
+                ranks_per_chip=args.ranks_per_chip,
+                pad_heads=args.pad_heads,
+                moe_imbalance=args.moe_imbalance,
             )
-        plan = ParallelPlan(
-            tp=tp,
-            pp=pp,
-            dp=ranks // (tp * pp),
-            ep=args.ep or 1,
-            zero=0,
-            recompute="none",
-            ranks_per_chip=args.ranks_per_chip,
-            pad_heads=args.pad_heads,
-            moe_imbalance=args.moe_imbalance,
-        )
+            plan.check_model(m)
+        except ConfigError as exc:
+            raise UsageError(f"plan flags: {exc}") from None
     else:
         res = search_inference(
             m,

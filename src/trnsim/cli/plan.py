@@ -11,6 +11,7 @@ from trnsim.cli.argtypes import positive_int
 from trnsim.cli.train import (
     DEFAULT_SYSTEM,
     add_model,
+    add_precision,
     check_ranks_per_chip,
     dump,
     model_from_args,
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seq-len", type=positive_int, default=4096)
     parser.add_argument("--input-tokens", type=positive_int, default=1024)
     parser.add_argument("--output-tokens", type=positive_int, default=256)
-    parser.add_argument("--precision", default="bf16")
+    add_precision(parser)
     parser.add_argument("--top", type=positive_int, default=5)
     parser.add_argument("--ranks-per-chip", type=positive_int, default=1)
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")

@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.cli.argtypes import positive_float, positive_int
-from trnsim.errors import ConfigError, UsageError
+from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
-from trnsim.perf import CostInputs, estimate_training, plan_for_chips
+from trnsim.perf import PRECISIONS, CostInputs, estimate_training, plan_for_chips
 from trnsim.perf.planner import search_training
 from trnsim.perf.stacks import STACKS, resolve_stack
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
@@ -28,8 +28,12 @@ DEFAULT_SYSTEM = "trn3-gen2"
 
 
 def resolve_system(name: str) -> SystemSpec:
-    """``--system`` names a system preset, or a chip (then its smallest system in the catalog)."""
-    spec = lookup(name)
+    """``--system`` names a system preset, or a chip (then its smallest system in the catalog);
+    an unknown name is a usage error naming the flag."""
+    try:
+        spec = lookup(name)
+    except TrnsimError as exc:
+        raise UsageError(f"--system {name}: {exc}") from None
     if isinstance(spec, SystemSpec):
         return spec
     if isinstance(spec, ChipSpec):
@@ -73,7 +77,10 @@ def model_from_args(args: argparse.Namespace) -> ModelArgs:
                 f"--model {args.model} and --{given[0]} {getattr(args, given[0])}: give a model "
                 "preset/config or the synthetic GPT flags, not both"
             )
-        return resolve_model(args.model)
+        try:
+            return resolve_model(args.model)
+        except TrnsimError as exc:
+            raise UsageError(f"--model {args.model}: {exc}") from None
     if not given:
         raise UsageError("--model is required (or --hidden --layers --heads for a GPT model)")
     missing = [f for f in ("hidden", "layers", "heads") if getattr(args, f) is None]
@@ -88,6 +95,15 @@ def model_from_args(args: argparse.Namespace) -> ModelArgs:
         ffn=args.ffn,
         vocab=args.vocab or MEGATRON_VOCAB,
         seq_len=max(getattr(args, "seq_len", 0) or 0, 4096),
+    )
+
+
+def add_precision(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--precision",
+        default="bf16",
+        choices=PRECISIONS.names(),
+        help="number format: bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8 (weight-only)",
     )
 
 
@@ -106,11 +122,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--pp", type=positive_int, help="pipeline parallel degree")
     parser.add_argument("--ep", type=positive_int, help="expert parallel degree")
-    parser.add_argument(
-        "--precision",
-        default="bf16",
-        help="bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8 (weight-only)",
-    )
+    add_precision(parser)
     parser.add_argument(
         "--ranks-per-chip",
         type=positive_int,
@@ -262,23 +274,27 @@ def run(args: argparse.Namespace) -> int:
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
     chosen = None
     if plan_flags_given(args, TRAIN_PLAN_FLAGS):
-        interleave = args.interleave or 1
-        plan = plan_for_chips(
-            chips,
-            tp=args.tp or 1,
-            pp=args.pp or 1,
-            dp=args.dp,
-            ep=args.ep or 1,
-            cp=args.cp or 1,
-            micro_batch=args.micro_batch or 1,
-            zero=1 if args.zero is None else args.zero,
-            recompute=args.recompute or "selective",
-            sequence_parallel=not args.no_sp,
-            ranks_per_chip=args.ranks_per_chip,
-            schedule="interleaved" if interleave > 1 else "1f1b",
-            chunks=interleave,
-            moe_imbalance=args.moe_imbalance,
-        )
+        try:
+            interleave = args.interleave or 1
+            plan = plan_for_chips(
+                chips,
+                tp=args.tp or 1,
+                pp=args.pp or 1,
+                dp=args.dp,
+                ep=args.ep or 1,
+                cp=args.cp or 1,
+                micro_batch=args.micro_batch or 1,
+                zero=1 if args.zero is None else args.zero,
+                recompute=args.recompute or "selective",
+                sequence_parallel=not args.no_sp,
+                ranks_per_chip=args.ranks_per_chip,
+                schedule="interleaved" if interleave > 1 else "1f1b",
+                chunks=interleave,
+                moe_imbalance=args.moe_imbalance,
+            )
+            plan.validate(m, chips, args.global_batch, args.seq_len)
+        except ConfigError as exc:
+            raise UsageError(f"plan flags: {exc}") from None
     else:
         res = search_training(
             m,
