@@ -391,5 +391,8 @@ def fit_stack(
         eff = _to_eff(base, names, bounds, x)
         return float(np.mean([abs(math.log(r.predict(eff) / r.measured)) for r in mine]))
 
-    x = nelder_mead(loss, _from_eff(base, names, bounds), iters=iters)
+    # Start inside the bounds (a parameter stored at a bound, such as an overhead of 0, would
+    # start the simplex where the logistic map is flat and never leave it).
+    x0 = np.clip(_from_eff(base, names, bounds), -3.0, 3.0)
+    x = nelder_mead(loss, x0, iters=iters)
     return _to_eff(base, names, bounds, x)

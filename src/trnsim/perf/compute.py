@@ -61,6 +61,8 @@ class Efficiency:
         kernel_matmul: fraction of the speed of the NKI kernel in the compute tables that the
             software stack's matmuls reach (``TableComputeModel`` only; the roofline uses
             ``matmul`` and ``half_rows`` instead).
+        step_overhead_s: fixed time per serving forward pass (prefill or one decode step): the
+            serving stack's host work (scheduling, sampling, graph launch). Inference only.
     """
 
     matmul: float = 0.6
@@ -73,6 +75,7 @@ class Efficiency:
     dp_overlap: float = 1.0
     score_bytes: float = 0.0
     kernel_matmul: float = 1.0
+    step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("matmul", "attention", "hbm", "kv_hbm", "kernel_matmul"):
@@ -81,8 +84,10 @@ class Efficiency:
         for f in ("comm_overlap", "dp_overlap"):
             if not 0 <= getattr(self, f) <= 1:
                 raise ConfigError(f"efficiency {f} must be in [0, 1], got {getattr(self, f)}")
-        if self.half_rows < 0 or self.op_overhead_s < 0 or self.score_bytes < 0:
-            raise ConfigError("efficiency half_rows, op_overhead_s, score_bytes must be >= 0")
+        if min(self.half_rows, self.op_overhead_s, self.score_bytes, self.step_overhead_s) < 0:
+            raise ConfigError(
+                "efficiency half_rows, op_overhead_s, score_bytes, step_overhead_s must be >= 0"
+            )
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -218,7 +218,7 @@ def estimate_inference(
     t_pre = pass_total(pre_g, sp)
     pre_plan = plan.replace(sequence_parallel=sp)
     tp_c, ep_c, pp_c = _comm_per_pass(m, pre_plan, sysm, batch * new_tokens, prec)
-    ttft = t_pre + (tp_c + ep_c) * (1 - eff.comm_overlap) + pp_c
+    ttft = t_pre + (tp_c + ep_c) * (1 - eff.comm_overlap) + pp_c + eff.step_overhead_s
 
     steps = []
     d_tp, d_ep, d_pp = _comm_per_pass(m, plan_nosp, sysm, batch, prec)
@@ -239,7 +239,7 @@ def estimate_inference(
         if speculative:
             t += speculative.tokens * pass_total(forward_graph(draft, batch, 1, ctx, "decode"))
         d_compute += t / DECODE_POINTS
-        steps.append(t + d_comm)
+        steps.append(t + d_comm + eff.step_overhead_s)
     per_step = speculative.expected_tokens if speculative else 1.0
     tpot = sum(steps) / len(steps) / per_step
     d_compute /= per_step
