@@ -1,5 +1,6 @@
 """Speed of the performance model: one training estimate in-process (cold and warm caches), and
-a planner search for Llama-3.1-405B on 16,384 Trn3 chips. Trn3 uses the kernel-table compute
+planner searches for Llama-3.1-405B on 16,384 Trn3 chips and on 16,384 H100 GPUs, and one
+``trnsim validate`` pass over every calibration set. Trn3 uses the kernel-table compute
 model by default (``trnsim.perf.table_model``); the same estimate with the roofline model is
 timed in the same run as the baseline (cold: the table model also reads its JSON tables).
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from trnsim.perf import estimate_training, plan_for_chips, tables
+from trnsim.perf import calsets, estimate_training, plan_for_chips, tables
 from trnsim.perf.compute import ComputeModel, RooflineComputeModel, pass_time
 from trnsim.perf.planner import search_training
 from trnsim.workloads import forward_graph
@@ -45,6 +46,15 @@ def main() -> None:
     )
     t_plan = time.perf_counter() - t0
     best = res.top[0]
+    clear()
+    t0 = time.perf_counter()
+    gpu = search_training(
+        "llama-3.1-405b", "h100-ib-cluster", 16384, global_batch=2048, seq_len=8192
+    )
+    t_gpu = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    results = calsets.validate()
+    t_val = time.perf_counter() - t0
     print("| Case | Time | Target |")
     print("|---|---:|---:|")
     print(
@@ -61,8 +71,15 @@ def main() -> None:
         f"({res.over_capacity} over capacity) | {t_plan:.2f} s | < 30 s |"
     )
     print(
+        f"| planner: Llama-3.1-405B on 16,384 H100 (megatron-core), {gpu.considered} plans "
+        f"({gpu.over_capacity} over capacity) | {t_gpu:.2f} s | < 30 s |"
+    )
+    print(
+        f"| trnsim validate: {len(results)} rows of sets B, B2, C, F, G, H, I | {t_val:.2f} s | |"
+    )
+    print(
         f"\nbest plan: {best.plan.describe()}, {best.tokens_per_s:,.0f} tokens/s, "
-        f"MFU {best.mfu:.1%}"
+        f"MFU {best.mfu:.1%}; on H100: {gpu.top[0].plan.describe()}, MFU {gpu.top[0].mfu:.1%}"
     )
 
 

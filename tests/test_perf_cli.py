@@ -1,6 +1,7 @@
 """CLI verbs of the performance model (--json, SI units, errors)."""
 
 import json
+from pathlib import Path
 
 from trnsim.cli.main import main
 
@@ -81,3 +82,102 @@ def test_plan_error_names_values(capsys):
 def test_validate_json(capsys):
     d = _json(capsys, ["validate", "--json"])
     assert set(d["summary"]) >= {"mape_B", "mape_C_ttft", "mape_C_tpot"}
+
+
+def test_train_defaults_pick_a_plan_that_fits(capsys):
+    """`trnsim train --model M` with nothing else plans on the default system and fits."""
+    d = _json(capsys, ["train", "--model", "llama-3.1-70b", "--json"])
+    assert d["fits"] and d["chips"] == 144
+    assert d["assumptions"][0].startswith("plan: chosen by the planner")
+
+
+def test_infer_defaults_pick_a_plan_that_fits(capsys):
+    d = _json(capsys, ["infer", "--model", "llama-3.1-70b", "--json"])
+    assert d["fits"] and d["plan"]["tp"] > 1
+    assert d["assumptions"][0].startswith("plan: chosen by the planner")
+
+
+def test_title_says_chips_of_system(capsys):
+    assert main(["train", "--model", "llama-3.1-8b", "--chips", "16"]) == 0
+    assert "16 chips of trn3-gen2-ultraserver" in " ".join(capsys.readouterr().out.split())
+
+
+def test_bad_flags_name_the_value(capsys):
+    cases = [
+        (["train", "--model", "llama-3.1-8b", "--chips", "10000000"], "--chips 10000000"),
+        (["train", "--model", "llama-3.1-8b", "--interleave", "3"], "--interleave 3"),
+        (["train", "--model", "llama-3.1-8b", "--ranks-per-chip", "64"], "--ranks-per-chip 64"),
+        (
+            ["infer", "--model", "llama-3.1-8b", "--max-seq-len", "100"],
+            "--max-seq-len 100",
+        ),
+        (
+            ["plan", "--model", "llama-3.1-8b", "--objective", "latency"],
+            "--objective latency",
+        ),
+    ]
+    for argv, needle in cases:
+        assert main(argv) != 0
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+
+
+def test_numeric_flags_refuse_nonsense(capsys):
+    import pytest
+
+    for argv in (
+        ["train", "--model", "llama-3.1-8b", "--global-batch", "0"],
+        ["train", "--model", "llama-3.1-8b", "--tokens", "nan"],
+        ["train", "--model", "llama-3.1-8b", "--price", "-1"],
+        ["plan", "--model", "llama-3.1-8b", "--top", "0"],
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert argv[-2] in capsys.readouterr().err
+
+
+def test_synthetic_gpt_and_hf_config_models(capsys):
+    d = _json(
+        capsys,
+        ["train", "--hidden", "2048", "--layers", "24", "--heads", "16", "--chips", "8", "--json"],
+    )
+    assert d["model"].startswith("gpt-1.8B") and d["fits"]
+    cfg = str(Path(__file__).parent / "data" / "hf" / "qwen3-30b-a3b.json")
+    d = _json(capsys, ["infer", "--model", cfg, "--chips", "4", "--json"])
+    assert d["model"] == "qwen3-30b-a3b" and d["tpot_s"] > 0
+
+
+def test_model_and_synthetic_flags_conflict(capsys):
+    assert main(["train", "--model", "llama-3.1-8b", "--hidden", "1024"]) != 0
+    assert "--hidden 1024" in capsys.readouterr().err
+
+
+def test_compare_workload_refuses_bad_systems_and_paths(capsys):
+    assert main(["compare-workload", "--model", "llama-3.1-8b", "--systems", ""]) != 0
+    assert "--systems ''" in capsys.readouterr().err
+    argv = ["compare-workload", "--model", "llama-3.1-8b", "--png", "/nonexistent/x.png"]
+    assert main(argv) != 0
+    assert "--png" in capsys.readouterr().err
+
+
+def test_stack_flag_is_checked_against_the_vendor(capsys):
+    argv = ["train", "--model", "llama-3.1-8b", "--system", "p5", "--stack", "nxd-training"]
+    assert main(argv) != 0
+    assert "--stack nxd-training" in capsys.readouterr().err
+    d = _json(capsys, ["infer", "--model", "llama-3.1-8b", "--system", "trn2", "--json"])
+    assert d["stack"] == "nxd-inference"
+
+
+def test_unknown_names_and_plan_flags_are_usage_errors(capsys):
+    cases = [
+        (["train", "--model", "nope"], "--model nope"),
+        (["train", "--model", "llama-3.1-8b", "--system", "foo"], "--system foo"),
+        (["infer", "--model", "llama-3.1-8b", "--draft-model", "nope"], "--draft-model nope"),
+        (["train", "--model", "llama-3.1-8b", "--tp", "3"], "tp(3)"),
+        (["infer", "--model", "llama-3.1-8b", "--ep", "3"], "ep(3)"),
+    ]
+    for argv, needle in cases:
+        assert main(argv) != 0
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err

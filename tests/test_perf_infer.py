@@ -2,6 +2,7 @@
 
 import pytest
 
+from trnsim.errors import ConfigError
 from trnsim.perf import ParallelPlan, estimate_inference
 
 
@@ -65,3 +66,80 @@ def test_json_has_documented_keys():
     d = _est().as_dict()
     for k in ("ttft_s", "tpot_s", "memory_per_chip_bytes", "throughput_tokens_per_s"):
         assert k in d
+
+
+def test_moe_decode_charges_only_touched_experts_sized_by_their_tokens():
+    """Issue 15 defect: a decode step of GPT-OSS-120B charged each of 128 experts a kernel call
+    for 0.03 rows, so the kernel-table TPOT came out far above the roofline's."""
+    from trnsim.perf import ParallelPlan, RooflineComputeModel
+    from trnsim.perf.compute import rank_work
+    from trnsim.perf.precision import precision
+    from trnsim.workloads import expected_experts_touched, forward_graph, model
+
+    m = model("gpt-oss-120b")
+    g = forward_graph(m, 1, 1, 2048, phase="decode")
+    plan = ParallelPlan(tp=16, ranks_per_chip=1)
+    (op,) = [o for grp in g.groups for o in grp.ops if o.name == "expert_up"][:1]
+    w = rank_work(op, g, plan, precision("bf16"))
+    assert w.count == pytest.approx(expected_experts_touched(m.top_k, m.n_experts, m.top_k))
+    assert w.m == pytest.approx(1.0)  # one token per touched expert
+    kw = dict(batch=1, input_tokens=1024, output_tokens=256)
+    tab = estimate_inference("gpt-oss-120b", "trn2.48xlarge", plan, **kw)
+    roof = estimate_inference(
+        "gpt-oss-120b", "trn2.48xlarge", plan, compute_model=RooflineComputeModel(), **kw
+    )
+    assert tab.tpot_s == pytest.approx(roof.tpot_s, rel=0.25)
+
+
+def test_moe_imbalance_slows_the_busiest_rank():
+    from trnsim.perf import ParallelPlan
+
+    kw = dict(batch=64, input_tokens=1024, output_tokens=64)
+    base = estimate_inference("mixtral-8x7b", "trn2.48xlarge", ParallelPlan(tp=4, dp=4, ep=4), **kw)
+    skew = estimate_inference(
+        "mixtral-8x7b",
+        "trn2.48xlarge",
+        ParallelPlan(tp=4, dp=4, ep=4, moe_imbalance=1.5),
+        **kw,
+    )
+    assert skew.ttft_s > base.ttft_s
+
+
+def test_speculative_decoding_expected_tokens_and_tpot():
+    from trnsim.perf import Speculative
+
+    s = Speculative("llama-3.1-8b", tokens=4, acceptance=0.5)
+    assert s.expected_tokens == pytest.approx(1 + 0.5 + 0.25 + 0.125 + 0.0625)
+    assert Speculative("llama-3.1-8b", tokens=3, acceptance=1.0).expected_tokens == 4
+    assert Speculative("llama-3.1-8b", tokens=3, acceptance=0.0).expected_tokens == 1
+    plan = ParallelPlan(tp=16)
+    kw = dict(batch=1, input_tokens=2048, output_tokens=256)
+    base = estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, **kw)
+    good = estimate_inference(
+        "llama-3.3-70b",
+        "trn2.48xlarge",
+        plan,
+        speculative=Speculative("llama-3.1-8b", 4, 0.8),
+        **kw,
+    )
+    bad = estimate_inference(
+        "llama-3.3-70b",
+        "trn2.48xlarge",
+        plan,
+        speculative=Speculative("llama-3.1-8b", 4, 0.05),
+        **kw,
+    )
+    assert good.tpot_s < base.tpot_s < bad.tpot_s  # a poor draft only adds work
+    assert good.memory.weights > base.memory.weights  # the draft's weights are held too
+    assert good.ttft_s == base.ttft_s
+
+
+def test_prefix_caching_prefills_only_the_uncached_tokens():
+    plan = ParallelPlan(tp=16)
+    kw = dict(batch=1, input_tokens=8192, output_tokens=64)
+    cold = estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, **kw)
+    warm = estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, prefix_hit=0.75, **kw)
+    assert warm.ttft_s < 0.4 * cold.ttft_s
+    assert warm.tpot_s == cold.tpot_s
+    with pytest.raises(ConfigError, match="prefix_hit"):
+        estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, prefix_hit=1.0, **kw)

@@ -22,9 +22,19 @@ PUBLISHED = {
     "gpt-oss-120b": 116.8,
     "gpt-oss-20b": 20.9,
     "deepseek-v3": 671.0,
+    "llama-3.3-70b": 70.6,
+    "qwen3-30b-a3b": 30.5,
+    "qwen3-235b-a22b": 235.0,
+    "mixtral-8x22b": 141.0,
 }
 # Active parameters as their publishers count them (excluding embeddings for GPT-OSS).
-ACTIVE = {"mixtral-8x7b": 12.9, "deepseek-v3": 37.0}
+ACTIVE = {
+    "mixtral-8x7b": 12.9,
+    "deepseek-v3": 37.0,
+    "qwen3-30b-a3b": 3.3,
+    "qwen3-235b-a22b": 22.0,
+    "mixtral-8x22b": 39.0,
+}
 ACTIVE_MATMUL = {"gpt-oss-120b": 5.13, "gpt-oss-20b": 3.61}
 
 

@@ -7,34 +7,59 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.train import dump
+from trnsim.cli.argtypes import positive_int
+from trnsim.cli.train import add_precision, dump
+from trnsim.errors import TrnsimError, UsageError
+from trnsim.hw import system as lookup_system
 from trnsim.perf.compare import DEFAULT_SYSTEMS, compare
+from trnsim.report.output import output_path
+from trnsim.report.progress import progress
 from trnsim.report.tables import fit
 from trnsim.report.units import pretty
+from trnsim.workloads import resolve_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="model preset")
+    parser.add_argument(
+        "--model", required=True, help="model preset or a Hugging Face config.json path"
+    )
     parser.add_argument("--mode", choices=("train", "infer"), default="train")
     parser.add_argument(
         "--systems", default=",".join(DEFAULT_SYSTEMS), help="comma-separated system presets"
     )
     parser.add_argument(
         "--chips",
-        type=int,
+        type=positive_int,
         help="chips per system (default: each system's rack/UltraServer, 64 for a pod)",
     )
-    parser.add_argument("--global-batch", type=int, default=1152)
-    parser.add_argument("--seq-len", type=int, default=4096)
-    parser.add_argument("--input-tokens", type=int, default=2048)
-    parser.add_argument("--output-tokens", type=int, default=512)
-    parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--global-batch", type=positive_int, default=1152)
+    parser.add_argument("--seq-len", type=positive_int, default=4096)
+    parser.add_argument("--input-tokens", type=positive_int, default=2048)
+    parser.add_argument("--output-tokens", type=positive_int, default=512)
+    add_precision(parser)
     parser.add_argument("--png", help="write a bar chart to this PNG file")
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
 
 
 def run(args: argparse.Namespace) -> int:
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    if not systems:
+        raise UsageError(f"--systems {args.systems!r}: name at least one system preset")
+    for name in systems:
+        try:
+            spec = lookup_system(name)
+        except TrnsimError as exc:
+            raise UsageError(f"--systems: {exc}") from None
+        if args.chips is not None:
+            limit = max([spec.chips] + [lvl.span for lvl in spec.levels])
+            if args.chips > limit:
+                raise UsageError(f"--chips {args.chips}: {spec.name} reaches at most {limit} chips")
+    if args.png:
+        output_path(args.png, "--png")
+    try:
+        model_name = resolve_model(args.model).name
+    except TrnsimError as exc:
+        raise UsageError(f"--model {args.model}: {exc}") from None
     rows = compare(
         args.model,
         args.mode,
@@ -45,15 +70,16 @@ def run(args: argparse.Namespace) -> int:
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
         precision_name=args.precision,
+        progress=None if args.json else progress,
     )
     if args.png:
         from trnsim.report.plots import comparison_chart
 
-        comparison_chart(rows, args.png, f"{args.model} {args.mode} ({args.precision})")
+        comparison_chart(rows, args.png, f"{model_name} {args.mode} ({args.precision})")
     if args.json:
         dump(
             {
-                "model": args.model,
+                "model": model_name,
                 "mode": args.mode,
                 "rows": [r.as_dict() for r in rows],
                 "png": args.png,
@@ -61,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     console = Console()
-    table = Table(title=f"{args.model} {args.mode}, best plan per system", title_justify="left")
+    table = Table(title=f"{model_name} {args.mode}, best plan per system", title_justify="left")
     cols = ["system", "chips", "plan", "tokens/s", "tokens/s/chip"]
     cols += ["MFU"] if args.mode == "train" else ["TTFT", "TPOT"]
     cols += ["USD/Mtok", "J/token"]

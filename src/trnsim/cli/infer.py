@@ -3,23 +3,60 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from rich.console import Console
 
-from trnsim.cli.train import add_common, cost_inputs, dump, print_kv, resolve_system
-from trnsim.errors import ConfigError
-from trnsim.perf import ParallelPlan, estimate_inference
+from trnsim.cli.argtypes import fraction, positive_int
+from trnsim.cli.train import (
+    add_common,
+    check_ranks_per_chip,
+    check_stack,
+    cost_inputs,
+    dump,
+    model_from_args,
+    print_kv,
+    resolve_chips,
+    resolve_system,
+)
+from trnsim.errors import ConfigError, TrnsimError, UsageError
+from trnsim.perf import ParallelPlan, Speculative, estimate_inference
+from trnsim.perf.planner import search_inference
 from trnsim.perf.table_model import compute_model
+from trnsim.report.progress import progress
 from trnsim.report.units import pretty
+from trnsim.workloads import resolve_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
-    parser.add_argument("--batch", type=int, default=1, help="sequences per replica")
-    parser.add_argument("--input-tokens", type=int, default=1024, help="prompt tokens")
-    parser.add_argument("--output-tokens", type=int, default=256, help="generated tokens")
-    parser.add_argument("--max-seq-len", type=int, help="KV cache length to allocate")
+    parser.add_argument("--batch", type=positive_int, default=1, help="sequences per replica")
+    parser.add_argument("--input-tokens", type=positive_int, default=1024, help="prompt tokens")
+    parser.add_argument("--output-tokens", type=positive_int, default=256, help="generated tokens")
+    parser.add_argument("--max-seq-len", type=positive_int, help="KV cache length to allocate")
+    parser.add_argument(
+        "--draft-model",
+        help="speculative decoding: the draft model (preset or config.json)",
+    )
+    parser.add_argument(
+        "--spec-tokens",
+        type=positive_int,
+        default=4,
+        help="speculative decoding: tokens the draft proposes per step (default 4)",
+    )
+    parser.add_argument(
+        "--spec-acceptance",
+        type=fraction,
+        default=0.7,
+        help="speculative decoding: probability each proposed token is accepted (default 0.7)",
+    )
+    parser.add_argument(
+        "--prefix-hit",
+        type=fraction,
+        default=0.0,
+        help="prefix caching: fraction of each prompt already in the KV cache (default 0)",
+    )
     parser.add_argument(
         "--pad-heads",
         action="store_true",
@@ -27,27 +64,88 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+INFER_PLAN_FLAGS = ("tp", "pp", "ep")
+
+
 def run(args: argparse.Namespace) -> int:
+    m = model_from_args(args)
     sysm = resolve_system(args.system)
-    chips = args.chips or sysm.chips
-    ranks = chips * args.ranks_per_chip
-    if ranks % (args.tp * args.pp):
-        raise ConfigError(
-            f"plan: chips({chips}) x ranks_per_chip({args.ranks_per_chip}) = {ranks} is not "
-            f"divisible by tp({args.tp}) * pp({args.pp})"
+    chips = resolve_chips(args, sysm)
+    check_ranks_per_chip(args, sysm.chip)
+    check_stack(args, sysm.chip, "serve")
+    if args.max_seq_len is not None and args.max_seq_len < args.input_tokens + args.output_tokens:
+        raise UsageError(
+            f"--max-seq-len {args.max_seq_len} is shorter than --input-tokens "
+            f"{args.input_tokens} + --output-tokens {args.output_tokens} = "
+            f"{args.input_tokens + args.output_tokens}"
         )
-    plan = ParallelPlan(
-        tp=args.tp,
-        pp=args.pp,
-        dp=ranks // (args.tp * args.pp),
-        ep=args.ep,
-        zero=0,
-        recompute="none",
-        ranks_per_chip=args.ranks_per_chip,
-        pad_heads=args.pad_heads,
-    )
+    if args.prefix_hit >= 1:
+        raise UsageError(
+            f"--prefix-hit {args.prefix_hit}: at least one prompt token must be prefilled (< 1)"
+        )
+    spec = None
+    if args.draft_model is not None:
+        try:
+            draft = resolve_model(args.draft_model)
+        except TrnsimError as exc:
+            raise UsageError(f"--draft-model {args.draft_model}: {exc}") from None
+        spec = Speculative(draft, args.spec_tokens, args.spec_acceptance)
+    ranks = chips * args.ranks_per_chip
+    cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
+    chosen = None
+    if any(getattr(args, f) is not None for f in INFER_PLAN_FLAGS) or args.pad_heads:
+        try:
+            tp, pp = args.tp or 1, args.pp or 1
+            if ranks % (tp * pp):
+                raise ConfigError(
+                    f"plan: chips({chips}) x ranks_per_chip({args.ranks_per_chip}) = {ranks} "
+                    f"is not divisible by tp({tp}) * pp({pp})"
+                )
+            plan = ParallelPlan(
+                tp=tp,
+                pp=pp,
+                dp=ranks // (tp * pp),
+                ep=args.ep or 1,
+                zero=0,
+                recompute="none",
+                ranks_per_chip=args.ranks_per_chip,
+                pad_heads=args.pad_heads,
+                moe_imbalance=args.moe_imbalance,
+            )
+            plan.check_model(m)
+        except ConfigError as exc:
+            raise UsageError(f"plan flags: {exc}") from None
+    else:
+        res = search_inference(
+            m,
+            sysm,
+            chips,
+            input_tokens=args.input_tokens,
+            output_tokens=args.output_tokens,
+            batches=(args.batch,),
+            precision_name=args.precision,
+            objective="latency",
+            top=1,
+            ranks_per_chip=args.ranks_per_chip,
+            progress=None if args.json else progress,
+            compute_model=cm,
+            stack=args.stack,
+        )
+        if not res.top:
+            print(
+                f"trnsim infer: no plan of {m.name} fits on {chips} chips of {sysm.name}: "
+                + "; ".join(res.notes),
+                file=sys.stderr,
+            )
+            return 1
+        plan = res.top[0].plan.replace(moe_imbalance=args.moe_imbalance)
+        chosen = (
+            f"plan: chosen by the planner (lowest TPOT at batch {args.batch} of the "
+            f"{res.considered} plans searched, {res.over_capacity} over capacity) because no "
+            "plan flag (--tp/--pp/--ep/--pad-heads) was given"
+        )
     est = estimate_inference(
-        args.model,
+        m,
         sysm,
         plan,
         batch=args.batch,
@@ -56,13 +154,18 @@ def run(args: argparse.Namespace) -> int:
         precision_name=args.precision,
         max_seq_len=args.max_seq_len,
         cost_inputs=cost_inputs(args, sysm.chip),
-        compute_model=compute_model(args.compute, sysm.chip, plan.ranks_per_chip),
+        compute_model=cm,
+        stack=args.stack,
+        speculative=spec,
+        prefix_hit=args.prefix_hit,
     )
+    if chosen:
+        est.assumptions.insert(0, chosen)
     if args.json:
         dump(est.as_dict())
-        return 0
-    show_inference(Console(), est)
-    return 0
+    else:
+        show_inference(Console(), est)
+    return 0 if est.fits else 1
 
 
 def show_inference(console: Console, est: Any) -> None:
@@ -81,7 +184,7 @@ def show_inference(console: Console, est: Any) -> None:
     ]
     print_kv(
         console,
-        f"{est.model} serving on {est.chips} x {est.system} "
+        f"{est.model} serving on {est.chips} chips of {est.system} "
         f"(batch {est.batch}, {est.input_tokens} in, {est.output_tokens} out, "
         f"{est.precision})",
         rows,

@@ -3,43 +3,69 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.train import dump, resolve_system
+from trnsim.cli.argtypes import positive_int
+from trnsim.cli.train import (
+    DEFAULT_SYSTEM,
+    add_model,
+    add_precision,
+    check_ranks_per_chip,
+    dump,
+    model_from_args,
+    resolve_chips,
+    resolve_system,
+)
+from trnsim.errors import UsageError
 from trnsim.perf.planner import search_inference, search_training
+from trnsim.report.progress import progress
 from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 
+TRAIN_OBJECTIVES = ("throughput", "step_time")
+INFER_OBJECTIVES = ("throughput", "latency", "cost")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="model preset")
-    parser.add_argument("--system", default="trn3-gen2", help="hw preset (default trn3-gen2)")
-    parser.add_argument("--chips", type=int, help="chips (default: the system's chips)")
+    add_model(parser)
+    parser.add_argument(
+        "--system", default=DEFAULT_SYSTEM, help=f"hw preset (default {DEFAULT_SYSTEM})"
+    )
+    parser.add_argument("--chips", type=positive_int, help="chips (default: the system's chips)")
     parser.add_argument("--mode", choices=("train", "infer"), default="train")
     parser.add_argument(
-        "--objective", default="throughput", choices=("throughput", "step_time", "latency", "cost")
+        "--objective",
+        choices=("throughput", "step_time", "latency", "cost"),
+        help="train: throughput or step_time; infer: throughput, latency or cost "
+        "(default throughput)",
     )
-    parser.add_argument("--global-batch", type=int, default=1024)
-    parser.add_argument("--seq-len", type=int, default=4096)
-    parser.add_argument("--input-tokens", type=int, default=1024)
-    parser.add_argument("--output-tokens", type=int, default=256)
-    parser.add_argument("--precision", default="bf16")
-    parser.add_argument("--top", type=int, default=5)
-    parser.add_argument("--ranks-per-chip", type=int, default=1)
+    parser.add_argument("--global-batch", type=positive_int, default=1024)
+    parser.add_argument("--seq-len", type=positive_int, default=4096)
+    parser.add_argument("--input-tokens", type=positive_int, default=1024)
+    parser.add_argument("--output-tokens", type=positive_int, default=256)
+    add_precision(parser)
+    parser.add_argument("--top", type=positive_int, default=5)
+    parser.add_argument("--ranks-per-chip", type=positive_int, default=1)
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
 
 
 def run(args: argparse.Namespace) -> int:
+    obj = args.objective or "throughput"
+    allowed = TRAIN_OBJECTIVES if args.mode == "train" else INFER_OBJECTIVES
+    if obj not in allowed:
+        raise UsageError(
+            f"--objective {obj} does not apply to --mode {args.mode} (use {', '.join(allowed)})"
+        )
+    m = model_from_args(args)
     sysm = resolve_system(args.system)
-    chips = args.chips or sysm.chips
-    show = not args.json and sys.stderr.isatty()
+    chips = resolve_chips(args, sysm)
+    check_ranks_per_chip(args, sysm.chip)
+    bar = None if args.json else progress
     if args.mode == "train":
-        obj = args.objective if args.objective in ("throughput", "step_time") else "throughput"
         res = search_training(
-            args.model,
+            m,
             sysm,
             chips,
             global_batch=args.global_batch,
@@ -48,12 +74,11 @@ def run(args: argparse.Namespace) -> int:
             objective=obj,
             top=args.top,
             ranks_per_chip=args.ranks_per_chip,
-            progress=show,
+            progress=bar,
         )
     else:
-        obj = args.objective if args.objective != "step_time" else "throughput"
         res = search_inference(
-            args.model,
+            m,
             sysm,
             chips,
             input_tokens=args.input_tokens,
@@ -62,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             objective=obj,
             top=args.top,
             ranks_per_chip=args.ranks_per_chip,
-            progress=show,
+            progress=bar,
         )
     if args.json:
         dump(
@@ -78,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if res.top else 1
     console = Console()
     table = Table(
-        title=f"best {args.mode} plans for {args.model} on {chips} x {sysm.name} "
+        title=f"best {args.mode} plans for {m.name} on {chips} chips of {sysm.name} "
         f"({obj}; {res.considered} considered, {res.over_capacity} over capacity, "
         f"{res.invalid} invalid)",
         title_justify="left",

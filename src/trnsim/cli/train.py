@@ -4,23 +4,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.errors import ConfigError
+from trnsim.cli.argtypes import positive_float, positive_int
+from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
-from trnsim.perf import CostInputs, estimate_training, plan_for_chips
+from trnsim.perf import PRECISIONS, CostInputs, estimate_training, plan_for_chips
+from trnsim.perf.planner import search_training
+from trnsim.perf.stacks import STACKS, resolve_stack
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
+from trnsim.report.output import print_json
+from trnsim.report.progress import progress
 from trnsim.report.tables import fit
 from trnsim.report.units import pretty
+from trnsim.workloads import ModelArgs, resolve_model
+from trnsim.workloads.hf_config import MEGATRON_VOCAB, synthetic_gpt
+
+DEFAULT_SYSTEM = "trn3-gen2"
 
 
 def resolve_system(name: str) -> SystemSpec:
-    """``--system`` names a system preset, or a chip (then its smallest system in the catalog)."""
-    spec = lookup(name)
+    """``--system`` names a system preset, or a chip (then its smallest system in the catalog);
+    an unknown name is a usage error naming the flag."""
+    try:
+        spec = lookup(name)
+    except TrnsimError as exc:
+        raise UsageError(f"--system {name}: {exc}") from None
     if isinstance(spec, SystemSpec):
         return spec
     if isinstance(spec, ChipSpec):
@@ -33,29 +47,92 @@ def resolve_system(name: str) -> SystemSpec:
     raise ConfigError(f"{name!r} is a NeuronCore preset; --system needs a chip or a system")
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="model preset (e.g. llama-3.1-70b)")
+def add_model(parser: argparse.ArgumentParser) -> None:
+    """``--model`` (a preset or a Hugging Face config.json) or a synthetic Megatron-style GPT
+    model given by ``--hidden --layers --heads [--ffn --vocab]``."""
     parser.add_argument(
-        "--system",
-        default="trn3-gen2",
-        help="hw preset: chip, instance, UltraServer or cluster (default trn3-gen2)",
+        "--model",
+        help="model preset (e.g. llama-3.1-70b) or a Hugging Face config.json path",
     )
-    parser.add_argument("--chips", type=int, help="chips used (default: the system's chips)")
-    parser.add_argument("--tp", type=int, default=1, help="tensor parallel degree")
-    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel degree")
-    parser.add_argument("--ep", type=int, default=1, help="expert parallel degree")
+    g = parser.add_argument_group("synthetic GPT model (instead of --model)")
+    g.add_argument("--hidden", type=positive_int, help="hidden size")
+    g.add_argument("--layers", type=positive_int, help="transformer layers")
+    g.add_argument("--heads", type=positive_int, help="attention heads")
+    g.add_argument("--ffn", type=positive_int, help="FFN hidden size (default 4 x --hidden)")
+    g.add_argument(
+        "--vocab",
+        type=positive_int,
+        help=f"vocabulary (default {MEGATRON_VOCAB}, the Megatron-Core scaling table's)",
+    )
+
+
+SYNTHETIC_FLAGS = ("hidden", "layers", "heads", "ffn", "vocab")
+
+
+def model_from_args(args: argparse.Namespace) -> ModelArgs:
+    """The model of ``--model`` or of the synthetic GPT flags (exactly one of the two)."""
+    given = [f for f in SYNTHETIC_FLAGS if getattr(args, f, None) is not None]
+    if args.model is not None:
+        if given:
+            raise UsageError(
+                f"--model {args.model} and --{given[0]} {getattr(args, given[0])}: give a model "
+                "preset/config or the synthetic GPT flags, not both"
+            )
+        try:
+            return resolve_model(args.model)
+        except TrnsimError as exc:
+            raise UsageError(f"--model {args.model}: {exc}") from None
+    if not given:
+        raise UsageError("--model is required (or --hidden --layers --heads for a GPT model)")
+    missing = [f for f in ("hidden", "layers", "heads") if getattr(args, f) is None]
+    if missing:
+        raise UsageError(f"a synthetic GPT model needs --{missing[0]} (also --hidden --layers)")
+    if args.hidden % args.heads:
+        raise UsageError(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+    return synthetic_gpt(
+        args.hidden,
+        args.layers,
+        args.heads,
+        ffn=args.ffn,
+        vocab=args.vocab or MEGATRON_VOCAB,
+        seq_len=max(getattr(args, "seq_len", 0) or 0, 4096),
+    )
+
+
+def add_precision(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--precision",
         default="bf16",
-        help="bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8 (weight-only)",
+        choices=PRECISIONS.names(),
+        help="number format: bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8 (weight-only)",
+    )
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    add_model(parser)
+    parser.add_argument(
+        "--system",
+        default=DEFAULT_SYSTEM,
+        help=f"hw preset: chip, instance, UltraServer or cluster (default {DEFAULT_SYSTEM})",
     )
     parser.add_argument(
+        "--chips", type=positive_int, help="chips used (default: the system's chips)"
+    )
+    parser.add_argument(
+        "--tp", type=positive_int, help="tensor parallel degree (default: chosen by the planner)"
+    )
+    parser.add_argument("--pp", type=positive_int, help="pipeline parallel degree")
+    parser.add_argument("--ep", type=positive_int, help="expert parallel degree")
+    add_precision(parser)
+    parser.add_argument(
         "--ranks-per-chip",
-        type=int,
+        type=positive_int,
         default=1,
         help="ranks per chip (2 for Trn1 NeuronCore counts)",
     )
-    parser.add_argument("--price", type=float, help="USD per chip-hour (default: perf.cost)")
+    parser.add_argument(
+        "--price", type=positive_float, help="USD per chip-hour (default: perf.cost)"
+    )
     parser.add_argument(
         "--compute",
         choices=COMPUTE_MODELS,
@@ -63,26 +140,101 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help="compute model: auto (kernel tables for Trainium, roofline otherwise), table, "
         "roofline",
     )
+    parser.add_argument(
+        "--moe-imbalance",
+        type=positive_float,
+        default=1.0,
+        help="MoE load imbalance: the busiest expert-parallel rank's tokens over the mean "
+        "(>= 1; default 1, uniform routing)",
+    )
+    parser.add_argument(
+        "--stack",
+        choices=list(STACKS),
+        help="software stack whose fitted efficiency profile is used (default: the system's, "
+        "by vendor and chip: see trnsim.perf.stacks)",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
+
+
+def check_stack(args: argparse.Namespace, chip: ChipSpec, mode: str) -> None:
+    """``--stack`` must run on the chip's vendor and in this mode; ``--moe-imbalance`` >= 1
+    (before any work)."""
+    if args.moe_imbalance < 1:
+        raise UsageError(
+            f"--moe-imbalance {args.moe_imbalance}: must be >= 1 (busiest rank / mean)"
+        )
+    if args.stack is None:
+        return
+    try:
+        resolve_stack(args.stack, chip, mode)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise UsageError(f"--stack {args.stack}: {exc}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
-    parser.add_argument("--dp", type=int, help="data parallel degree (default: fill the chips)")
-    parser.add_argument("--cp", type=int, default=1, help="context parallel degree")
-    parser.add_argument("--global-batch", type=int, default=1024, help="sequences per step")
-    parser.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
-    parser.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence")
-    parser.add_argument("--zero", type=int, default=1, choices=(0, 1, 2, 3), help="ZeRO stage")
-    parser.add_argument("--recompute", default="selective", choices=("none", "selective", "full"))
+    parser.add_argument(
+        "--dp", type=positive_int, help="data parallel degree (default: fill the chips)"
+    )
+    parser.add_argument("--cp", type=positive_int, help="context parallel degree")
+    parser.add_argument(
+        "--global-batch", type=positive_int, default=1024, help="sequences per step"
+    )
+    parser.add_argument("--micro-batch", type=positive_int, help="sequences per micro-batch")
+    parser.add_argument("--seq-len", type=positive_int, default=4096, help="tokens per sequence")
+    parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage")
+    parser.add_argument("--recompute", choices=("none", "selective", "full"))
     parser.add_argument("--no-sp", action="store_true", help="disable sequence parallelism")
     parser.add_argument(
         "--interleave",
-        type=int,
-        default=1,
+        type=positive_int,
         help="virtual pipeline stages per rank (interleaved 1F1B when > 1)",
     )
-    parser.add_argument("--tokens", type=float, help="tokens to train (time, cost, energy)")
+    parser.add_argument(
+        "--tokens", type=positive_float, help="tokens to train (time, cost, energy)"
+    )
+
+
+# Plan flags of ``trnsim train``; when none is given the planner chooses the plan.
+TRAIN_PLAN_FLAGS = (
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "cp",
+    "micro_batch",
+    "zero",
+    "recompute",
+    "interleave",
+)
+
+
+def plan_flags_given(args: argparse.Namespace, flags: tuple[str, ...]) -> bool:
+    return any(getattr(args, f, None) is not None for f in flags) or bool(
+        getattr(args, "no_sp", False)
+    )
+
+
+def resolve_chips(args: argparse.Namespace, sysm: SystemSpec) -> int:
+    """``--chips`` (default: all the system's chips), at most what the system's outermost
+    fabric level joins (several instances over EFA, a cluster up to its fat-tree's span)."""
+    if args.chips is None:
+        return sysm.chips
+    limit = max([sysm.chips] + [lvl.span for lvl in sysm.levels])
+    if args.chips > limit:
+        raise UsageError(
+            f"--chips {args.chips}: {sysm.name} reaches at most {limit} chips "
+            "(its outermost fabric level's span)"
+        )
+    return args.chips
+
+
+def check_ranks_per_chip(args: argparse.Namespace, chip: ChipSpec) -> None:
+    if args.ranks_per_chip > chip.cores:
+        raise UsageError(
+            f"--ranks-per-chip {args.ranks_per_chip}: {chip.name} has {chip.cores} "
+            "core(s), so at most that many ranks share one chip"
+        )
 
 
 def cost_inputs(args: argparse.Namespace, chip: ChipSpec) -> CostInputs:
@@ -99,29 +251,80 @@ def print_kv(console: Console, title: str, rows: list[tuple[str, str]]) -> None:
 
 
 def dump(data: dict[str, Any]) -> None:
-    print(json.dumps(data, indent=2, default=str))
+    """Strict JSON on stdout (``default=str`` for dataclass leftovers such as plans)."""
+    print_json(json.loads(json.dumps(data, default=str)))
+
+
+def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
+    """Domain checks of the flags before any work; returns the chip count."""
+    chips = resolve_chips(args, sysm)
+    check_ranks_per_chip(args, sysm.chip)
+    check_stack(args, sysm.chip, "train")
+    if args.interleave is not None and args.interleave > 1 and (args.pp or 1) == 1:
+        raise UsageError(
+            f"--interleave {args.interleave} needs pipeline stages to interleave (--pp > 1), "
+            f"got --pp {args.pp or 1}"
+        )
+    return chips
 
 
 def run(args: argparse.Namespace) -> int:
+    m = model_from_args(args)
     sysm = resolve_system(args.system)
-    chips = args.chips or sysm.chips
-    plan = plan_for_chips(
-        chips,
-        tp=args.tp,
-        pp=args.pp,
-        dp=args.dp,
-        ep=args.ep,
-        cp=args.cp,
-        micro_batch=args.micro_batch,
-        zero=args.zero,
-        recompute=args.recompute,
-        sequence_parallel=not args.no_sp,
-        ranks_per_chip=args.ranks_per_chip,
-        schedule="interleaved" if args.interleave > 1 else "1f1b",
-        chunks=args.interleave,
-    )
+    chips = check_train_args(args, sysm)
+    cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
+    chosen = None
+    if plan_flags_given(args, TRAIN_PLAN_FLAGS):
+        try:
+            interleave = args.interleave or 1
+            plan = plan_for_chips(
+                chips,
+                tp=args.tp or 1,
+                pp=args.pp or 1,
+                dp=args.dp,
+                ep=args.ep or 1,
+                cp=args.cp or 1,
+                micro_batch=args.micro_batch or 1,
+                zero=1 if args.zero is None else args.zero,
+                recompute=args.recompute or "selective",
+                sequence_parallel=not args.no_sp,
+                ranks_per_chip=args.ranks_per_chip,
+                schedule="interleaved" if interleave > 1 else "1f1b",
+                chunks=interleave,
+                moe_imbalance=args.moe_imbalance,
+            )
+            plan.validate(m, chips, args.global_batch, args.seq_len)
+        except ConfigError as exc:
+            raise UsageError(f"plan flags: {exc}") from None
+    else:
+        res = search_training(
+            m,
+            sysm,
+            chips,
+            global_batch=args.global_batch,
+            seq_len=args.seq_len,
+            precision_name=args.precision,
+            top=1,
+            ranks_per_chip=args.ranks_per_chip,
+            progress=None if args.json else progress,
+            compute_model=cm,
+            stack=args.stack,
+        )
+        if not res.top:
+            print(
+                f"trnsim train: no plan of {m.name} fits on {chips} chips of {sysm.name}: "
+                + "; ".join(res.notes),
+                file=sys.stderr,
+            )
+            return 1
+        plan = res.top[0].plan.replace(moe_imbalance=args.moe_imbalance)
+        chosen = (
+            f"plan: chosen by the planner (highest tokens/s of the {res.considered} plans "
+            f"searched, {res.over_capacity} over capacity) because no plan flag "
+            "(--tp/--pp/--dp/--ep/--cp/--micro-batch/--zero/--recompute/--interleave) was given"
+        )
     est = estimate_training(
-        args.model,
+        m,
         sysm,
         plan,
         global_batch=args.global_batch,
@@ -129,14 +332,16 @@ def run(args: argparse.Namespace) -> int:
         precision_name=args.precision,
         cost_inputs=cost_inputs(args, sysm.chip),
         tokens_to_train=args.tokens,
-        compute_model=compute_model(args.compute, sysm.chip, plan.ranks_per_chip),
+        compute_model=cm,
+        stack=args.stack,
     )
+    if chosen:
+        est.assumptions.insert(0, chosen)
     if args.json:
         dump(est.as_dict())
-        return 0
-    console = Console()
-    show_training(console, est)
-    return 0
+    else:
+        show_training(Console(), est)
+    return 0 if est.fits else 1
 
 
 def show_training(console: Console, est: Any) -> None:
@@ -158,7 +363,7 @@ def show_training(console: Console, est: Any) -> None:
             rows.append(("cost", f"${est.cost.usd:,.0f}"))
         if est.cost and est.cost.energy_j is not None:
             rows.append(("energy", f"{est.cost.energy_j / 3.6e9:,.1f} MWh"))
-    print_kv(console, f"{est.model} training on {est.chips} x {est.system}", rows)
+    print_kv(console, f"{est.model} training on {est.chips} chips of {est.system}", rows)
     if not est.fits:
         console.print(f"[red]{mem.explain()}[/red]")
     for a in est.assumptions:

@@ -1,6 +1,9 @@
-"""``trnsim validate``: the performance model against the Trn1 calibration rows (B, B2, C):
-every row's error and the MAPE per table. ``--fit`` refits the global efficiency profiles;
-``--compute`` picks the compute model (the kernel tables by default, or the roofline);
+"""``trnsim validate``: the performance model against every calibration set (Trn1 training B/B2
+and serving C, H100 Megatron-Core F, NCCL on H100 G, Trn2 serving H, MaxText on TPU I), each
+row predicted with
+its own software stack's stored profile: every row's error and each set's MAPE. ``--fit``
+refits each stack's profile to its own rows and reports with the fitted values;
+``--compute`` picks the compute model of the Trainium rows (kernel tables or roofline);
 ``--build-tables`` regenerates the kernel tables (``trnsim.perf.tables``) first."""
 
 from __future__ import annotations
@@ -11,22 +14,32 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.cli.train import dump
-from trnsim.perf import calibrate, tables
+from trnsim.errors import UsageError
+from trnsim.perf import calsets, tables
+from trnsim.perf.compute import Efficiency
+from trnsim.perf.stacks import STACKS
 from trnsim.perf.table_model import COMPUTE_MODELS
+from trnsim.report.progress import progress
 from trnsim.report.tables import fit
+
+TARGET = 0.15  # issue 15: MAPE <= 15 % on each set
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fit",
         action="store_true",
-        help="refit the train/serve efficiency profiles (about a minute)",
+        help="refit each stack's profile to its own rows first (seconds)",
     )
     parser.add_argument(
         "--compute",
         choices=COMPUTE_MODELS,
         default="auto",
-        help="compute model: auto (kernel tables on Trn1), table or roofline",
+        help="compute model of the Trainium rows: auto (kernel tables), table or roofline",
+    )
+    parser.add_argument(
+        "--sets",
+        help=f"comma-separated calibration sets (default all: {','.join(calsets.SETS)})",
     )
     parser.add_argument(
         "--build-tables",
@@ -37,99 +50,108 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def markdown(rep: calibrate.Report, base: calibrate.Report | None = None) -> str:
-    """Per-row errors and MAPE per table; with ``base`` (another compute model's report) its
-    predictions and errors side by side."""
-    extra = f" {base.model} | error |" if base else ""
-    lines = [f"Compute model: {rep.model}" + (f" (beside: {base.model})" if base else "")]
-    for table, metrics in (("B", ["seq/s"]), ("B2", ["seq/s"]), ("C", ["TTFT ms", "TPOT ms"])):
+def _sets(text: str | None) -> list[str]:
+    if text is None:
+        return list(calsets.SETS)
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in names if s not in calsets.SETS]
+    if not names or bad:
+        raise UsageError(
+            f"--sets {text!r}: valid sets are {', '.join(calsets.SETS)}"
+            + (f" (unknown: {', '.join(bad)})" if bad else "")
+        )
+    return names
+
+
+def summary(results: list[calsets.RowResult], sets: list[str]) -> dict[str, float]:
+    """MAPE per set (and per metric of C and H), with the keys of earlier versions."""
+    out = {f"mape_{s}": calsets.mape(results, s) for s in sets}
+    for s in ("C", "H"):
+        if s in sets:
+            out[f"mape_{s}_ttft"] = calsets.mape(results, s, "TTFT ms")
+            out[f"mape_{s}_tpot"] = calsets.mape(results, s, "TPOT ms")
+    if "B" in sets and "B2" in sets:
+        both = [abs(r.error) for r in results if r.set in ("B", "B2")]
+        out["mape_B_all"] = sum(both) / len(both)
+    return {k: v for k, v in out.items() if v == v}  # no NaN: a set without rows is left out
+
+
+def markdown(results: list[calsets.RowResult], sets: list[str], compute: str) -> str:
+    lines = [f"Compute model of the Trainium rows: {compute}"]
+    for s in sets:
+        mine = [r for r in results if r.set == s]
         lines += [
             "",
-            f"Table {table}:",
+            f"Set {s}: {calsets.SETS[s]}",
             "",
-            f"| row | metric | measured | trnsim ({rep.model}) | error |{extra}",
-            "|---|---|---|---|---|" + ("---|---|" if base else ""),
+            "| row | stack | metric | measured | trnsim | error |",
+            "|---|---|---|---|---|---|",
         ]
-        others = [r for r in base.rows if r.table == table] if base else []
-        mine = [r for r in rep.rows if r.table == table]
-        for i, r in enumerate(mine):
-            cells = f"| {r.label} | {r.metric} | {r.measured:,.2f} | {r.predicted:,.2f} | "
-            cells += f"{r.error:+.1%} |"
-            if others:
-                cells += f" {others[i].predicted:,.2f} | {others[i].error:+.1%} |"
-            lines.append(cells)
-        for mt in metrics:
-            line = f"\nMAPE {table} {mt}: **{rep.mape(table, mt):.1%}**"
-            if base:
-                line += f" ({base.model}: {base.mape(table, mt):.1%})"
-            lines.append(line)
+        for r in mine:
+            lines.append(
+                f"| {r.label} | {r.stack} | {r.metric} | {r.measured:,.4g} | "
+                f"{r.predicted:,.4g} | {r.error:+.1%} |"
+            )
+        lines.append(f"\nMAPE {s}: **{calsets.mape(results, s):.1%}**")
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
+    sets = _sets(args.sets)
     if args.build_tables:
         tables.main(["build"])
-    profiles = calibrate.fit(model=args.compute) if args.fit else None
-    rep = calibrate.report(profiles, model=args.compute)
-    profiles = rep.profiles
-    summary = {
-        "mape_B": rep.mape("B"),
-        "mape_B2": rep.mape("B2"),
-        "mape_B_all": float(
-            sum(abs(r.error) for r in rep.rows if r.table in ("B", "B2"))
-            / sum(1 for r in rep.rows if r.table in ("B", "B2"))
-        ),
-        "mape_C_ttft": rep.mape("C", "TTFT ms"),
-        "mape_C_tpot": rep.mape("C", "TPOT ms"),
-        "mape_C": rep.mape("C"),
-    }
+    fitted: dict[str, Efficiency] = {}
+    if args.fit:
+        stacks = sorted(
+            {r.stack for r in calsets.rows(args.compute, sets)} & set(calsets.FIT_PARAMS)
+        )
+        with progress("fitting stack profiles", total=len(stacks)) as bar:
+            for name in stacks:
+                fitted[name] = calsets.fit_stack(name, args.compute)
+                bar.advance()
+    results = calsets.validate(args.compute, fitted, sets)
+    summ = summary(results, sets)
     if args.json:
+        profiles = {}
+        for name in sorted({r.stack for r in results} - {"nccl"}):
+            eff = fitted.get(name) or calsets._profile(name, args.compute)
+            profiles[name] = {"efficiency": eff.as_dict(), "source": STACKS[name].source}
         dump(
             {
-                "compute_model": rep.model,
-                "profiles": {
-                    "train": profiles.train.as_dict(),
-                    "serve": profiles.serve.as_dict(),
-                    "source": profiles.source,
-                },
-                "summary": summary,
-                "rows": [
-                    {
-                        "table": r.table,
-                        "row": r.label,
-                        "metric": r.metric,
-                        "measured": r.measured,
-                        "predicted": r.predicted,
-                        "error": r.error,
-                    }
-                    for r in rep.rows
-                    if r.table != "C-thr"
-                ],
+                "compute_model": args.compute,
+                "fitted": bool(args.fit),
+                "profiles": profiles,
+                "summary": summ,
+                "rows": [r.as_dict() for r in results],
             }
         )
         return 0
     if args.markdown:
-        other = "roofline" if rep.model == "table" else None
-        print(markdown(rep, calibrate.report(model=other) if other else None))
+        print(markdown(results, sets, args.compute))
         return 0
     console = Console()
-    table = Table(title="trnsim vs published Trn1 measurements", title_justify="left")
-    for c in ("table", "row", "metric", "measured", "trnsim", "error"):
+    table = Table(title="trnsim vs published measurements", title_justify="left")
+    for c in ("set", "stack", "row", "metric", "measured", "trnsim", "error"):
         table.add_column(c)
-    for r in rep.rows:
-        if r.table == "C-thr":
-            continue
-        style = "red" if abs(r.error) > 0.15 else ""
+    for r in results:
+        style = "red" if abs(r.error) > TARGET else ""
+        err = f"{r.error:+.1%}"
         table.add_row(
-            r.table,
+            r.set,
+            r.stack,
             r.label,
             r.metric,
-            f"{r.measured:,.2f}",
-            f"{r.predicted:,.2f}",
-            f"[{style}]{r.error:+.1%}[/{style}]" if style else f"{r.error:+.1%}",
+            f"{r.measured:,.4g}",
+            f"{r.predicted:,.4g}",
+            f"[{style}]{err}[/{style}]" if style else err,
         )
     console.print(fit(table))
-    for k, v in summary.items():
-        console.print(f"{k}: [bold]{v:.1%}[/bold]")
-    console.print(f"[dim]compute model: {rep.model}; profiles: {profiles.source}[/dim]")
+    for k, v in summ.items():
+        flag = "" if v <= TARGET else f" [red](> {TARGET:.0%})[/red]"
+        console.print(f"{k}: [bold]{v:.1%}[/bold]{flag}")
+    if fitted:
+        for name, eff in fitted.items():
+            vals = ", ".join(f"{k}={v:.4g}" for k, v in eff.as_dict().items())
+            console.print(f"[dim]fitted {name}: {vals}[/dim]")
+    console.print("[dim]each row uses its stack's profile (trnsim.perf.stacks)[/dim]")
     return 0

@@ -14,7 +14,7 @@ from trnsim.perf.compute import (
     RooflineComputeModel,
 )
 from trnsim.perf.cost import DEFAULT_PRICES, CostEstimate, CostInputs, run_cost
-from trnsim.perf.infer import InferEstimate, estimate_inference
+from trnsim.perf.infer import InferEstimate, Speculative, estimate_inference
 from trnsim.perf.memory import MemoryBreakdown, MemoryParams, infer_memory, train_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import PRECISIONS, Precision, precision
@@ -36,6 +36,7 @@ __all__ = [
     "Profiles",
     "RankWork",
     "RooflineComputeModel",
+    "Speculative",
     "TrainEstimate",
     "estimate_inference",
     "estimate_training",

@@ -3,9 +3,9 @@
 For each system the planner picks the best plan that fits (training: max tokens/s; inference:
 max output tokens/s) on ``chips`` chips, by default the system's own scale-up domain (the
 UltraServer or rack) or ``DEFAULT_CHIPS`` for a pod. Every row states what it assumes: the
-efficiency profile (the same fitted ``FITTED`` profile for every system unless given: a Trn1
-calibration applied to all, so the comparison isolates the hardware), the price and power per
-chip and their sources, and the dtype whose peak was used.
+software stack and its efficiency profile (each system's default stack, ``trnsim.perf.stacks``:
+a profile fitted to that vendor's own measurements, never another vendor's, unless ``eff`` is
+given), the price and power per chip and their sources, and the dtype whose peak was used.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from trnsim.errors import ConfigError
 from trnsim.hw import system as lookup_system
 from trnsim.perf.compute import Efficiency
 from trnsim.perf.cost import CostInputs, run_cost
-from trnsim.perf.planner import search_inference, search_training
+from trnsim.perf.planner import ProgressFactory, search_inference, search_training
 from trnsim.perf.precision import compute_dtype, precision
 
 DEFAULT_SYSTEMS = (
@@ -89,8 +89,9 @@ def compare(
     precision_name: str = "bf16",
     eff: Efficiency | None = None,
     cost_inputs: CostInputs | None = None,
+    progress: ProgressFactory | None = None,
 ) -> list[CompareRow]:
-    """One row per system (see module docstring)."""
+    """One row per system (see module docstring); ``progress`` as in ``planner``."""
     if mode not in ("train", "infer"):
         raise ConfigError(f"compare: mode must be train or infer, got {mode!r}")
     ci = cost_inputs or CostInputs()
@@ -116,6 +117,7 @@ def compare(
                 precision_name=precision_name,
                 top=1,
                 eff=eff,
+                progress=progress,
             )
             if not res.top:
                 rows.append(_none_fits(name, sysm.chip.name, n, res.notes + common))
@@ -137,7 +139,7 @@ def compare(
                     c.usd,
                     (c.energy_j / 1e6 if c.energy_j is not None else None),
                     e.memory.total * e.plan.ranks_per_chip,
-                    common + e.assumptions[:1],
+                    common + e.assumptions[:2],
                 )
             )
         else:
@@ -151,6 +153,7 @@ def compare(
                 top=1,
                 eff=eff,
                 cost_inputs=ci,
+                progress=progress,
             )
             if not res.top:
                 rows.append(_none_fits(name, sysm.chip.name, n, res.notes + common))
@@ -171,7 +174,7 @@ def compare(
                     e.usd_per_million_tokens,
                     e.joules_per_token,
                     e.memory.total * e.plan.ranks_per_chip,
-                    common + e.assumptions[:1],
+                    common + e.assumptions[:2],
                 )
             )
     return rows

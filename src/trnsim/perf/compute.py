@@ -61,6 +61,8 @@ class Efficiency:
         kernel_matmul: fraction of the speed of the NKI kernel in the compute tables that the
             software stack's matmuls reach (``TableComputeModel`` only; the roofline uses
             ``matmul`` and ``half_rows`` instead).
+        step_overhead_s: fixed time per serving forward pass (prefill or one decode step): the
+            serving stack's host work (scheduling, sampling, graph launch). Inference only.
     """
 
     matmul: float = 0.6
@@ -73,6 +75,7 @@ class Efficiency:
     dp_overlap: float = 1.0
     score_bytes: float = 0.0
     kernel_matmul: float = 1.0
+    step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("matmul", "attention", "hbm", "kv_hbm", "kernel_matmul"):
@@ -81,8 +84,10 @@ class Efficiency:
         for f in ("comm_overlap", "dp_overlap"):
             if not 0 <= getattr(self, f) <= 1:
                 raise ConfigError(f"efficiency {f} must be in [0, 1], got {getattr(self, f)}")
-        if self.half_rows < 0 or self.op_overhead_s < 0 or self.score_bytes < 0:
-            raise ConfigError("efficiency half_rows, op_overhead_s, score_bytes must be >= 0")
+        if min(self.half_rows, self.op_overhead_s, self.score_bytes, self.step_overhead_s) < 0:
+            raise ConfigError(
+                "efficiency half_rows, op_overhead_s, score_bytes, step_overhead_s must be >= 0"
+            )
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -235,12 +240,18 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision, tile: int =
         if plan.sequence_parallel:
             a = a / tp
     elif op.shard == "ep":
+        # The EP group's ep x T x top_k assignments touch E(1 - (1 - k/E)^(ep T)) distinct
+        # experts, 1/ep of them on this rank; each touched expert runs one matmul sized by its
+        # own tokens (assignments / touched), never a full kernel call for a fraction of a row.
+        # The busiest rank (moe_imbalance x the mean tokens) sets the layer's time.
         E, k = m.n_experts, m.top_k
         assignments = g.tokens * k
-        local = expected_experts_touched(assignments * plan.ep, E, k) / plan.ep
+        touched = expected_experts_touched(assignments * plan.ep, E, k)
+        local = touched / plan.ep
         w = w / expected_experts_touched(assignments, E, k) * local / tp
-        flops, a = flops / tp, a / tp
-        rows = assignments * plan.ep / E  # tokens per expert
+        imb = plan.moe_imbalance
+        flops, a = flops * imb / tp, a * imb / tp
+        rows = assignments * plan.ep / touched * imb  # tokens per touched expert
     shape = _matmul_shape(op, g, flops, w, rows, tp)
     if op.tp_width and op.shard in ("tp", "ep"):
         flops *= tile_padding(op.tp_width / tp, tile)
@@ -312,11 +323,17 @@ def pass_time(
     prec: Precision,
     eff: Efficiency,
     model: ComputeModel | None = None,
+    moe_imbalance: float = 1.0,
 ) -> PassTime:
     """Forward-pass time of graph ``g`` on one rank (cached: planners call it many times)."""
     cm = model or RooflineComputeModel(ranks_per_chip)
     plan = ParallelPlan(
-        tp=tp, dp=ep, ep=ep, sequence_parallel=sequence_parallel, ranks_per_chip=ranks_per_chip
+        tp=tp,
+        dp=ep,
+        ep=ep,
+        sequence_parallel=sequence_parallel,
+        ranks_per_chip=ranks_per_chip,
+        moe_imbalance=moe_imbalance,
     )
     # Tensor-engine tile of Trainium chips (chips without a NeuronCore spec: no tile padding).
     tile = chip.core.tensor.rows if chip.core is not None else 0

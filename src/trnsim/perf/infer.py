@@ -19,13 +19,29 @@ generated tokens on ``tp x pp`` ranks (``dp`` replicas side by side):
   the prefill working set, per rank, against HBM.
 
 A fraction ``comm_overlap`` of the tensor/expert-parallel communication is hidden under compute.
+
+As the serving stacks run it (``trnsim.perf.stacks``): a stack with ``sequence_parallel_prefill``
+(NxD Inference) runs the prefill's norms and residuals split over the TP ranks and its TP
+all-reduces as reduce-scatter + all-gather; the stack's profile says whether attention keeps
+its scores on chip (flash-style kernels: ``score_bytes`` 0).
+
+- **Prefix caching** (``prefix_hit``: the fraction of each prompt already in the KV cache): the
+  prefill computes only the uncached ``(1 - hit) x input`` tokens, attending to the whole prompt.
+- **Speculative decoding** (``Speculative``: a draft model proposes ``tokens`` tokens per step,
+  each accepted with probability ``acceptance``): one step is ``tokens`` draft decode steps plus
+  one target forward over ``tokens + 1`` positions, and yields
+  ``(1 - a^(tokens+1)) / (1 - a)`` tokens on average (Leviathan et al. 2023, eq. 1), so
+  TPOT = step time / expected tokens. The draft runs on the same ranks with the same TP, and
+  its KV cache and weights are added to memory; the verify step's logits are counted for the
+  last position only (the LM head is weight-bound at these sizes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
 from trnsim.perf import comm
 from trnsim.perf.compute import ComputeModel, Efficiency, pass_time
@@ -33,11 +49,34 @@ from trnsim.perf.cost import CostInputs, run_cost
 from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision
-from trnsim.perf.table_model import default_model, profiles_for
+from trnsim.perf.stacks import SoftwareStack, resolve_stack
+from trnsim.perf.table_model import default_model
 from trnsim.perf.train import _resolve_system
 from trnsim.workloads import ModelArgs, forward_graph, resolve_model
 
 DECODE_POINTS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Speculative:
+    """Speculative decoding inputs: the draft model, tokens it proposes per step, and the
+    probability that each proposed token is accepted."""
+
+    draft: ModelArgs | str
+    tokens: int = 4
+    acceptance: float = 0.7
+
+    def __post_init__(self) -> None:
+        if self.tokens < 1:
+            raise ConfigError(f"speculative: tokens per step must be >= 1, got {self.tokens}")
+        if not 0 <= self.acceptance <= 1:
+            raise ConfigError(f"speculative: acceptance must be in [0, 1], got {self.acceptance}")
+
+    @property
+    def expected_tokens(self) -> float:
+        """Tokens produced per step: sum of a^i for i = 0..tokens (the bonus token included)."""
+        a, g = self.acceptance, self.tokens
+        return float(g + 1) if a >= 1 else (1 - a ** (g + 1)) / (1 - a)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +101,7 @@ class InferEstimate:
     usd_per_million_tokens: float | None
     joules_per_token: float | None
     assumptions: list[str] = field(default_factory=list)
+    stack: str = ""
 
     @property
     def fits(self) -> bool:
@@ -71,6 +111,7 @@ class InferEstimate:
         return {
             "model": self.model,
             "system": self.system,
+            "stack": self.stack,
             "chips": self.chips,
             "plan": {
                 "tp": self.plan.tp,
@@ -104,7 +145,19 @@ def _comm_per_pass(
 ) -> tuple[float, float, float]:
     """(tp, ep, pp) communication seconds of one forward pass over ``tokens`` tokens."""
     act = tokens * m.d_model * prec.act_bytes
-    tp_c = 2 * m.n_layers * comm.tp_time("all-reduce", act, plan, sysm) if plan.tp > 1 else 0.0
+    tp_c = 0.0
+    if plan.tp > 1 and plan.sequence_parallel:
+        # sequence parallel: each all-reduce becomes a reduce-scatter and an all-gather
+        tp_c = (
+            2
+            * m.n_layers
+            * (
+                comm.tp_time("reduce-scatter", act, plan, sysm)
+                + comm.tp_time("all-gather", act, plan, sysm)
+            )
+        )
+    elif plan.tp > 1:
+        tp_c = 2 * m.n_layers * comm.tp_time("all-reduce", act, plan, sysm)
     ep_c = 0.0
     if m.is_moe and plan.ep > 1:
         a2a = tokens * m.top_k * m.d_model * prec.act_bytes
@@ -128,6 +181,9 @@ def estimate_inference(
     memory_params: MemoryParams = DEFAULT_MEMORY,
     cost_inputs: CostInputs | None = None,
     validate: bool = True,
+    stack: str | SoftwareStack | None = None,
+    speculative: Speculative | None = None,
+    prefix_hit: float = 0.0,
 ) -> InferEstimate:
     """Estimate serving ``model`` on ``plan.chips`` chips of ``system`` (see module doc)."""
     m = resolve_model(model)
@@ -136,8 +192,6 @@ def estimate_inference(
     if validate:
         plan.check_model(m)
     if batch < 1 or input_tokens < 1 or output_tokens < 1:
-        from trnsim.errors import ConfigError
-
         raise ConfigError(
             f"inference: batch ({batch}), input_tokens ({input_tokens}) and output_tokens "
             f"({output_tokens}) must be >= 1"
@@ -145,34 +199,60 @@ def estimate_inference(
     chip = sysm.chip
     rpc = plan.ranks_per_chip
     cm = compute_model or default_model(chip, rpc)
-    eff = eff or profiles_for(cm).serve
+    sw = resolve_stack(stack, chip, "serve")
+    stack_line = sw.describe() if eff is None else f"stack: {sw.name} with a given efficiency"
+    eff = eff or sw.profile(cm)
     dtype, dtype_note = compute_dtype(chip, prec.compute)
     plan_nosp = plan.replace(sequence_parallel=False)
 
-    def pass_total(g) -> float:
-        pt = pass_time(g, plan.tp, plan.ep, False, rpc, chip, prec, eff, cm)
+    sp = sw.sequence_parallel_prefill and plan.tp > 1 and input_tokens >= plan.tp
+
+    def pass_total(g, seq_par: bool = False) -> float:
+        pt = pass_time(g, plan.tp, plan.ep, seq_par, rpc, chip, prec, eff, cm, plan.moe_imbalance)
         return pt.layers + pt.pre + pt.post
 
-    pre_g = forward_graph(m, batch, input_tokens, phase="prefill")
-    t_pre = pass_total(pre_g)
-    tp_c, ep_c, pp_c = _comm_per_pass(m, plan_nosp, sysm, batch * input_tokens, prec)
-    ttft = t_pre + (tp_c + ep_c) * (1 - eff.comm_overlap) + pp_c
+    if not 0 <= prefix_hit < 1:
+        raise ConfigError(f"inference: prefix_hit must be in [0, 1), got {prefix_hit}")
+    new_tokens = max(1, round(input_tokens * (1 - prefix_hit)))
+    pre_g = forward_graph(m, batch, new_tokens, input_tokens, phase="prefill")
+    t_pre = pass_total(pre_g, sp)
+    pre_plan = plan.replace(sequence_parallel=sp)
+    tp_c, ep_c, pp_c = _comm_per_pass(m, pre_plan, sysm, batch * new_tokens, prec)
+    ttft = t_pre + (tp_c + ep_c) * (1 - eff.comm_overlap) + pp_c + eff.step_overhead_s
 
     steps = []
     d_tp, d_ep, d_pp = _comm_per_pass(m, plan_nosp, sysm, batch, prec)
     d_comm = (d_tp + d_ep) * (1 - eff.comm_overlap) + d_pp
     d_compute = 0.0
+    draft = resolve_model(speculative.draft) if speculative else None
+    if draft is not None and validate:
+        plan.check_model(draft)
+    q = speculative.tokens + 1 if speculative else 1
+    if speculative:
+        d_tp, d_ep, d_pp = _comm_per_pass(m, plan_nosp, sysm, batch * q, prec)
+        d_comm = (d_tp + d_ep) * (1 - eff.comm_overlap) + d_pp
+        dr = _comm_per_pass(draft, plan_nosp, sysm, batch, prec)
+        d_comm += speculative.tokens * ((dr[0] + dr[1]) * (1 - eff.comm_overlap) + dr[2])
     for i in range(DECODE_POINTS):
         ctx = input_tokens + 1 + round((i + 0.5) * (output_tokens - 1) / DECODE_POINTS)
-        t = pass_total(forward_graph(m, batch, 1, ctx, phase="decode"))
+        t = pass_total(forward_graph(m, batch, q, max(ctx, q), phase="decode"))
+        if speculative:
+            t += speculative.tokens * pass_total(forward_graph(draft, batch, 1, ctx, "decode"))
         d_compute += t / DECODE_POINTS
-        steps.append(t + d_comm)
-    tpot = sum(steps) / len(steps)
+        steps.append(t + d_comm + eff.step_overhead_s)
+    per_step = speculative.expected_tokens if speculative else 1.0
+    tpot = sum(steps) / len(steps) / per_step
+    d_compute /= per_step
     e2e = ttft + output_tokens * tpot
     thr = plan.dp * batch * output_tokens / e2e
     dec = plan.dp * batch / tpot
     context = max_seq_len or input_tokens + output_tokens
     mem = infer_memory(m, plan, chip, batch, context, input_tokens, prec, memory_params)
+    if draft is not None:
+        dmem = infer_memory(draft, plan, chip, batch, context, 1, prec, memory_params)
+        mem = replace(
+            mem, weights=mem.weights + dmem.weights, kv_cache=mem.kv_cache + dmem.kv_cache
+        )
     ci = cost_inputs or CostInputs()
     cost = run_cost(chip, plan.chips, 1.0, ci)  # one second of the whole deployment
     usd_m = cost.usd / thr * 1e6 if cost.usd is not None else None
@@ -190,6 +270,7 @@ def estimate_inference(
     assumptions = [
         f"compute: {cm.name} model, serve efficiency "
         + ", ".join(f"{k}={v:g}" for k, v in eff.as_dict().items()),
+        stack_line,
         f"peak: {chip.name} {dtype} {chip.peak(dtype) / 1e12:.0f} TFLOP/s per chip"
         + (f" ({dtype_note})" if dtype_note else ""),
         f"weights {prec.weight_bytes:g} B, activations {prec.act_bytes:g} B, KV cache "
@@ -197,6 +278,16 @@ def estimate_inference(
         f"price {ci.price(chip)} USD/chip-h ({ci.price_source(chip)}); power "
         f"{ci.power(chip)} W/chip",
     ]
+    if prefix_hit:
+        assumptions.append(
+            f"prefix caching: {prefix_hit:.0%} of each prompt cached, {new_tokens} of "
+            f"{input_tokens} tokens prefilled"
+        )
+    if speculative:
+        assumptions.append(
+            f"speculative decoding: draft {draft.name}, {speculative.tokens} tokens per step, "
+            f"acceptance {speculative.acceptance:g} -> {per_step:.2f} tokens per step"
+        )
     if not mem.fits:
         assumptions.insert(0, "OVER CAPACITY: " + mem.explain())
     return InferEstimate(
@@ -218,4 +309,5 @@ def estimate_inference(
         usd_per_million_tokens=usd_m,
         joules_per_token=jpt,
         assumptions=assumptions,
+        stack=sw.name,
     )

@@ -48,6 +48,8 @@ class ParallelPlan:
         ranks_per_chip: ranks sharing one chip (2 for Trn1 NeuronCore counts; see module doc).
         pad_heads: allow n_heads not divisible by tp by padding heads to a multiple of tp (the
             padded heads cost compute and memory), as Transformers-NeuronX does.
+        moe_imbalance: routed-expert load imbalance, the busiest EP rank's tokens over the
+            mean (1: uniform routing); it scales that rank's expert FLOPs and rows.
     """
 
     tp: int = 1
@@ -63,8 +65,13 @@ class ParallelPlan:
     chunks: int = 1
     ranks_per_chip: int = 1
     pad_heads: bool = False
+    moe_imbalance: float = 1.0
 
     def __post_init__(self) -> None:
+        if not 1.0 <= self.moe_imbalance < float("inf"):
+            raise ConfigError(
+                f"plan: moe_imbalance must be >= 1 (busiest rank / mean), got {self.moe_imbalance}"
+            )
         for name in ("tp", "pp", "dp", "ep", "cp", "micro_batch", "chunks", "ranks_per_chip"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"plan: {name} must be >= 1, got {getattr(self, name)}")

@@ -9,22 +9,22 @@ Inference: every (tp, pp, dp, ep, batch) with batch from ``batches``; objectives
 (max output tokens/s), ``latency`` (min TPOT, then TTFT) or ``cost`` (min USD per million
 tokens).
 
-Candidate degrees: tp powers of two up to 64 (and dividing the heads unless padding), pp the
+Candidate degrees: tp powers of two up to 64 and up to the ranks of one scale-up domain (and
+dividing the heads unless padding), pp the
 divisors of the rank count up to min(n_layers, 128), cp in {1, 2, 4, 8} for sequences of 32K
 tokens or more, ep the divisors of the expert count dividing dp x cp.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
-
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import Any, Literal
 
 from trnsim.errors import ConfigError, TrnsimError
 from trnsim.hw import SystemSpec
-from trnsim.perf.compute import Efficiency
+from trnsim.perf.compute import ComputeModel, Efficiency
 from trnsim.perf.cost import CostInputs
 from trnsim.perf.infer import InferEstimate, estimate_inference
 from trnsim.perf.memory import train_memory
@@ -32,6 +32,11 @@ from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import precision
 from trnsim.perf.train import TrainEstimate, _resolve_system, estimate_training
 from trnsim.workloads import ModelArgs, resolve_model
+
+# A progress-bar factory ``(description, total) -> context manager yielding an object with
+# ``advance()````: the CLI passes ``trnsim.report.progress.progress`` (perf does not import
+# report, which sits above it).
+ProgressFactory = Callable[[str, int], AbstractContextManager[Any]]
 
 TrainObjective = Literal["throughput", "step_time"]
 InferObjective = Literal["throughput", "latency", "cost"]
@@ -61,9 +66,12 @@ def _pow2(cap: int) -> list[int]:
     return out
 
 
-def _tp_options(m: ModelArgs, ranks: int, pad_heads: bool) -> list[int]:
+def _tp_options(m: ModelArgs, ranks: int, pad_heads: bool, cap: int = 64) -> list[int]:
+    """Powers of two up to ``min(64, cap, ranks)`` that the model's heads allow. ``cap``: the
+    ranks of one scale-up domain (NVLink, NeuronLink, ICI slice): every stack keeps a TP group
+    inside one, since its all-reduces run once per layer on the critical path."""
     opts = []
-    for tp in _pow2(min(64, ranks)):
+    for tp in _pow2(min(64, cap, ranks)):
         if ranks % tp:
             continue
         try:
@@ -74,23 +82,27 @@ def _tp_options(m: ModelArgs, ranks: int, pad_heads: bool) -> list[int]:
     return opts
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        transient=True,
-        disable=not enabled,
-    )
+class _NoBar:
+    def advance(self, steps: float = 1) -> None:
+        pass
+
+
+@contextmanager
+def _progress(factory: ProgressFactory | None, description: str, total: int) -> Iterator[Any]:
+    """The caller's progress bar, or one that shows nothing."""
+    if factory is None:
+        yield _NoBar()
+        return
+    with factory(description, total) as bar:
+        yield bar
 
 
 def _train_candidates(
-    m: ModelArgs, chips: int, global_batch: int, seq_len: int, ranks_per_chip: int
+    m: ModelArgs, chips: int, global_batch: int, seq_len: int, ranks_per_chip: int, cap: int = 64
 ) -> Iterator[ParallelPlan]:
     ranks = chips * ranks_per_chip
     cps = [c for c in (1, 2, 4, 8) if seq_len >= 32768 and seq_len % c == 0] or [1]
-    for tp in _tp_options(m, ranks, False):
+    for tp in _tp_options(m, ranks, False, cap):
         for cp in cps:
             if ranks % (tp * cp):
                 continue
@@ -137,20 +149,24 @@ def search_training(
     top: int = 5,
     eff: Efficiency | None = None,
     ranks_per_chip: int = 1,
-    progress: bool = False,
+    progress: ProgressFactory | None = None,
     candidates: Iterable[ParallelPlan] | None = None,
+    compute_model: ComputeModel | None = None,
+    stack: str | None = None,
 ) -> SearchResult:
     """The ``top`` training plans on ``chips`` chips that fit in memory, best first."""
     m = resolve_model(model)
     sysm = _resolve_system(system)
     prec = precision(precision_name)
-    plans = list(candidates or _train_candidates(m, chips, global_batch, seq_len, ranks_per_chip))
+    cap = sysm.scale_up_chips * ranks_per_chip
+    plans = list(
+        candidates or _train_candidates(m, chips, global_batch, seq_len, ranks_per_chip, cap)
+    )
     res = SearchResult(top=[], objective=objective)
     scored: list[tuple[float, TrainEstimate]] = []
-    with _progress(progress) as bar:
-        task = bar.add_task(f"planning {m.name} on {chips} chips", total=len(plans))
+    with _progress(progress, f"planning {m.name} on {chips} chips", len(plans)) as bar:
         for plan in plans:
-            bar.advance(task)
+            bar.advance()
             res.considered += 1
             try:
                 plan.validate(m, chips)
@@ -169,7 +185,9 @@ def search_training(
                 seq_len=seq_len,
                 precision_name=prec,
                 eff=eff,
+                compute_model=compute_model,
                 validate=False,
+                stack=stack,
             )
             key = -est.tokens_per_s if objective == "throughput" else est.step_time_s
             scored.append((key, est))
@@ -197,7 +215,9 @@ def search_inference(
     eff: Efficiency | None = None,
     cost_inputs: CostInputs | None = None,
     ranks_per_chip: int = 1,
-    progress: bool = False,
+    progress: ProgressFactory | None = None,
+    compute_model: ComputeModel | None = None,
+    stack: str | None = None,
 ) -> SearchResult:
     """The ``top`` serving plans on ``chips`` chips that fit in memory, best first."""
     m = resolve_model(model)
@@ -205,7 +225,7 @@ def search_inference(
     ranks = chips * ranks_per_chip
     res = SearchResult(top=[], objective=objective)
     cands: list[ParallelPlan] = []
-    for tp in _tp_options(m, ranks, False):
+    for tp in _tp_options(m, ranks, False, sysm.scale_up_chips * ranks_per_chip):
         for pp in _divisors(ranks // tp, min(m.n_layers, 16)):
             dp = ranks // (tp * pp)
             eps = (
@@ -227,13 +247,11 @@ def search_inference(
                 )
     batches = list(batches)
     scored: list[tuple[tuple[float, float], InferEstimate]] = []
-    with _progress(progress) as bar:
-        task = bar.add_task(
-            f"planning {m.name} serving on {chips} chips", total=len(cands) * len(batches)
-        )
+    total = len(cands) * len(batches)
+    with _progress(progress, f"planning {m.name} serving on {chips} chips", total) as bar:
         for plan in cands:
             for b in batches:
-                bar.advance(task)
+                bar.advance()
                 res.considered += 1
                 try:
                     est = estimate_inference(
@@ -246,6 +264,8 @@ def search_inference(
                         precision_name=precision_name,
                         eff=eff,
                         cost_inputs=cost_inputs,
+                        compute_model=compute_model,
+                        stack=stack,
                     )
                 except TrnsimError:
                     res.invalid += 1

@@ -47,7 +47,8 @@ from trnsim.perf.memory import (
 )
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision
-from trnsim.perf.table_model import default_model, profiles_for
+from trnsim.perf.stacks import SoftwareStack, resolve_stack
+from trnsim.perf.table_model import default_model
 from trnsim.workloads import ModelArgs, forward_graph, resolve_model, train_flops_per_token
 
 
@@ -74,6 +75,7 @@ class TrainEstimate:
     time_to_train_s: float | None
     cost: CostEstimate | None
     assumptions: list[str] = field(default_factory=list)
+    stack: str = ""
 
     @property
     def fits(self) -> bool:
@@ -84,6 +86,7 @@ class TrainEstimate:
         return {
             "model": self.model,
             "system": self.system,
+            "stack": self.stack,
             "chips": self.chips,
             "plan": {
                 "tp": self.plan.tp,
@@ -137,6 +140,7 @@ def estimate_training(
     cost_inputs: CostInputs | None = None,
     tokens_to_train: float | None = None,
     validate: bool = True,
+    stack: str | SoftwareStack | None = None,
 ) -> TrainEstimate:
     """Estimate one training step of ``model`` on ``plan.chips`` chips of ``system``.
 
@@ -157,10 +161,14 @@ def estimate_training(
     dtype, dtype_note = compute_dtype(chip, prec.compute)
     rpc = plan.ranks_per_chip
     cm = compute_model or default_model(chip, rpc)
-    eff = eff or profiles_for(cm).train
+    sw = resolve_stack(stack, chip, "train")
+    stack_line = sw.describe() if eff is None else f"stack: {sw.name} with a given efficiency"
+    eff = eff or sw.profile(cm)
 
     g = forward_graph(m, plan.micro_batch, seq_len, phase="train")
-    pt = pass_time(g, plan.tp, plan.ep, plan.sequence_parallel, rpc, chip, prec, eff, cm)
+    pt = pass_time(
+        g, plan.tp, plan.ep, plan.sequence_parallel, rpc, chip, prec, eff, cm, plan.moe_imbalance
+    )
     stage_frac = -(-m.n_layers // plan.pp) / m.n_layers
     fwd = pt.stage(m, plan) / plan.cp
     bwd = 2 * fwd
@@ -270,6 +278,7 @@ def estimate_training(
     assumptions = [
         f"compute: {cm.name} model, efficiency "
         + ", ".join(f"{k}={v:g}" for k, v in eff.as_dict().items()),
+        stack_line,
         f"peak: {chip.name} {dtype} {chip.peak(dtype) / 1e12:.0f} TFLOP/s per chip"
         + (f" ({dtype_note})" if dtype_note else ""),
         f"collectives: trnsim.fabric closed forms on {sysm.name} (TP packed, DP/PP strided)",
@@ -299,6 +308,7 @@ def estimate_training(
         time_to_train_s=ttt,
         cost=cost,
         assumptions=assumptions,
+        stack=sw.name,
     )
 
 

@@ -10,7 +10,8 @@ from trnsim.workloads.graph import (
     forward_graph,
     train_flops_per_token,
 )
-from trnsim.workloads.transformer import MODELS, MLAArgs, ModelArgs, model, resolve_model
+from trnsim.workloads.hf_config import resolve_model
+from trnsim.workloads.transformer import MODELS, MLAArgs, ModelArgs, model
 
 __all__ = [
     "MODELS",

@@ -508,6 +508,47 @@ _register(
     )
 )
 
+_llama(
+    "llama-3.3-70b",
+    8192,
+    80,
+    64,
+    8,
+    28672,
+    128256,
+    131072,
+    _HF + "meta-llama/Llama-3.3-70B-Instruct",
+    "llama3.3-70b",
+)
+
+
+def _qwen3_moe(
+    name: str, hf: str, d: int, layers: int, heads: int, ff: int, expert_ff: int
+) -> ModelArgs:
+    """Qwen3 MoE: 128 routed experts, 8 per token, no shared expert, every layer sparse,
+    4 KV heads of 128, vocabulary 151,936, 40,960 positions."""
+    return _register(
+        ModelArgs(
+            name=name,
+            d_model=d,
+            n_layers=layers,
+            n_heads=heads,
+            n_kv_heads=4,
+            head_dim=128,
+            d_ff=ff,
+            vocab=151936,
+            n_experts=128,
+            top_k=8,
+            d_ff_expert=expert_ff,
+            max_seq_len=40960,
+            source=_HF + hf,
+        )
+    )
+
+
+_qwen3_moe("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 2048, 48, 32, 6144, 768)
+_qwen3_moe("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B", 4096, 94, 64, 12288, 1536)
+
 _NEMO = (
     "aws-neuron/neuronx-nemo-megatron nemo/examples/nlp/language_modeling/gpt_{}.sh "
     "(HS, N_LAYERS, N_AH; FFN_HS = 4 HS in test.sh; GPT-2 vocabulary padded to 50304)"
@@ -555,6 +596,23 @@ _register(
         source=_HF + "mistralai/Mixtral-8x7B-v0.1",
     ),
     "mixtral",
+)
+
+_register(
+    ModelArgs(
+        name="mixtral-8x22b",
+        d_model=6144,
+        n_layers=56,
+        n_heads=48,
+        n_kv_heads=8,
+        d_ff=16384,
+        vocab=32768,
+        n_experts=8,
+        top_k=2,
+        d_ff_expert=16384,
+        max_seq_len=65536,
+        source=_HF + "mistralai/Mixtral-8x22B-v0.1",
+    ),
 )
 
 _GPT_OSS = (
@@ -622,8 +680,3 @@ _register(
 def model(name: str) -> ModelArgs:
     """A model preset by name or alias; the error lists the valid names."""
     return MODELS.get(name)
-
-
-def resolve_model(spec: str | ModelArgs) -> ModelArgs:
-    """A ``ModelArgs`` as is, or a preset by name."""
-    return spec if isinstance(spec, ModelArgs) else model(spec)

@@ -1,0 +1,398 @@
+"""Every calibration set, each predicted with its own software stack, and the per-stack fits.
+
+Sets (``shared/calibration/``): trainium.md B and B2 (Trn1 training, NxD Training and
+NeMo-Megatron on Neuron), C (Trn1 serving, Transformers-NeuronX); peers.md F (Megatron-Core on
+H100), G (NCCL all-reduce on one 8x H100 node: the fit is ``trnsim.fabric.nccl_calibration``'s,
+reported here), H (Trn2 serving, NxD Inference), I (MaxText on TPU v5p/v5e: model shapes,
+batch and parallelism from MaxText's configs, ``maxtext_model``).
+
+A row is (set, label, metric, measured, a prediction function of the stack's ``Efficiency``).
+``fit_stack(name)`` fits ONE profile for a stack to all of that stack's rows (mean absolute log
+error, Nelder-Mead over the stack's ``FIT_PARAMS`` inside their bounds; no per-row factors);
+``validate()`` reports every row's error and each set's MAPE with the stored profiles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from trnsim.hw import system
+from trnsim.perf import calibrate
+from trnsim.perf.calibrate import _from_eff, _to_eff, nelder_mead
+from trnsim.perf.compute import ComputeModel, Efficiency, RooflineComputeModel
+from trnsim.perf.infer import estimate_inference
+from trnsim.perf.plan import ParallelPlan
+from trnsim.perf.stacks import STACKS
+from trnsim.perf.table_model import compute_model
+from trnsim.perf.train import estimate_training
+from trnsim.workloads import ModelArgs
+from trnsim.workloads.hf_config import synthetic_gpt
+
+Predict = Callable[[Efficiency], float]
+
+
+@dataclass(frozen=True, slots=True)
+class CalRow:
+    """One published measurement and how to predict it with a profile of ``stack``."""
+
+    set: str
+    stack: str
+    label: str
+    metric: str
+    measured: float
+    predict: Predict
+
+
+@dataclass(frozen=True, slots=True)
+class RowResult:
+    set: str
+    stack: str
+    label: str
+    metric: str
+    measured: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        """Signed relative error (predicted / measured - 1)."""
+        return self.predicted / self.measured - 1
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "set": self.set,
+            "stack": self.stack,
+            "row": self.label,
+            "metric": self.metric,
+            "measured": self.measured,
+            "predicted": self.predicted,
+            "error": self.error,
+        }
+
+
+SETS = {
+    "B": "Trn1 training, current table (trainium.md B)",
+    "B2": "Trn1 training, older rows (trainium.md B2)",
+    "C": "Trn1 serving, Transformers-NeuronX (trainium.md C)",
+    "F": "Megatron-Core weak scaling on H100 (peers.md F)",
+    "G": "NCCL all-reduce, 8x H100 NVLS (peers.md G; fit: trnsim.fabric.nccl_calibration)",
+    "H": "Trn2 serving, NxD Inference on trn2.48xlarge (peers.md H)",
+    "I": "MaxText synthetic dense models on TPU v5p and v5e (peers.md I)",
+}
+
+
+# --- B, B2, C: the Trn1 rows of trnsim.perf.calibrate --------------------------------------------
+
+
+def _trn1_rows(cm: ComputeModel) -> list[CalRow]:
+    rows = []
+    for r in calibrate.TRAIN_ROWS:
+        stack = "nemo-neuron" if r.framework.startswith("NeMo") else "nxd-training"
+        rows.append(
+            CalRow(
+                r.section,
+                stack,
+                r.label,
+                "seq/s",
+                r.measured_seq_per_s,
+                lambda eff, r=r: calibrate.predict_train(r, eff, cm),
+            )
+        )
+    for r in calibrate.INFER_ROWS:
+        for i, metric, meas in ((0, "TTFT ms", r.ttft_ms), (1, "TPOT ms", r.tpot_ms)):
+            rows.append(
+                CalRow(
+                    "C",
+                    "transformers-neuronx",
+                    r.label,
+                    metric,
+                    meas,
+                    lambda eff, r=r, i=i: calibrate.predict_infer(r, eff, cm)[i] * 1e3,
+                )
+            )
+    return rows
+
+
+# --- F: Megatron-Core on H100 ------------------------------------------------------------------
+
+F_SYSTEM = "h100-ib-cluster"  # DGX H100 nodes, 8 GPUs on NVSwitch, InfiniBand NDR 400 Gb/s/GPU
+F_SEQ = 4096
+# heads, hidden, layers, TP, PP, DP, global batch, measured model TFLOP/s per GPU
+F_ROWS = (
+    (16, 2048, 24, 1, 1, 48, 192, 408.8),
+    (32, 4096, 30, 2, 1, 48, 192, 465.9),
+    (48, 6144, 32, 4, 1, 48, 192, 489.1),
+    (56, 7168, 48, 8, 1, 48, 192, 459.6),
+    (64, 8192, 84, 8, 2, 48, 384, 419.7),
+    (80, 10240, 92, 8, 4, 48, 768, 420.5),
+    (96, 12288, 96, 8, 6, 48, 1152, 432.8),
+    (128, 16384, 96, 8, 8, 48, 1536, 474.4),
+    (144, 18432, 112, 8, 16, 48, 3072, 459.9),
+)
+
+
+def megatron_flops_per_token(m: ModelArgs, seq_len: int) -> float:
+    """Model FLOPs per token as Megatron-LM counts them (``num_floating_point_operations``):
+    6 x the matmul parameters (weights, LM head) plus full, non-causal attention: scores and
+    P.V are 2 x 2 x seq x (heads x head_dim) FLOPs per token per layer forward, x 3 for the
+    backward: 12 x layers x seq x heads x head_dim."""
+    return 6 * m.n_matmul_params_active + 12 * m.n_layers * seq_len * m.n_heads * m.head_dim
+
+
+def _f_rows() -> list[CalRow]:
+    cm = RooflineComputeModel()
+    sysm = system(F_SYSTEM)
+    rows = []
+    for heads, hidden, layers, tp, pp, dp, gb, tflops in F_ROWS:
+        m = synthetic_gpt(hidden, layers, heads, seq_len=F_SEQ)
+        # Megatron-Core: distributed optimizer (ZeRO-1), no recomputation, sequence parallel.
+        plan = ParallelPlan(tp=tp, pp=pp, dp=dp, zero=1, recompute="none")
+
+        def predict(eff: Efficiency, m=m, plan=plan, gb=gb) -> float:
+            est = estimate_training(
+                m, sysm, plan, global_batch=gb, seq_len=F_SEQ, eff=eff, compute_model=cm
+            )
+            return est.tokens_per_s * megatron_flops_per_token(m, F_SEQ) / plan.chips / 1e12
+
+        label = f"GPT {m.n_params / 1e9:.0f}B TP{tp} PP{pp} DP{dp} ({plan.chips} GPUs)"
+        rows.append(CalRow("F", "megatron-core", label, "TFLOP/s/GPU", tflops, predict))
+    return rows
+
+
+# --- H: Trn2 serving, NxD Inference ------------------------------------------------------------
+
+H_SYSTEM = "trn2.48xlarge"
+H_RANKS_PER_CHIP = 4  # LNC=2: 4 logical NeuronCores per Trainium2 chip; TP counts them
+# model, TP (logical cores), batch, input, output, TTFT ms (None: not published), TPOT ms
+H_ROWS = (
+    ("llama-3.3-70b", 64, 1, 10000, 1500, 814.2, 19.6),
+    ("llama-3.1-8b", 8, 2, 512, 128, None, 10.52),
+)
+
+
+def _h_rows(cm_name: str) -> list[CalRow]:
+    sysm = system(H_SYSTEM)
+    cm = compute_model(cm_name, sysm.chip, H_RANKS_PER_CHIP)
+    rows = []
+    for name, tp, batch, n_in, n_out, ttft, tpot in H_ROWS:
+        plan = ParallelPlan(tp=tp, zero=0, recompute="none", ranks_per_chip=H_RANKS_PER_CHIP)
+
+        def run(eff: Efficiency, name=name, plan=plan, batch=batch, n_in=n_in, n_out=n_out):
+            return estimate_inference(
+                name,
+                sysm,
+                plan,
+                batch=batch,
+                input_tokens=n_in,
+                output_tokens=n_out,
+                eff=eff,
+                compute_model=cm,
+                stack="nxd-inference",
+            )
+
+        label = f"{name} TP{tp} b{batch} in{n_in} out{n_out}"
+        if ttft is not None:
+            rows.append(
+                CalRow(
+                    "H", "nxd-inference", label, "TTFT ms", ttft, lambda e, f=run: f(e).ttft_s * 1e3
+                )
+            )
+        rows.append(
+            CalRow("H", "nxd-inference", label, "TPOT ms", tpot, lambda e, f=run: f(e).tpot_s * 1e3)
+        )
+    return rows
+
+
+# --- I: MaxText on TPU v5p / v5e -----------------------------------------------------------------
+
+# MaxText's synthetic models: ``global_parameter_scale`` s = 2^n scales base.yml's dimensions
+# (emb 2048, 16 query and 16 KV heads of 128, SwiGLU MLP 7168, 16 layers, vocabulary 32,000) by
+# rotating doublings: with n = 3b + r, heads and MLP x 2^(b + (r > 0)), embedding x 2^(b +
+# (r > 1)), layers x 2^b (AI-Hypercomputer/maxtext MaxText/pyconfig.py get_individual_scales,
+# MaxText/configs/base.yml). The runs (MaxText/configs/v5p/*.sh, v5e/*.sh): sequence 2048, FSDP
+# over the slice (ZeRO-3) with the stated tensor parallelism, per-device batch x devices per step.
+I_SEQ = 2048
+
+
+def maxtext_model(scale: int) -> ModelArgs:
+    n = int(math.log2(scale))
+    if 2**n != scale:
+        raise ValueError(f"MaxText global_parameter_scale must be a power of two, got {scale}")
+    b, r = divmod(n, 3)
+    heads = 16 * 2 ** (b + (r > 0))
+    return ModelArgs(
+        name=f"maxtext-{scale}b",
+        d_model=2048 * 2 ** (b + (r > 1)),
+        n_layers=16 * 2**b,
+        n_heads=heads,
+        n_kv_heads=heads,
+        head_dim=128,
+        d_ff=7168 * 2 ** (b + (r > 0)),
+        vocab=32000,
+        max_seq_len=I_SEQ,
+        source="MaxText base.yml scaled by global_parameter_scale (pyconfig.py)",
+    )
+
+
+# chip, scale, slice preset, slices, per-device batch, TP, remat, measured TFLOP/s per chip
+I_ROWS = (
+    ("v5p", 32, "tpu-v5p-128", 1, 7, 4, "selective", 328),
+    ("v5p", 32, "tpu-v5p-128", 2, 7, 4, "selective", 319),
+    ("v5p", 64, "tpu-v5p-128", 1, 3, 4, "selective", 323),
+    ("v5p", 128, "tpu-v5p-256", 1, 1, 8, "selective", 315),
+    ("v5p", 128, "tpu-v5p-512", 1, 1, 8, "selective", 316),
+    ("v5p", 128, "tpu-v5p-512", 2, 1, 8, "selective", 274),
+    ("v5p", 256, "tpu-v5p-1024", 1, 1, 8, "selective", 308),
+    ("v5p", 512, "tpu-v5p-1024", 1, 2, 8, "full", 294),
+    ("v5p", 1024, "tpu-v5p-2048", 1, 2, 8, "full", 254),
+    ("v5p", 1024, "tpu-v5p-4096", 1, 2, 8, "full", 297),
+    ("v5e", 16, "tpu-v5e-256", 1, 6, 1, "full", 120),
+    ("v5e", 32, "tpu-v5e-256", 1, 4, 1, "full", 132),
+    ("v5e", 64, "tpu-v5e-256", 1, 2, 1, "full", 118),
+    ("v5e", 128, "tpu-v5e-256", 1, 1, 16, "selective", 110),
+)
+
+
+def _i_rows() -> list[CalRow]:
+    cm = RooflineComputeModel()
+    rows = []
+    for _chip, scale, preset, slices, pdbs, tp, remat, tflops in I_ROWS:
+        sysm = system(preset)
+        m = maxtext_model(scale)
+        chips = sysm.chips * slices
+        plan = ParallelPlan(tp=tp, dp=chips // tp, micro_batch=pdbs * tp, zero=3, recompute=remat)
+
+        def predict(eff: Efficiency, m=m, plan=plan, sysm=sysm, gb=pdbs * chips) -> float:
+            est = estimate_training(
+                m, sysm, plan, global_batch=gb, seq_len=I_SEQ, eff=eff, compute_model=cm
+            )
+            return est.tokens_per_s * megatron_flops_per_token(m, I_SEQ) / plan.chips / 1e12
+
+        label = f"{m.name} {slices}x {preset} TP{tp} ({chips} chips)"
+        rows.append(CalRow("I", "maxtext", label, "TFLOP/s/chip", tflops, predict))
+    return rows
+
+
+# --- all rows, validation, fitting ---------------------------------------------------------------
+
+
+def rows(compute: str = "auto", sets: Iterable[str] | None = None) -> list[CalRow]:
+    """Every row of the expressible sets (G is reported by ``nccl_rows``)."""
+    want = set(sets or SETS)
+    out: list[CalRow] = []
+    if want & {"B", "B2", "C"}:
+        out += [r for r in _trn1_rows(calibrate.model_for(compute)) if r.set in want]
+    if "F" in want:
+        out += _f_rows()
+    if "H" in want:
+        out += _h_rows(compute)
+    if "I" in want:
+        out += _i_rows()
+    return out
+
+
+def _profile(stack: str, compute: str) -> Efficiency:
+    cm_name = "table" if compute in ("auto", "table") else "roofline"
+    sw = STACKS[stack]
+    return sw.table if (cm_name == "table" and sw.table is not None) else sw.roofline
+
+
+_UNITS = ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B"))
+
+
+def nccl_rows() -> list[RowResult]:
+    """Set G, as ``trnsim.fabric.nccl_calibration.report`` predicts it (15hw's NCCL fit)."""
+    from trnsim.fabric import nccl_calibration
+
+    out = []
+    for r in nccl_calibration.report().rows:
+        size = next(f"{r.nbytes / 2**p:g} {u}" for p, u in _UNITS if r.nbytes >= 2**p)
+        label = f"all-reduce {size} ({r.algo}/{r.protocol})"
+        out.append(RowResult("G", "nccl", label, "time s", r.measured_s, r.model_s))
+    return out
+
+
+def validate(
+    compute: str = "auto",
+    profiles: dict[str, Efficiency] | None = None,
+    sets: Iterable[str] | None = None,
+    advance: Callable[[], None] | None = None,
+) -> list[RowResult]:
+    """Every row's prediction with the stored (or given) profile of its stack."""
+    profiles = profiles or {}
+    want = list(sets or SETS)
+    out = []
+    for r in rows(compute, want):
+        eff = profiles.get(r.stack) or _profile(r.stack, compute)
+        out.append(RowResult(r.set, r.stack, r.label, r.metric, r.measured, r.predict(eff)))
+        if advance:
+            advance()
+    if "G" in want:
+        out += nccl_rows()
+    return out
+
+
+def mape(results: Iterable[RowResult], set_name: str, metric: str | None = None) -> float:
+    errs = [
+        abs(r.error)
+        for r in results
+        if r.set == set_name and (metric is None or r.metric == metric)
+    ]
+    return float(np.mean(errs)) if errs else float("nan")
+
+
+# Parameters each stack fits, with bounds (the others keep the stored profile's values). Few
+# parameters for few rows: NeMo on Neuron (4 rows) fits its matmul efficiency only;
+# NxD Inference (3 published numbers) its matmul, attention and HBM efficiency.
+FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
+    "nxd-training": {
+        "kernel_matmul": (0.05, 1.0),
+        "attention": (0.02, 1.0),
+        "hbm": (0.05, 1.0),
+        "comm_overlap": (0.0, 0.99),
+    },
+    "nemo-neuron": {"kernel_matmul": (0.05, 1.0)},
+    "transformers-neuronx": {
+        "kernel_matmul": (0.01, 1.0),
+        "attention": (0.02, 1.0),
+        "hbm": (0.05, 1.0),
+        "kv_hbm": (0.005, 1.0),
+        "op_overhead_s": (0.0, 1e-3),
+        "comm_overlap": (0.0, 0.99),
+    },
+    "nxd-inference": {
+        "kernel_matmul": (0.05, 1.0),
+        "attention": (0.02, 1.0),
+        "hbm": (0.05, 1.0),
+    },
+    "megatron-core": {"matmul": (0.2, 1.0), "comm_overlap": (0.0, 0.99)},
+    "maxtext": {"matmul": (0.2, 1.0), "comm_overlap": (0.0, 0.99)},
+}
+
+
+def fit_stack(
+    stack: str, compute: str = "auto", iters: int = 200, advance: Callable[[], None] | None = None
+) -> Efficiency:
+    """Fit one profile of ``stack`` to all its rows (mean |log error|; module docstring)."""
+    bounds = dict(FIT_PARAMS[stack])
+    table = compute != "roofline" and STACKS[stack].table is not None
+    if not table and "kernel_matmul" in bounds:
+        bounds = {"matmul": bounds.pop("kernel_matmul"), **bounds}
+    mine = [r for r in rows(compute) if r.stack == stack]
+    base = _profile(stack, compute)
+    names = list(bounds)
+
+    def loss(x: np.ndarray) -> float:
+        if advance:
+            advance()
+        eff = _to_eff(base, names, bounds, x)
+        return float(np.mean([abs(math.log(r.predict(eff) / r.measured)) for r in mine]))
+
+    # Start inside the bounds (a parameter stored at a bound, such as an overhead of 0, would
+    # start the simplex where the logistic map is flat and never leave it).
+    x0 = np.clip(_from_eff(base, names, bounds), -3.0, 3.0)
+    x = nelder_mead(loss, x0, iters=iters)
+    return _to_eff(base, names, bounds, x)

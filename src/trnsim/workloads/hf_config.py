@@ -1,0 +1,209 @@
+"""Models from a Hugging Face ``config.json`` (standard library only, no network), and
+Megatron-style synthetic GPT models from their dimensions.
+
+``from_hf_config(path)`` reads the public ``transformers`` config fields of the Llama, Mistral,
+Qwen2, Qwen3, Qwen3-MoE, Mixtral, DeepSeek-V3 and GPT-OSS families (``model_type`` says which;
+a multimodal config's ``text_config`` is read when present). The field names per family are
+data (``FAMILIES``); an unknown ``model_type`` or a missing field is a ``ConfigError`` naming
+the file and the field.
+
+``synthetic_gpt(hidden, layers, heads, ffn, vocab)`` is a Megatron-LM ``GPTModel`` as the
+Megatron-Core scaling tables describe it (calibration set F): GELU FFN (default 4 x hidden),
+LayerNorm, linear biases, learned absolute positions, an output layer untied from the
+embedding (``--untie-embeddings-and-output-weights`` in Megatron-LM's GPT recipes; the table's
+sizes 1.7B ... 462B count both matrices).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trnsim.errors import ConfigError
+from trnsim.workloads.transformer import MLAArgs, ModelArgs, model
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """How one ``model_type`` names its fields (None: the family has no such field)."""
+
+    experts: str | None = None  # routed experts per MoE layer
+    top_k: str | None = None
+    expert_ff: str | None = None  # hidden size of one expert (None: intermediate_size)
+    shared_experts: str | None = None
+    dense_layers: str | None = None  # leading dense layers
+    mla: bool = False
+    bias: bool = False  # attention (and FFN) linear biases
+    window_every: int = 0  # every k-th layer is sliding-window when a window is set (0: none)
+    window_flag: str | None = None  # a boolean field that must be true for the window to apply
+
+
+FAMILIES: dict[str, Family] = {
+    "llama": Family(),
+    "mistral": Family(window_every=1),
+    # Qwen2's q/k/v biases are not counted (< 0.01 % of the parameters); its window applies
+    # only with use_sliding_window.
+    "qwen2": Family(window_every=1, window_flag="use_sliding_window"),
+    "qwen3": Family(window_every=1, window_flag="use_sliding_window"),
+    "qwen3_moe": Family(
+        experts="num_experts", top_k="num_experts_per_tok", expert_ff="moe_intermediate_size"
+    ),
+    "qwen2_moe": Family(
+        experts="num_experts",
+        top_k="num_experts_per_tok",
+        expert_ff="moe_intermediate_size",
+    ),
+    "mixtral": Family(experts="num_local_experts", top_k="num_experts_per_tok", window_every=1),
+    "deepseek_v3": Family(
+        experts="n_routed_experts",
+        top_k="num_experts_per_tok",
+        expert_ff="moe_intermediate_size",
+        shared_experts="n_shared_experts",
+        dense_layers="first_k_dense_replace",
+        mla=True,
+    ),
+    "gpt_oss": Family(
+        experts="num_local_experts", top_k="num_experts_per_tok", bias=True, window_every=2
+    ),
+}
+FAMILIES["deepseek_v2"] = FAMILIES["deepseek_v3"]
+
+
+def looks_like_path(spec: str) -> bool:
+    """True when ``spec`` names a file rather than a preset (ends in .json or exists)."""
+    return spec.endswith(".json") or os.sep in spec or Path(spec).is_file()
+
+
+def from_hf_config(path: str | os.PathLike[str], name: str | None = None) -> ModelArgs:
+    """A ``ModelArgs`` from a Hugging Face ``config.json`` file."""
+    p = Path(path)
+    try:
+        cfg = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"model config {str(p)!r}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"model config {str(p)!r}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"model config {str(p)!r}: not JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"model config {str(p)!r}: expected a JSON object")
+    label = name or cfg.get("_name_or_path") or (p.parent.name if p.stem == "config" else p.stem)
+    return from_hf_dict(cfg, str(label).rsplit("/", 1)[-1].lower(), source=f"config {p}")
+
+
+def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
+    """A ``ModelArgs`` from the fields of a parsed Hugging Face config."""
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg, **cfg["text_config"]}
+    where = source or name
+    mtype = cfg.get("model_type")
+    if mtype not in FAMILIES:
+        raise ConfigError(
+            f"{where}: model_type {mtype!r} is not supported (supported: "
+            f"{', '.join(sorted(FAMILIES))})"
+        )
+    fam = FAMILIES[mtype]
+
+    def need(key: str) -> Any:
+        if cfg.get(key) is None:
+            raise ConfigError(f"{where}: field {key!r} is missing (model_type {mtype})")
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: field {key!r} must be a number, got {value!r}")
+        return int(value)
+
+    d = need("hidden_size")
+    heads = need("num_attention_heads")
+    kv = cfg.get("num_key_value_heads") or heads
+    head_dim = cfg.get("head_dim") or 0
+    kw: dict[str, Any] = {}
+    if fam.experts:
+        kw.update(
+            n_experts=need(fam.experts),
+            top_k=need(fam.top_k) if fam.top_k else 0,
+            d_ff_expert=need(fam.expert_ff or "intermediate_size"),
+        )
+        if mtype == "gpt_oss" and cfg.get("num_experts_per_tok") is None:
+            kw["top_k"] = need("experts_per_token")
+        if fam.shared_experts:
+            kw["n_shared_experts"] = int(cfg.get(fam.shared_experts) or 0)
+        if fam.dense_layers:
+            kw["n_dense_layers"] = int(cfg.get(fam.dense_layers) or 0)
+    if fam.mla:
+        kw["mla"] = MLAArgs(
+            q_lora_rank=need("q_lora_rank"),
+            kv_lora_rank=need("kv_lora_rank"),
+            qk_nope_head_dim=need("qk_nope_head_dim"),
+            qk_rope_head_dim=need("qk_rope_head_dim"),
+            v_head_dim=need("v_head_dim"),
+        )
+        head_dim = head_dim or need("v_head_dim")
+    window = cfg.get("sliding_window")
+    if fam.window_flag and not cfg.get(fam.window_flag):
+        window = None
+    if window and fam.window_every:
+        kw.update(sliding_window=int(window), local_layers_every=fam.window_every)
+    return ModelArgs(
+        name=name,
+        d_model=d,
+        n_layers=need("num_hidden_layers"),
+        n_heads=heads,
+        n_kv_heads=int(kv),
+        head_dim=int(head_dim),
+        d_ff=need("intermediate_size"),
+        vocab=need("vocab_size"),
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        bias=fam.bias or bool(cfg.get("attention_bias", False) and mtype != "llama"),
+        max_seq_len=int(cfg.get("max_position_embeddings") or 4096),
+        source=source or f"Hugging Face config of {name}",
+        **kw,
+    )
+
+
+# The vocabulary of the Megatron-Core scaling table (calibration set F): 131,072.
+MEGATRON_VOCAB = 131072
+
+
+def synthetic_gpt(
+    hidden: int,
+    layers: int,
+    heads: int,
+    ffn: int | None = None,
+    vocab: int = MEGATRON_VOCAB,
+    seq_len: int = 4096,
+    kv_heads: int | None = None,
+) -> ModelArgs:
+    """A Megatron-LM GPT model of the given dimensions (module docstring)."""
+    m = ModelArgs(
+        name=f"gpt-h{hidden}-l{layers}",
+        d_model=hidden,
+        n_layers=layers,
+        n_heads=heads,
+        n_kv_heads=kv_heads or heads,
+        d_ff=ffn or 4 * hidden,
+        vocab=vocab,
+        ffn="gelu",
+        norm="layernorm",
+        tied_embeddings=False,
+        learned_pos=seq_len,
+        bias=True,
+        max_seq_len=seq_len,
+        source="synthetic Megatron-LM GPT (GELU FFN, LayerNorm, biases, learned positions, "
+        "untied output layer)",
+    )
+    b = m.n_params / 1e9
+    label = f"{b:.1f}B" if b < 10 else f"{b:.0f}B"
+    return dataclasses.replace(m, name=f"gpt-{label}-h{hidden}-l{layers}")
+
+
+def resolve_model(spec: str | ModelArgs) -> ModelArgs:
+    """A ``ModelArgs`` as is, a Hugging Face ``config.json`` by path, or a preset by name."""
+    if isinstance(spec, ModelArgs):
+        return spec
+    if looks_like_path(spec):
+        return from_hf_config(spec)
+    return model(spec)
