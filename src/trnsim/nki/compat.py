@@ -36,6 +36,7 @@ def install(force: bool = False) -> None:
     typing_mod = types.ModuleType("nki.typing")
     typing_mod.tensor = _TypingTensor()  # type: ignore[attr-defined]
     sys.modules["nki.typing"] = typing_mod
+    importlib.import_module("trnsim.nki.legacy").install(force)  # neuronxcc.nki (legacy API)
 
 
 class _TypingTensor:

@@ -1,0 +1,338 @@
+"""Legacy tensors: ``Tile`` (a view indexed by index expressions), ``BlockTensor`` (SBUF/PSUM
+tensors with block dimensions in front of ``nl.par_dim``) and *pending* results.
+
+Legacy calls return a new tile instead of writing a ``dst``. A result is first *pending*: the
+instruction is issued when the tile is next used, or, when the very next thing done with it is
+an assignment (``t[...] = nl.exp(x)``, ``psum[...] += nl.matmul(...)``), it is issued with the
+assignment's target as its ``dst`` (with ``accumulate=True`` for ``+=`` of a matmul into PSUM).
+That is what the legacy compiler does with such code (no extra copy), and it keeps the legacy
+front end one instruction per call on the new API's instructions. Any other legacy call issues
+the pending instruction first, so program order is kept.
+
+A tile is *reused* when its on-chip bytes were given to another tensor by the modulo allocator
+(``neuronxcc.nki.compiler``): reading a block whose physical slot now belongs to another block
+is an error naming both.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trnsim.core.location import fail
+from trnsim.core.memory import HBM, PSUM, View
+from trnsim.nki import isa as nisa
+from trnsim.nki.legacy import index as ix
+from trnsim.nki.tensor import NkiTensor
+
+
+class Tile(NkiTensor):
+    """A legacy tile or HBM tensor: an ``NkiTensor`` that also takes index expressions."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Tile:
+        if ix.is_expr_key(key):
+            return expr_view(self, key)
+        t = NkiTensor.__getitem__(self, key)
+        t.__class__ = Tile
+        return t  # type: ignore[return-value]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        assign(self[key] if key is not Ellipsis else self, value)
+
+    def __iadd__(self, other: Any) -> Tile:
+        accumulate(self, other)
+        return self
+
+
+def as_tile(v: View) -> Tile:
+    if type(v) is not Tile:
+        if isinstance(v, NkiTensor) and type(v) is NkiTensor:
+            v.__class__ = Tile
+            return v  # type: ignore[return-value]
+        return Tile.trusted(
+            v.storage, v.shape, v.strides, v.offset, v.p0, v.fmt, v.dtype, v.inbounds
+        )
+    return v  # type: ignore[return-value]
+
+
+def expr_view(t: View, key: Any) -> Tile:
+    key = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis for k in key):
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        key = key[:i] + (slice(None),) * (len(t.shape) - len(key) + 1) + key[i + 1 :]
+    key = key + (slice(None),) * (len(t.shape) - len(key))
+    shape, strides, off, p0, problem = ix.expr_index(t.shape, t.strides, t.on_chip, key)
+    v = Tile.trusted(t.storage, shape, strides, t.offset + off, t.p0 + p0, t.fmt, t.dtype, False)
+    if problem is None:
+        v.check_bounds()
+    else:
+        _state.outside[id(v)] = (v, problem)
+    return v
+
+
+def check_inside(v: Any, box: tuple[slice, ...] | None) -> None:
+    """An index that reached outside its tensor must be cut back inside by the mask ``box``
+    of the instruction using it (else the out-of-bounds error, at the kernel's line)."""
+    entry = _state.outside.get(id(v))
+    if entry is not None and entry[0] is v:
+        entry[1].check(box)
+        if box is None:
+            del _state.outside[id(v)]
+
+
+# ---- pending results ----------------------------------------------------------------------------
+
+
+@dataclass
+class Pending:
+    """A legacy call's result, not yet issued: ``issue(dst)`` issues it into ``dst``."""
+
+    tile: Tile
+    issue: Callable[[View], None]
+    memories: tuple[str, ...]
+    casts: bool
+    accumulate: Callable[[View], None] | None = None
+
+
+class _State(threading.local):
+    pending: Pending | None = None
+
+    def __init__(self) -> None:
+        self.outside: dict[int, tuple[View, ix.OutsideTile]] = {}
+
+
+_state = _State()
+
+
+def defer(p: Pending) -> Tile:
+    flush()
+    _state.pending = p
+    return p.tile
+
+
+def flush() -> None:
+    """Issue the pending result into its own tile (before any other use)."""
+    p = _state.pending
+    if p is not None:
+        _state.pending = None
+        p.issue(p.tile)
+
+
+def discard() -> None:
+    _state.pending = None
+    _state.outside.clear()
+
+
+def _take(value: Any) -> Pending | None:
+    p = _state.pending
+    if p is not None and p.tile is value:
+        _state.pending = None
+        return p
+    return None
+
+
+def _same(a: View, b: View) -> bool:
+    return (
+        a.storage is b.storage
+        and a.shape == b.shape
+        and a.strides == b.strides
+        and a.offset == b.offset
+        and a.p0 == b.p0
+    )
+
+
+def assign(dst: View, value: Any) -> None:
+    """``dst[...] = value``: a pending result is issued into ``dst`` when it can write there
+    (memory and dtype allowed, same shape); otherwise it is issued into its own tile and
+    copied (``dma_copy`` to or from HBM, ``tensor_copy`` on chip)."""
+    p = _take(value)
+    if p is None:
+        check_inside(dst, None)
+    if p is not None:
+        if (
+            dst.memory in p.memories
+            and (p.casts or dst.fmt == p.tile.fmt)
+            and tuple(dst.shape) == tuple(p.tile.shape)
+        ):
+            p.issue(dst)
+            return
+        p.issue(p.tile)
+    flush()
+    if isinstance(value, BlockTensor):
+        raise fail("block-dim", "assigning a tensor with block dimensions; index its blocks")
+    if isinstance(value, View):
+        if _same(dst, value):
+            return
+        if tuple(value.shape) != tuple(dst.shape):
+            if (value.size == dst.size and dst.memory == HBM) or value.memory == HBM:
+                value = NkiTensor.wrap(value).reshape(dst.shape) if value.memory == HBM else value
+            else:
+                value = broadcast_to(value, dst.shape)
+        if dst.memory == HBM or value.memory == HBM:
+            nisa.dma_copy(dst, value)
+        else:
+            nisa.tensor_copy(dst, value)
+        return
+    nisa.memset(dst, value)
+
+
+def accumulate(dst: Tile, other: Any) -> None:
+    """``dst += other``: a pending matmul accumulates into ``dst`` (PSUM, ``accumulate=True``);
+    anything else is a Vector-engine add."""
+    p = _take(other)
+    if p is not None:
+        if p.accumulate is not None and dst.memory == PSUM and dst.shape == p.tile.shape:
+            p.accumulate(dst)
+            return
+        p.issue(p.tile)
+    flush()
+    if isinstance(other, View):
+        nisa.tensor_tensor(dst, dst, broadcast_to(other, dst.shape), "add")
+    else:
+        nisa.tensor_scalar(dst, dst, "add", float(other))
+
+
+def broadcast_to(v: View, shape: tuple[int, ...]) -> View:
+    """Free-dim broadcasting of size-1 dims (stride 0); the partition dim cannot broadcast."""
+    shape = tuple(shape)
+    if tuple(v.shape) == shape:
+        return v
+    if len(v.shape) != len(shape):
+        raise fail("broadcast", f"cannot broadcast {list(v.shape)} to {list(shape)}")
+    t = NkiTensor.wrap(v)
+    for d, (have, want) in enumerate(zip(v.shape, shape, strict=True)):
+        if have == want:
+            continue
+        if have != 1 or (d == 0 and v.on_chip):
+            what = "the partition dim" if d == 0 and v.on_chip else f"dim {d}"
+            raise fail(
+                "broadcast",
+                f"cannot broadcast {list(v.shape)} to {list(shape)} along {what}",
+            )
+        t = t.broadcast(d, want)
+    return as_tile(t)
+
+
+# ---- block tensors ------------------------------------------------------------------------------
+
+
+class BlockTensor:
+    """An SBUF/PSUM tensor ``(B..., par_dim(P), F...)``: ``prod(B)`` logical ``(P, F...)`` tiles.
+
+    ``locate(blocks)`` gives a logical block's tile and, for direct allocation
+    (``neuronxcc.nki.compiler``), the key of the physical slot it occupies. Slots are shared:
+    ``owners`` (one dict per core, shared by every directly allocated tensor) records which
+    tensor block last wrote each slot, so reading a block whose slot was written since by
+    another block or tensor is a ``tile-reused`` error."""
+
+    def __init__(
+        self,
+        block_shape: tuple[int, ...],
+        tile_shape: tuple[int, ...],
+        locate: Callable[[tuple[int, ...]], tuple[Tile, Any]],
+        name: str,
+        dtype: Any,
+        memory: str,
+        fmt_name: str,
+        owners: dict[Any, tuple[int, tuple[int, ...], str]] | None = None,
+    ) -> None:
+        self.block_shape = block_shape
+        self.tile_shape = tile_shape
+        self.locate = locate
+        self.name = name
+        self.dtype = dtype
+        self.buffer = memory
+        self.fmt_name = fmt_name
+        self.owners = owners
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self.block_shape, *self.tile_shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def _split(self, key: Any) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(j for j, k in enumerate(key) if k is Ellipsis)
+            key = key[:i] + (slice(None),) * (self.ndim - len(key) + 1) + key[i + 1 :]
+        nb = len(self.block_shape)
+        if len(key) < nb:
+            raise fail(
+                "block-dim",
+                f"tensor {self.name!r} {self._desc()}: index every block dimension with an "
+                f"integer (got {len(key)} indices)",
+            )
+        blocks = []
+        for d, (k, n) in enumerate(zip(key[:nb], self.block_shape, strict=True)):
+            if not ix._is_int(k):
+                raise fail(
+                    "not-implemented",
+                    f"block dim {d} of tensor {self.name!r} {self._desc()} indexed by {k!r}; "
+                    "trnsim takes an integer per block dimension",
+                )
+            if not -n <= int(k) < n:
+                raise fail(
+                    "out-of-bounds",
+                    f"block index {int(k)} of dim {d} (size {n}) of {self.name!r} {self._desc()}",
+                )
+            blocks.append(int(k) % n)
+        return tuple(blocks), key[nb:]
+
+    def _desc(self) -> str:
+        b = "".join(f"{n}, " for n in self.block_shape)
+        f = "".join(f", {n}" for n in self.tile_shape[1:])
+        return f"({b}par_dim({self.tile_shape[0]}){f})"
+
+    def block(self, blocks: tuple[int, ...], write: bool) -> Tile:
+        t, slot = self.locate(blocks)
+        if self.owners is not None and slot is not None:
+            me = (id(self), blocks, self.name)
+            owner = self.owners.get(slot)
+            if write:
+                self.owners[slot] = me
+            elif owner is not None and owner[:2] != me[:2]:
+                what = f"block {list(owner[1])} of {owner[2]!r}" if owner[1] else repr(owner[2])
+                mine = f"block {list(blocks)} of {self.name!r}" if blocks else repr(self.name)
+                raise fail(
+                    "tile-reused",
+                    f"{mine} {self._desc()} is read after its physical tile was reused by "
+                    f"{what} (direct allocation at {slot})",
+                )
+        return t
+
+    def whole(self) -> Tile:
+        """The tensor as one tile (no block dimensions), read."""
+        if self.block_shape:
+            raise fail(
+                "block-dim",
+                f"{self!r} has block dimensions; index its blocks (t[i]) to get a tile",
+            )
+        return self.block((), write=False)
+
+    def __getitem__(self, key: Any) -> Tile:
+        blocks, rest = self._split(key)
+        t = self.block(blocks, write=False)
+        return t[rest] if rest else t
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        blocks, rest = self._split(key)
+        t = self.block(blocks, write=True)
+        assign(t[rest] if rest and not _full(rest, t.shape) else t, value)
+
+    def __iadd__(self, other: Any) -> BlockTensor:
+        accumulate(self.whole(), other)
+        return self
+
+    def __repr__(self) -> str:
+        return f"BlockTensor({self.name!r} {self._desc()} {self.fmt_name} @ {self.buffer})"
+
+
+def _full(rest: tuple[Any, ...], shape: tuple[int, ...]) -> bool:
+    return all(isinstance(k, slice) and k == slice(None) for k in rest) and len(rest) <= len(shape)
