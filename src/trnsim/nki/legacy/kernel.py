@@ -9,6 +9,8 @@ assigned to its core (``grid.py``): every tool that runs new-API kernels (``trns
 from __future__ import annotations
 
 import functools
+
+import numpy as np
 from collections.abc import Callable
 from typing import Any
 
@@ -90,7 +92,15 @@ class LegacyKernel(Kernel):
         return LegacyKernel(self.legacy_fn, _grid.parse(key), **self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return run(self, *args, target=self.options.get("platform_target"), **kwargs).outputs
+        return run(
+            self, *_numpy_args(args), target=self.options.get("platform_target"), **kwargs
+        ).outputs
+
+
+def _numpy_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """NumPy ``bool`` arrays as uint8 views of the same bytes (``nl.bool_`` is uint8)."""
+    return tuple(a.view(np.uint8) if isinstance(a, np.ndarray) and a.dtype == bool else a
+                 for a in args)  # fmt: skip
 
 
 def jit(func: Callable[..., Any] | None = None, mode: str = "auto", **kwargs: Any) -> Any:
@@ -114,7 +124,7 @@ def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
     """Run ``kernel`` on NumPy arrays; returns its outputs and writes back arrays it stored
     into (the legacy kernels that take their output as an argument)."""
     k = kernel if isinstance(kernel, LegacyKernel) else LegacyKernel(kernel)
-    return run(k, *args, target=k.options.get("platform_target"), **kwargs).outputs
+    return run(k, *_numpy_args(args), target=k.options.get("platform_target"), **kwargs).outputs
 
 
 class FrameworkKernel:

@@ -109,8 +109,6 @@ def _split_shape(shape: Any, buf: Buffer) -> tuple[tuple[int, ...], tuple[int, .
     pos = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
     if len(pos) > 1:
         raise fail("par-dim", f"shape {shape} has {len(pos)} par_dim dimensions; at most one")
-    if pos and buf.memory == HBM:
-        raise fail("par-dim", f"par_dim in the shape {shape} of an HBM tensor ({buf!r})")
     dims = tuple(int(s) for s in shape)
     if any(d < 1 for d in dims):
         raise fail("shape", f"tensor shape {list(dims)} must have positive sizes")
@@ -352,6 +350,10 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
     check_inside(value, box)
     if ops.empty_box(box):
         return
+    if value.memory == PSUM:  # DMA cannot read PSUM: the compiler copies to SBUF first
+        staged = ops.new_tile(value.shape, value.dtype, SBUF)
+        nisa.tensor_copy(staged, value)
+        value = staged
     if dst.size != value.size:
         raise fail(
             "shape",
@@ -410,13 +412,7 @@ def _binary(name: str, x: Any, y: Any, dtype: Any, mask: Any) -> Tile:
         )
     if xt and yt:
         shape = ops.broadcast_shape([x.shape, y.shape], call)
-        for v in (x, y):
-            if v.on_chip and v.shape[0] != shape[0]:
-                raise fail(
-                    "broadcast",
-                    f"{call}: operands {list(x.shape)} and {list(y.shape)} differ in the "
-                    "partition dim (a tile cannot broadcast along partitions)",
-                )
+        x, y = (_partition_broadcast(v, shape[0], call) for v in (x, y))
         scalar_y = len(y.shape) == len(shape) and y.free_size == 1 and x.free_size > 1
         scalar_x = len(x.shape) == len(shape) and x.free_size == 1 and y.free_size > 1
         if scalar_y or scalar_x:
@@ -440,6 +436,29 @@ def _binary(name: str, x: Any, y: Any, dtype: Any, mask: Any) -> Tile:
         nisa.tensor_scalar(dst, data, name, float(scalar), reverse0=not xt)
 
     return ops.result(kind, data.shape, dt, issue3, (data,), mask)
+
+
+def _partition_broadcast(v: View, partitions: int, call: str) -> View:
+    """A ``[1, F...]`` tile broadcast along partitions, as the legacy compiler does it with
+    DMA: the row goes to an HBM scratch tensor and comes back to every partition (an HBM read
+    pattern may repeat rows; an on-chip one may not)."""
+    if not v.on_chip or v.shape[0] == partitions:
+        return v
+    if v.shape[0] != 1:
+        raise fail(
+            "broadcast",
+            f"{call}: a {list(v.shape)} tile cannot broadcast to {partitions} partitions",
+        )
+    flush()
+    row = as_tile(new_nl.ndarray(v.shape, v.dtype, new_nl.private_hbm, name="broadcast_row"))
+    nisa.dma_copy(row, v)
+    rep = Tile.trusted(
+        row.storage, (partitions, *row.shape[1:]), (0, *row.strides[1:]), row.offset, 0,
+        row.fmt, row.dtype, True,
+    )  # fmt: skip
+    out = ops.new_tile((partitions, *v.shape[1:]), v.dtype, SBUF)
+    nisa.dma_copy(out, rep)
+    return out
 
 
 def _unary(name: str, x: Any, dtype: Any, mask: Any) -> Tile:
@@ -674,19 +693,12 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
 
 def broadcast_to(src: Any, *, shape: Any, **kwargs: Any) -> Tile:
     """``src`` broadcast to ``shape``: free dims by stride 0 (a view, no instruction);
-    the partition dim by a Tensor-engine matmul with a ones row (``[1, F] -> [P, F]``)."""
+    the partition dim through HBM (``_partition_broadcast``)."""
     src = ops.tensor(src, "src", "nl.broadcast_to")
     shape = tuple(int(s) for s in shape)
     flush()
     if src.on_chip and src.shape[0] == 1 and shape[0] > 1:
-        ones_t = ops.new_tile((1, shape[0]), float32, SBUF)
-        nisa.memset(ones_t, 1.0)
-        flat = as_tile(src).reshape(1, src.free_size)
-        out_psum = ops.new_tile((shape[0], src.free_size), float32, PSUM)
-        nisa.nc_matmul(out_psum, ones_t, flat, accumulate=False)
-        out = ops.new_tile((shape[0], src.free_size), src.dtype, SBUF)
-        nisa.tensor_copy(out, out_psum)
-        return out.reshape(shape[0], *src.shape[1:]).broadcast_to(shape)  # type: ignore
+        src = _partition_broadcast(src, shape[0], "nl.broadcast_to")
     from trnsim.nki.legacy.tile import broadcast_to as bc
 
     return bc(src, shape)  # type: ignore[return-value]

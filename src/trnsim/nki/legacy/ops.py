@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 
 from trnsim.core.location import fail
-from trnsim.core.memory import View
+from trnsim.core.memory import View, user_dtype
 from trnsim.nki import language as new_nl
 from trnsim.nki.legacy import differences as D
 from trnsim.nki.legacy import index as ix
 from trnsim.nki.legacy.tile import (
     BlockTensor,
+    _Unplaced,
     Pending,
     Tile,
     as_tile,
@@ -43,6 +44,8 @@ def tensor(x: Any, what: str, call: str) -> View:
         )
     if not isinstance(x, View):
         raise fail("operand", f"{call} {what} must be a tile, got {type(x).__name__}")
+    if isinstance(x.storage, _Unplaced):
+        flush()  # the pending result is used: it gets its bytes now
     return x
 
 
@@ -87,7 +90,7 @@ def result(
         if isinstance(o, View):
             check_inside(o, box if len(o.shape) == len(shape) else None)
     flush()
-    out = new_tile(shape, dtype, memory)
+    out = _unplaced_tile(shape, dtype, memory)
 
     def run(dst: View) -> None:
         check_inside(dst, box)
@@ -106,7 +109,18 @@ def result(
             ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
             accumulate(cut(dst, box, shape), *ops)
 
-    return defer(Pending(out, run, memories, casts, acc))
+    return defer(Pending(out, run, memories, casts, acc, lambda: new_tile(shape, dtype, memory)))
+
+
+def _unplaced_tile(shape: tuple[int, ...], dtype: Any, memory: str) -> Tile:
+    """A tile without bytes, shaped as ``new_tile`` would allocate it."""
+    fmt = get_format(dtype)
+    shp = shape or (1,)
+    strides = [1] * len(shp)
+    for i in range(len(shp) - 2, 0, -1):
+        strides[i] = strides[i + 1] * shp[i + 1]
+    storage = _Unplaced(memory, fmt, shp, 0)
+    return Tile.trusted(storage, shp, tuple(strides), 0, 0, fmt, user_dtype(fmt), True)
 
 
 def dtype_of(x: Any) -> np.dtype:

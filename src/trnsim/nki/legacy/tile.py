@@ -34,6 +34,8 @@ class Tile(NkiTensor):
     __slots__ = ()
 
     def __getitem__(self, key: Any) -> Tile:
+        if isinstance(self.storage, _Unplaced):
+            flush()  # a view of a pending result: give it its bytes first
         if ix.is_expr_key(key):
             return expr_view(self, key)
         t = NkiTensor.__getitem__(self, key)
@@ -84,18 +86,48 @@ def check_inside(v: Any, box: tuple[slice, ...] | None) -> None:
             del _state.outside[id(v)]
 
 
+# ---- unplaced tiles: a pending result's own storage, allocated only if it is issued there ----
+
+
+class _UnplacedAlloc:
+    __slots__ = ("kind", "name", "nbytes", "partitions")
+
+    def __init__(self, kind: str, partitions: int, nbytes: int) -> None:
+        self.kind, self.name, self.partitions, self.nbytes = kind, "unplaced", partitions, nbytes
+
+
+class _Unplaced:
+    """The storage of a tile that has no bytes yet (a pending result)."""
+
+    __slots__ = ("alloc", "fmt", "shape")
+
+    def __init__(self, kind: str, fmt: Any, shape: tuple[int, ...], nbytes: int) -> None:
+        self.alloc = _UnplacedAlloc(kind, shape[0] if shape else 1, nbytes)
+        self.fmt, self.shape = fmt, shape
+
+
 # ---- pending results ----------------------------------------------------------------------------
 
 
 @dataclass
 class Pending:
-    """A legacy call's result, not yet issued: ``issue(dst)`` issues it into ``dst``."""
+    """A legacy call's result, not yet issued: ``issue(dst)`` issues it into ``dst``;
+    ``place()`` gives ``tile`` its own bytes (``allocate``) first when it is issued there."""
 
     tile: Tile
     issue: Callable[[View], None]
     memories: tuple[str, ...]
     casts: bool
     accumulate: Callable[[View], None] | None = None
+    allocate: Callable[[], View] | None = None
+
+    def issue_here(self) -> None:
+        if self.allocate is not None and isinstance(self.tile.storage, _Unplaced):
+            real = self.allocate()
+            t = self.tile
+            t.storage, t.shape, t.strides = real.storage, real.shape, real.strides
+            t.offset, t.p0 = real.offset, real.p0
+        self.issue(self.tile)
 
 
 class _State(threading.local):
@@ -119,7 +151,7 @@ def flush() -> None:
     p = _state.pending
     if p is not None:
         _state.pending = None
-        p.issue(p.tile)
+        p.issue_here()
 
 
 def discard() -> None:
@@ -160,7 +192,7 @@ def assign(dst: View, value: Any) -> None:
         ):
             p.issue(dst)
             return
-        p.issue(p.tile)
+        p.issue_here()
     flush()
     if isinstance(value, BlockTensor):
         raise fail("block-dim", "assigning a tensor with block dimensions; index its blocks")
@@ -188,7 +220,7 @@ def accumulate(dst: Tile, other: Any) -> None:
         if p.accumulate is not None and dst.memory == PSUM and dst.shape == p.tile.shape:
             p.accumulate(dst)
             return
-        p.issue(p.tile)
+        p.issue_here()
     flush()
     if isinstance(other, View):
         nisa.tensor_tensor(dst, dst, broadcast_to(other, dst.shape), "add")
