@@ -28,7 +28,7 @@ from trnsim.numerics import get_format
 
 def _modulo(base: int, counts: tuple[int, ...], size: int, idx: tuple[int, ...]) -> int:
     """``base + linear(idx % counts) * size`` (counts () means one tile)."""
-    shape = tuple(counts) if counts else (1,) * len(idx)
+    shape = tuple(counts) if counts and idx else (1,) * len(idx)
     if len(shape) != len(idx):
         raise fail(
             "mod-alloc",

@@ -196,3 +196,24 @@ NUMPY_OPS = {
 CMP_NAMES = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal",
              "==": "equal", "!=": "not_equal"}  # fmt: skip
 """A mask comparison -> the ALU comparison ``affine_select`` evaluates against 0."""
+
+# ---- operands the legacy compiler moves for you ----------------------------------------------
+
+STAGED = {
+    "nl.store of a PSUM tile": "tensor_copy to a new SBUF tile, then dma_copy (DMA reads no PSUM)",
+    "nl.matmul / nc_matmul of a PSUM operand": "tensor_copy to SBUF first (PE reads SBUF only)",
+    "nl.matmul(transpose_x=False)": "nc_transpose of x to PSUM, tensor_copy to SBUF, then matmul",
+    "partition broadcast [1, F] -> [P, F]": "dma_copy to HBM scratch, dma_copy back with stride 0",
+    "on-chip [P] tile beside [P, F]": "treated as [P, 1] (broadcast along the free dims)",
+}
+"""Where the new API would refuse an operand and the legacy compiler inserts instructions; the
+legacy front end issues the same instructions (so they are timed)."""
+
+IGNORED_OPTIONS = {
+    "save_neff_name": "written as trnsim's instruction summary (JSON), not a NEFF",
+    "save_trace_name": "written as a Perfetto trace (JSON)",
+    "additional_compile_opt": "no compiler on trnsim",
+    "artifacts_dir": "no compiler on trnsim",
+    "multi_buffer (affine_range kwarg)": "trnsim allocates every tensor as written",
+}
+"""Options legacy kernels and scripts pass that have no effect on trnsim, and why."""

@@ -9,10 +9,10 @@ assigned to its core (``grid.py``): every tool that runs new-API kernels (``trns
 from __future__ import annotations
 
 import functools
-
-import numpy as np
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from trnsim.core.location import fail
 from trnsim.core.memory import View

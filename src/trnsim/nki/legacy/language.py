@@ -411,6 +411,8 @@ def _binary(name: str, x: Any, y: Any, dtype: Any, mask: Any) -> Tile:
             else D.promote(ops.dtype_of(x), ops.dtype_of(y))
         )
     if xt and yt:
+        nd = builtins.max(len(x.shape), len(y.shape))
+        x, y = (_trailing_ones(v, nd) for v in (x, y))
         shape = ops.broadcast_shape([x.shape, y.shape], call)
         x, y = (_partition_broadcast(v, shape[0], call) for v in (x, y))
         scalar_y = len(y.shape) == len(shape) and y.free_size == 1 and x.free_size > 1
@@ -436,6 +438,16 @@ def _binary(name: str, x: Any, y: Any, dtype: Any, mask: Any) -> Tile:
         nisa.tensor_scalar(dst, data, name, float(scalar), reverse0=not xt)
 
     return ops.result(kind, data.shape, dt, issue3, (data,), mask)
+
+
+def _trailing_ones(v: View, nd: int) -> View:
+    """An on-chip tile of fewer dims broadcasts from the partition dim: ``[P]`` is ``[P, 1]``."""
+    if not v.on_chip or len(v.shape) >= nd:
+        return v
+    t = as_tile(v)
+    while len(t.shape) < nd:
+        t = as_tile(t.expand_dims(len(t.shape)))
+    return t
 
 
 def _partition_broadcast(v: View, partitions: int, call: str) -> View:
@@ -575,6 +587,7 @@ def _matmul(call: str, st: View, mv: View, mask: Any, attrs: dict[str, Any]) -> 
             "partition (contraction) dim",
         )
     shape = (st.free_size, mv.free_size)
+    st, mv = _to_sbuf(st), _to_sbuf(mv)
 
     def issue(dst: View, s: View, m: View) -> None:
         nisa.nc_matmul(dst, s, m, accumulate=False, **attrs)
@@ -583,6 +596,17 @@ def _matmul(call: str, st: View, mv: View, mask: Any, attrs: dict[str, Any]) -> 
         nisa.nc_matmul(dst, s, m, accumulate=True, **attrs)
 
     return ops.result(call, shape, float32, issue, (st, mv), mask, acc)
+
+
+def _to_sbuf(v: View) -> View:
+    """A PSUM matmul operand is copied to SBUF first (the Tensor engine reads SBUF only; the
+    legacy compiler inserts the copy: ``differences.STAGED``)."""
+    if v.memory != PSUM:
+        return v
+    flush()
+    out = ops.new_tile(v.shape, v.dtype, SBUF)
+    nisa.tensor_copy(out, v)
+    return out
 
 
 def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tile:
@@ -618,6 +642,12 @@ def _make_reduce(name: str, op: str):
         x = ops.tensor(x, "x", f"nl.{name}")
         axes, shape = _reduce_shape(x, axis, keepdims)
         dt = ops.normalize_dtype(dtype) or x.dtype
+        nd = len(x.shape)
+        if not keepdims and axes != tuple(range(nd - len(axes), nd)):
+            # reduce any free axes: move them last (a free-dim permutation is a view)
+            keep = [d for d in range(nd) if d not in axes]
+            x = as_tile(x).permute(*keep, *axes)
+            axes = tuple(range(nd - len(axes), nd))
 
         def issue(dst: View, data: View) -> None:
             nisa.tensor_reduce(dst, op, data, axes, keepdims=keepdims)

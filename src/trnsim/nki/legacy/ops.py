@@ -20,9 +20,9 @@ from trnsim.nki.legacy import differences as D
 from trnsim.nki.legacy import index as ix
 from trnsim.nki.legacy.tile import (
     BlockTensor,
-    _Unplaced,
     Pending,
     Tile,
+    _Unplaced,
     as_tile,
     check_inside,
     defer,

@@ -45,6 +45,50 @@ class Tile(NkiTensor):
     def __setitem__(self, key: Any, value: Any) -> None:
         assign(self[key] if key is not Ellipsis else self, value)
 
+    def _derive(self, *args: Any, **kwargs: Any) -> Tile:
+        t = NkiTensor._derive(self, *args, **kwargs)
+        t.__class__ = Tile
+        return t  # type: ignore[return-value]
+
+    def broadcast_to(self, shape: Any) -> Tile:  # type: ignore[override]
+        from trnsim.nki.legacy.language import broadcast_to
+
+        return broadcast_to(self, shape=tuple(shape))
+
+    # tile arithmetic: the nl functions (legacy type promotion)
+    def _nl(self, name: str, other: Any, reverse: bool = False) -> Tile:
+        from trnsim.nki.legacy import language as nl
+
+        fn = getattr(nl, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __add__(self, o: Any) -> Tile:  # type: ignore[override]
+        return self._nl("add", o)
+
+    def __radd__(self, o: Any) -> Tile:
+        return self._nl("add", o, True)
+
+    def __sub__(self, o: Any) -> Tile:
+        return self._nl("subtract", o)
+
+    def __rsub__(self, o: Any) -> Tile:
+        return self._nl("subtract", o, True)
+
+    def __mul__(self, o: Any) -> Tile:
+        return self._nl("multiply", o)
+
+    def __rmul__(self, o: Any) -> Tile:
+        return self._nl("multiply", o, True)
+
+    def __truediv__(self, o: Any) -> Tile:
+        return self._nl("divide", o)
+
+    def __rtruediv__(self, o: Any) -> Tile:
+        return self._nl("divide", o, True)
+
+    def __neg__(self) -> Tile:
+        return self._nl("multiply", -1)
+
     def __iadd__(self, other: Any) -> Tile:
         accumulate(self, other)
         return self
@@ -185,12 +229,9 @@ def assign(dst: View, value: Any) -> None:
     if p is None:
         check_inside(dst, None)
     if p is not None:
-        if (
-            dst.memory in p.memories
-            and (p.casts or dst.fmt == p.tile.fmt)
-            and tuple(dst.shape) == tuple(p.tile.shape)
-        ):
-            p.issue(dst)
+        target = _same_size_view(dst, p.tile.shape)
+        if target is not None and dst.memory in p.memories and (p.casts or dst.fmt == p.tile.fmt):
+            p.issue(target)
             return
         p.issue_here()
     flush()
@@ -200,9 +241,10 @@ def assign(dst: View, value: Any) -> None:
         if _same(dst, value):
             return
         if tuple(value.shape) != tuple(dst.shape):
-            if (value.size == dst.size and dst.memory == HBM) or value.memory == HBM:
-                value = NkiTensor.wrap(value).reshape(dst.shape) if value.memory == HBM else value
-            else:
+            same = _same_size_view(value, dst.shape)
+            if same is not None:
+                value = same
+            elif not (dst.memory == HBM or value.memory == HBM):
                 value = broadcast_to(value, dst.shape)
         if dst.memory == HBM or value.memory == HBM:
             nisa.dma_copy(dst, value)
@@ -210,6 +252,22 @@ def assign(dst: View, value: Any) -> None:
             nisa.tensor_copy(dst, value)
         return
     nisa.memset(dst, value)
+
+
+def _same_size_view(v: View, shape: tuple[int, ...]) -> View | None:
+    """``v`` viewed as ``shape`` when that only adds or drops size-1 dims (``[P]`` as
+    ``[P, 1]``), keeping the partition dim; None otherwise."""
+    shape = tuple(shape)
+    if tuple(v.shape) == shape:
+        return v
+    if [n for n in v.shape if n != 1] != [n for n in shape if n != 1]:
+        return None
+    if v.on_chip and (not shape or v.shape[0] != shape[0]):
+        return None
+    try:
+        return NkiTensor.wrap(v).reshape(shape)
+    except Exception:
+        return None
 
 
 def accumulate(dst: Tile, other: Any) -> None:
