@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterator
 from math import prod
 from typing import Any
 
+import numpy as np
+
 from trnsim.core.location import fail
-from trnsim.core.memory import PSUM, SBUF
+from trnsim.core.memory import PSUM, SBUF, user_dtype
 from trnsim.nki.context import current
 from trnsim.nki.legacy.tile import BlockTensor, Tile, as_tile
 from trnsim.numerics import get_format
@@ -83,6 +85,9 @@ class Allocator:
                 if len(loc) != 2:
                     raise fail("sbuf-alloc", f"{self.what} returned {loc}; expected (p, byte)")
                 p, byte = loc
+            if psum:  # a PSUM tile lives in one bank: the bank is allocated whole, once
+                t = _in_bank(core, slots, bank, p, byte % spec.psum_bank_bytes, tile_shape, dtype)
+                return t, (self.memory, p, byte)
             region = (self.memory, p, byte, tile_shape, get_format(dtype).name)
             t = slots.get(region)
             if t is None:
@@ -96,6 +101,40 @@ class Allocator:
         return BlockTensor(
             blocks, tile_shape, locate, label, fmt.dtype, self.memory, fmt.name, owners
         )
+
+
+def _in_bank(
+    core: Any, slots: dict[Any, Any], bank: int, p: int, byte: int, shape: tuple[int, ...],
+    dtype: Any,
+) -> Tile:  # fmt: skip
+    """A view at ``(partition p, byte)`` of PSUM bank ``bank``, allocated whole on first use:
+    every direct PSUM tensor placed in a bank is a view of it, so tensors of any shape placed
+    at the same bytes alias, as on hardware."""
+    spec = core.spec
+    key = ("psum-bank", bank)
+    whole = slots.get(key)
+    if whole is None:
+        whole = core.allocate(
+            (spec.partitions, spec.psum_bank_bytes), np.uint8, PSUM,
+            name=f"psum bank {bank}", address=(0, bank * spec.psum_bank_bytes),
+        )  # fmt: skip
+        slots[key] = whole
+    fmt = get_format(dtype)
+    isz = fmt.dtype.itemsize
+    fbytes = prod(shape[1:]) * isz
+    if byte % isz or byte + fbytes > spec.psum_bank_bytes or p + shape[0] > spec.partitions:
+        raise fail(
+            "psum-alloc",
+            f"a PSUM tile {list(shape)} {fmt.name} at partition {p}, byte {byte} of bank {bank} "
+            f"does not fit the bank ({spec.partitions} x {spec.psum_bank_bytes} bytes)",
+        )
+    free = shape[1:]
+    strides = [1] * len(free)
+    for i in range(len(free) - 2, -1, -1):
+        strides[i] = strides[i + 1] * free[i + 1]
+    return Tile.trusted(
+        whole.storage, tuple(shape), (1, *strides), byte // isz, p, fmt, user_dtype(fmt), True
+    )
 
 
 class _Space(types.SimpleNamespace):

@@ -185,6 +185,26 @@ def tensor_scalar(
     return ops.result("elementwise", d.shape, dt, issue, (d,), mask)
 
 
+def tensor_scalar_reduce(
+    *, data: Any, op0: Any, operand0: Any, reduce_op: Any, reduce_res: Any,
+    reverse0: bool = False, dtype: Any = None, mask: Any = None, **kwargs: Any,
+) -> Any:  # fmt: skip
+    """``data <op0> operand0`` into the returned tile, and ``reduce_op`` of that result along
+    all free axes into ``reduce_res``: the docstring's two formulas as the two instructions
+    they name (``tensor_scalar``, then ``tensor_reduce`` of its result)."""
+    d = ops.tensor(data, "data", "nisa.tensor_scalar_reduce")
+    r = ops.tensor(reduce_res, "reduce_res", "nisa.tensor_scalar_reduce")
+    rop = ops.op_name(reduce_op)
+
+    def issue(dst: View, x: View, res: View) -> None:
+        nisa.tensor_scalar(dst, x, ops.op_name(op0), operand0, reverse0)
+        axes = tuple(range(1, len(dst.shape)))
+        flat = res if len(res.shape) == 2 else as_tile(res).reshape(res.shape[0], 1)
+        nisa.tensor_reduce(flat, rop, dst, axes, keepdims=True)
+
+    return ops.result("elementwise", d.shape, _dt(dtype, d.dtype), issue, (d, r), mask)
+
+
 def tensor_reduce(
     op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any = None, negate: bool = False,
     keepdims: bool = False, **kwargs: Any,
@@ -495,7 +515,6 @@ def _not_implemented(name: str):
 for _n in (
     "builtin_custom_op", "dropout", "nc_match_replace8", "nc_stream_shuffle",
     "sequence_bounds", "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src",
-    "tensor_scalar_reduce",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)
 

@@ -593,7 +593,10 @@ def _matmul(call: str, st: View, mv: View, mask: Any, attrs: dict[str, Any]) -> 
         nisa.nc_matmul(dst, s, m, accumulate=False, **attrs)
 
     def acc(dst: View, s: View, m: View) -> None:
-        nisa.nc_matmul(dst, s, m, accumulate=True, **attrs)
+        # ``psum += matmul``: the new API's auto mode (an element's first matmul write
+        # overwrites, later ones accumulate), which is what the legacy compiler makes of an
+        # accumulation loop, whether or not the tile was zeroed first
+        nisa.nc_matmul(dst, s, m, accumulate=None, **attrs)
 
     return ops.result(call, shape, float32, issue, (st, mv), mask, acc)
 

@@ -24,6 +24,7 @@ from trnsim.nki.legacy.tile import (
     Tile,
     _Unplaced,
     as_tile,
+    check_fresh,
     check_inside,
     defer,
     flush,
@@ -46,6 +47,7 @@ def tensor(x: Any, what: str, call: str) -> View:
         raise fail("operand", f"{call} {what} must be a tile, got {type(x).__name__}")
     if isinstance(x.storage, _Unplaced):
         flush()  # the pending result is used: it gets its bytes now
+    check_fresh(x)
     return x
 
 

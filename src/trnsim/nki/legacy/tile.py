@@ -179,6 +179,7 @@ class _State(threading.local):
 
     def __init__(self) -> None:
         self.outside: dict[int, tuple[View, ix.OutsideTile]] = {}
+        self.stale: dict[int, tuple[View, str]] = {}
 
 
 _state = _State()
@@ -201,6 +202,22 @@ def flush() -> None:
 def discard() -> None:
     _state.pending = None
     _state.outside.clear()
+    _state.stale.clear()
+
+
+def check_fresh(v: Any) -> None:
+    """Reading a block whose bytes another block or tensor has written since is an error."""
+    entry = _state.stale.get(id(v))
+    if entry is not None and entry[0] is v:
+        raise fail("tile-reused", entry[1])
+
+
+def _unstale(v: Any) -> bool:
+    entry = _state.stale.get(id(v))
+    if entry is not None and entry[0] is v:
+        del _state.stale[id(v)]
+        return True
+    return False
 
 
 def _take(value: Any) -> Pending | None:
@@ -240,6 +257,7 @@ def assign(dst: View, value: Any) -> None:
     if isinstance(value, View):
         if _same(dst, value):
             return
+        check_fresh(value)
         if tuple(value.shape) != tuple(dst.shape):
             same = _same_size_view(value, dst.shape)
             if same is not None:
@@ -276,9 +294,13 @@ def accumulate(dst: Tile, other: Any) -> None:
     p = _take(other)
     if p is not None:
         if p.accumulate is not None and dst.memory == PSUM and dst.shape == p.tile.shape:
-            p.accumulate(dst)
+            if _unstale(dst):  # a reused PSUM slot: this matmul starts the block's group
+                p.issue(dst)
+            else:
+                p.accumulate(dst)
             return
         p.issue_here()
+    check_fresh(dst)
     flush()
     if isinstance(other, View):
         nisa.tensor_tensor(dst, dst, broadcast_to(other, dst.shape), "add")
@@ -390,8 +412,12 @@ class BlockTensor:
             elif owner is not None and owner[:2] != me[:2]:
                 what = f"block {list(owner[1])} of {owner[2]!r}" if owner[1] else repr(owner[2])
                 mine = f"block {list(blocks)} of {self.name!r}" if blocks else repr(self.name)
-                raise fail(
-                    "tile-reused",
+                # an error when read (not when written, or when a matmul group starts in it)
+                t = Tile.trusted(
+                    t.storage, t.shape, t.strides, t.offset, t.p0, t.fmt, t.dtype, t.inbounds
+                )
+                _state.stale[id(t)] = (
+                    t,
                     f"{mine} {self._desc()} is read after its physical tile was reused by "
                     f"{what} (direct allocation at {slot})",
                 )
