@@ -129,7 +129,7 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
     if buf.allocator is not None:
         return buf.allocator.allocate(blocks, tile_shape, dtype, buf.memory, name)
     if not blocks:
-        return as_tile(new_nl.ndarray(tile_shape, dtype, ops._BUFFER_OF[buf.memory], name=name))
+        return ops.new_tile(tile_shape, dtype, buf.memory, name)
     nblocks = _prod(blocks)
     slot = _prod(tile_shape[1:])
     if buf.memory == PSUM:  # each block of a PSUM tensor starts on a bank
@@ -143,7 +143,7 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
         # previous one by then, as the compiler's liveness analysis would
         if not under:
             shape2 = (tile_shape[0], nblocks * slot)
-            under.append(as_tile(new_nl.ndarray(shape2, dtype, ops._BUFFER_OF[buf.memory], name)))
+            under.append(ops.new_tile(shape2, dtype, buf.memory, name))
         return under[0]
 
     return BlockTensor(

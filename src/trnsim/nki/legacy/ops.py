@@ -23,11 +23,13 @@ from trnsim.nki.legacy.tile import (
     Pending,
     Tile,
     _Unplaced,
+    allocating,
     as_tile,
     check_fresh,
     check_inside,
     defer,
     flush,
+    touch,
 )
 from trnsim.numerics import get_format
 
@@ -48,6 +50,7 @@ def tensor(x: Any, what: str, call: str) -> View:
     if isinstance(x.storage, _Unplaced):
         flush()  # the pending result is used: it gets its bytes now
     check_fresh(x)
+    touch(x)
     return x
 
 
@@ -56,8 +59,10 @@ def operand(x: Any, what: str, call: str) -> Any:
     return tensor(x, what, call) if isinstance(x, BlockTensor | View) else x
 
 
-def new_tile(shape: Sequence[int], dtype: Any, memory: str) -> Tile:
-    return as_tile(new_nl.ndarray(tuple(int(s) for s in shape), dtype, _BUFFER_OF[memory]))
+def new_tile(shape: Sequence[int], dtype: Any, memory: str, name: str = "") -> Tile:
+    """A new SBUF/PSUM tile (evicting unused tiles if it does not fit: ``tile.allocating``)."""
+    shape = tuple(int(s) for s in shape)
+    return as_tile(allocating(lambda: new_nl.ndarray(shape, dtype, _BUFFER_OF[memory], name)))
 
 
 def cut(v: View, box: tuple[slice, ...] | None, shape: tuple[int, ...]) -> View:
@@ -111,7 +116,11 @@ def result(
             ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
             accumulate(cut(dst, box, shape), *ops)
 
-    return defer(Pending(out, run, memories, casts, acc, lambda: new_tile(shape, dtype, memory)))
+    return defer(
+        Pending(
+            out, run, memories, casts, acc, lambda: new_nl.ndarray(shape, dtype, _BUFFER_OF[memory])
+        )
+    )
 
 
 def _unplaced_tile(shape: tuple[int, ...], dtype: Any, memory: str) -> Tile:

@@ -17,12 +17,15 @@ is an error naming both.
 from __future__ import annotations
 
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from trnsim.core.location import fail
 from trnsim.core.memory import HBM, PSUM, View
+from trnsim.errors import KernelError
 from trnsim.nki import isa as nisa
 from trnsim.nki.legacy import index as ix
 from trnsim.nki.tensor import NkiTensor
@@ -167,7 +170,7 @@ class Pending:
 
     def issue_here(self) -> None:
         if self.allocate is not None and isinstance(self.tile.storage, _Unplaced):
-            real = self.allocate()
+            real = allocating(self.allocate)
             t = self.tile
             t.storage, t.shape, t.strides = real.storage, real.shape, real.strides
             t.offset, t.p0 = real.offset, real.p0
@@ -180,6 +183,9 @@ class _State(threading.local):
     def __init__(self) -> None:
         self.outside: dict[int, tuple[View, ix.OutsideTile]] = {}
         self.stale: dict[int, tuple[View, str]] = {}
+        # on-chip allocations of this program's tiles, least recently used first
+        self.lru: OrderedDict[int, weakref.ref[Any]] = OrderedDict()
+        self.evicted: dict[int, tuple[weakref.ref[Any], str]] = {}
 
 
 _state = _State()
@@ -203,6 +209,70 @@ def discard() -> None:
     _state.pending = None
     _state.outside.clear()
     _state.stale.clear()
+    _state.lru.clear()
+    _state.evicted.clear()
+
+
+# ---- liveness: the compiler reuses the bytes of tiles that are no longer used -------------------
+#
+# A Python variable keeps a tile alive until it is rebound, past its last use; the legacy
+# compiler frees it after its last use. When an on-chip allocation does not fit, the least
+# recently used tiles are freed (evicted) until it does; using an evicted tile later is the
+# ``tile-reused`` error (on hardware the compiler could not have reused it: the kernel would not
+# fit). A tile is used when it is an operand or a destination of a legacy call.
+
+CAPACITY_RULES = ("sbuf-capacity", "psum-capacity")
+
+
+def touch(v: View) -> None:
+    """Mark ``v``'s allocation as just used (and refuse it if it was evicted)."""
+    alloc = v.storage.alloc
+    if not getattr(alloc, "live", True):
+        entry = _state.evicted.get(id(alloc))
+        if entry is not None and entry[0]() is alloc:
+            raise fail("tile-reused", entry[1])
+        return
+    key = id(alloc)
+    lru = _state.lru
+    if key in lru:
+        lru.move_to_end(key)
+
+
+def track(v: View) -> View:
+    """Register a new on-chip tile for eviction under memory pressure."""
+    alloc = v.storage.alloc
+    if alloc.kind != HBM and isinstance(getattr(alloc, "live", None), bool):
+        _state.lru[id(alloc)] = weakref.ref(alloc)
+    return v
+
+
+def allocating(make: Callable[[], View]) -> View:
+    """``make()`` an on-chip tile, evicting least recently used tiles while it does not fit."""
+    while True:
+        try:
+            return track(make())
+        except KernelError as exc:
+            if exc.rule not in CAPACITY_RULES or not _evict_one(exc.rule.split("-")[0]):
+                raise
+
+
+def _evict_one(kind: str) -> bool:
+    pending = _state.pending.tile.storage.alloc if _state.pending is not None else None
+    for key, ref in list(_state.lru.items()):
+        alloc = ref()
+        del _state.lru[key]
+        if alloc is None or not alloc.live or alloc.kind != kind or alloc is pending:
+            continue
+        alloc.memory.free(alloc)
+        where = f"{alloc.kind.upper()} partitions {alloc.partition_start}..{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}..{alloc.byte_offset + alloc.nbytes - 1}"  # noqa: E501
+        _state.evicted[key] = (
+            ref,
+            f"a tile ({where}) is used after its bytes were given to a later tensor: the "
+            f"{alloc.kind.upper()} was full and this tile had not been used for the longest "
+            "time (the compiler frees a tile after its last use; this one was used again)",
+        )
+        return True
+    return False
 
 
 def check_fresh(v: Any) -> None:
@@ -242,6 +312,7 @@ def assign(dst: View, value: Any) -> None:
     """``dst[...] = value``: a pending result is issued into ``dst`` when it can write there
     (memory and dtype allowed, same shape); otherwise it is issued into its own tile and
     copied (``dma_copy`` to or from HBM, ``tensor_copy`` on chip)."""
+    touch(dst)
     p = _take(value)
     if p is None:
         check_inside(dst, None)
@@ -291,6 +362,7 @@ def _same_size_view(v: View, shape: tuple[int, ...]) -> View | None:
 def accumulate(dst: Tile, other: Any) -> None:
     """``dst += other``: a pending matmul accumulates into ``dst`` (PSUM, ``accumulate=True``);
     anything else is a Vector-engine add."""
+    touch(dst)
     p = _take(other)
     if p is not None:
         if p.accumulate is not None and dst.memory == PSUM and dst.shape == p.tile.shape:
