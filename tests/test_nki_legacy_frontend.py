@@ -353,9 +353,6 @@ ROOTS = {"sdk226": "/work/checkouts/sdk226", "nki-samples": "/work/checkouts/nki
 KNOWN_FAILING = {
     "legacy/sdk226/sd_attention": "the example imports scipy at module level (not installed)",
     "legacy/sdk226/layout-loop": "imports torch_neuronx at module level",
-    "legacy/samples/attention_v9": "wrong values with direct SBUF/PSUM allocation: investigate",
-    "legacy/samples/attention_v10": "wrong values with direct SBUF/PSUM allocation: investigate",
-    "legacy/samples/attention_v11": "an automatic PSUM tensor of 32 KiB/partition (> 16 KiB)",
 }
 
 

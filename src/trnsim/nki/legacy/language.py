@@ -130,58 +130,36 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
         return buf.allocator.allocate(blocks, tile_shape, dtype, buf.memory, name)
     if not blocks:
         return ops.new_tile(tile_shape, dtype, buf.memory, name)
-    nblocks = _prod(blocks)
-    slot = _prod(tile_shape[1:])
-    if buf.memory == PSUM:  # each block of a PSUM tensor starts on a bank
-        bank_elems = current().core.spec.psum_bank_bytes // _itemsize(dtype)
-        slot = -(-slot // bank_elems) * bank_elems
     fmt = get_format(dtype)
-    under: list[Tile] = []
-
-    def allocate() -> Tile:
-        # on first use: a tensor rebound in a loop (t = nl.ndarray(...)) has released the
-        # previous one by then, as the compiler's liveness analysis would
-        if not under:
-            shape2 = (tile_shape[0], nblocks * slot)
-            under.append(ops.new_tile(shape2, dtype, buf.memory, name))
-        return under[0]
-
+    label = name or "tensor"
     return BlockTensor(
         blocks,
         tile_shape,
-        block_locator(allocate, tile_shape, slot, blocks),
-        name or "tensor",
+        block_locator(tile_shape, dtype, buf.memory, label),
+        label,
         fmt.dtype if fmt.kind != "packed" else dtype,
         buf.memory,
         fmt.name,
     )
 
 
-def block_locator(allocate: Any, tile_shape: tuple[int, ...], slot: int, blocks: tuple[int, ...]):
-    """Logical block ``b`` of an automatically allocated block tensor: slot ``b``."""
-    free = tile_shape[1:]
-    strides = [1] * len(free)
-    for i in range(len(free) - 2, -1, -1):
-        strides[i] = strides[i + 1] * free[i + 1]
-    st = (1, *strides)
+def block_locator(tile_shape: tuple[int, ...], dtype: Any, memory: str, name: str):
+    """Logical blocks of an automatically allocated block tensor: each block is its own tile,
+    allocated on first use (the compiler allocates physical tiles for the blocks that are live,
+    and frees them after their last use: ``tile.allocating`` evicts the least recently used)."""
+    tiles: dict[tuple[int, ...], Tile] = {}
 
     def locate(b: tuple[int, ...]) -> tuple[Tile, Any]:
-        u = allocate()
-        off = u.offset + _linear(b, blocks) * slot
-        return Tile.trusted(u.storage, tile_shape, st, off, u.p0, u.fmt, u.dtype, True), None
+        t = tiles.get(b)
+        if t is None:
+            t = tiles[b] = ops.new_tile(tile_shape, dtype, memory, name)
+        return t, None
 
     return locate
 
 
 def _itemsize(dtype: Any) -> int:
     return get_format(dtype).dtype.itemsize
-
-
-def _linear(idx: tuple[int, ...], shape: tuple[int, ...]) -> int:
-    out = 0
-    for i, n in zip(idx, shape, strict=True):
-        out = out * n + i
-    return out
 
 
 def _hbm(shape: tuple[int, ...], dtype: Any, buf: Buffer, name: str) -> Tile:

@@ -40,9 +40,13 @@ class Tile(NkiTensor):
         if isinstance(self.storage, _Unplaced):
             flush()  # a view of a pending result: give it its bytes first
         if ix.is_expr_key(key):
-            return expr_view(self, key)
-        t = NkiTensor.__getitem__(self, key)
-        t.__class__ = Tile
+            t = expr_view(self, key)
+        else:
+            t = NkiTensor.__getitem__(self, key)
+            t.__class__ = Tile
+        stale = _state.stale.get(id(self))
+        if stale is not None and stale[0] is self:  # a view of a reused block is reused too
+            _state.stale[id(t)] = (t, stale[1])
         return t  # type: ignore[return-value]
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -507,7 +511,7 @@ class BlockTensor:
     def __getitem__(self, key: Any) -> Tile:
         blocks, rest = self._split(key)
         t = self.block(blocks, write=False)
-        return t[rest] if rest else t
+        return t[rest] if rest and not _full(rest, t.shape) else t
 
     def __setitem__(self, key: Any, value: Any) -> None:
         blocks, rest = self._split(key)
