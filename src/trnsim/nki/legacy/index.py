@@ -357,7 +357,41 @@ def is_expr_key(key: Any) -> bool:
     return isinstance(key, Expr)
 
 
+_INDEX_CACHE: dict[tuple[Any, ...], Any] = {}
+INDEX_CACHE_ENTRIES = 4096
+"""Index results remembered by structure (a kernel's loop indexes with the same expressions
+shifted by its loop counters; each distinct structure is computed once)."""
+
+
+def _structure(k: Any) -> Any:
+    """What an index entry's result depends on: an expression's terms by (axis, size, coef)
+    (an iterator is its size: two iterators of one size on one axis index alike), its offset
+    and dims; ints and slices as themselves."""
+    if isinstance(k, Expr):
+        terms = tuple(sorted((a, it.size, k.terms.get(it, 0)) for it, a in k.axis.items()))
+        return ("e", terms, k.const, k.ndim)
+    if isinstance(k, slice):
+        return ("s", k.start, k.stop, k.step)
+    return ("i", int(k)) if _is_int(k) else ("?", id(k))
+
+
 def expr_index(
+    shape: tuple[int, ...], strides: tuple[int, ...], on_chip: bool, key: tuple[Any, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...], int, int, OutsideTile | None]:
+    """``_expr_index`` (below), remembered by the key's structure."""
+    ck = (shape, strides, on_chip, tuple(_structure(k) for k in key))
+    hit = _INDEX_CACHE.get(ck)
+    if hit is not None and hit[4] is None:
+        return hit
+    res = _expr_index(shape, strides, on_chip, key)
+    if res[4] is None:  # an OutsideTile keeps the expressions themselves: not cached
+        if len(_INDEX_CACHE) >= INDEX_CACHE_ENTRIES:
+            _INDEX_CACHE.clear()
+        _INDEX_CACHE[ck] = res
+    return res
+
+
+def _expr_index(
     shape: tuple[int, ...], strides: tuple[int, ...], on_chip: bool, key: tuple[Any, ...]
 ) -> tuple[tuple[int, ...], tuple[int, ...], int, int, OutsideTile | None]:
     """Index a tensor (``shape`` / ``strides``; dim 0 the partition dim when ``on_chip``) with
@@ -457,11 +491,11 @@ class OutsideTile:
                 continue
             lo, hi = int(vals.min()), int(vals.max())
             if lo < 0 or hi >= n:
-                under = " under its mask" if box is not None else " (no mask= keeps it inside)"
+                under = "under its mask" if box is not None else "and no mask= keeps it inside"
                 raise fail(
                     "out-of-bounds",
-                    f"index expression of dim {d} takes values {lo}..{hi}{under}, outside "
-                    f"0..{n - 1} of tensor {list(self.shape)}",
+                    f"index expression of dim {d} takes values {lo}..{hi} outside 0..{n - 1} "
+                    f"of tensor {list(self.shape)} {under}",
                 )
 
 

@@ -9,6 +9,7 @@ Source: SDK 2.26 ``general/nki/api/nki/language/__init__.py`` and the programmin
 from __future__ import annotations
 
 import builtins
+import sys
 from math import prod as _prod
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from trnsim.core.location import fail
 from trnsim.core.memory import HBM, PSUM, SBUF, View
+from trnsim.errors import KernelError
 from trnsim.nki import isa as nisa
 from trnsim.nki import language as new_nl
 from trnsim.nki.context import current
@@ -24,7 +26,16 @@ from trnsim.nki.legacy import differences as D
 from trnsim.nki.legacy import grid as _grid
 from trnsim.nki.legacy import ops
 from trnsim.nki.legacy.index import Expr, Mask, arange, ds, mgrid
-from trnsim.nki.legacy.tile import BlockTensor, Tile, as_tile, assign, check_inside, flush
+from trnsim.nki.legacy.tile import (
+    CAPACITY_RULES,
+    BlockTensor,
+    Tile,
+    as_tile,
+    assign,
+    check_inside,
+    flush,
+    track,
+)
 from trnsim.numerics import get_format
 
 nc, spmd_dim = _grid.nc, _grid.spmd_dim
@@ -135,7 +146,7 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
     return BlockTensor(
         blocks,
         tile_shape,
-        block_locator(tile_shape, dtype, buf.memory, label),
+        block_locator(blocks, tile_shape, dtype, buf.memory, label),
         label,
         fmt.dtype if fmt.kind != "packed" else dtype,
         buf.memory,
@@ -143,19 +154,52 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
     )
 
 
-def block_locator(tile_shape: tuple[int, ...], dtype: Any, memory: str, name: str):
-    """Logical blocks of an automatically allocated block tensor: each block is its own tile,
-    allocated on first use (the compiler allocates physical tiles for the blocks that are live,
-    and frees them after their last use: ``tile.allocating`` evicts the least recently used)."""
+def block_locator(
+    blocks: tuple[int, ...], tile_shape: tuple[int, ...], dtype: Any, memory: str, name: str
+):
+    """Logical blocks of an automatically allocated block tensor, allocated on first use: in
+    SBUF all blocks side by side in one allocation when it fits, else (and always in PSUM)
+    each block its own tile (the compiler allocates physical tiles for the blocks that are
+    live and frees them after their last use: ``tile.allocating`` evicts the least recently
+    used)."""
+    slot = _prod(tile_shape[1:])
+    free = tile_shape[1:]
+    strides = [1] * len(free)
+    for i in range(len(free) - 2, -1, -1):
+        strides[i] = strides[i + 1] * free[i + 1]
+    st = (1, *strides)
+    whole: list[Tile | None] = []
     tiles: dict[tuple[int, ...], Tile] = {}
 
     def locate(b: tuple[int, ...]) -> tuple[Tile, Any]:
+        if not whole and memory == PSUM:  # PSUM: 8 banks; blocks live and die one by one
+            whole.append(None)
+        if not whole:
+            try:
+                shape2 = (tile_shape[0], _prod(blocks) * slot)
+                u = new_nl.ndarray(shape2, dtype, ops._BUFFER_OF[memory], name)
+                whole.append(as_tile(track(u)))
+            except KernelError as exc:
+                if exc.rule not in CAPACITY_RULES:
+                    raise
+                whole.append(None)
+        u = whole[0]
+        if u is not None:
+            off = u.offset + _linear(b, blocks) * slot
+            return Tile.trusted(u.storage, tile_shape, st, off, u.p0, u.fmt, u.dtype, True), None
         t = tiles.get(b)
         if t is None:
             t = tiles[b] = ops.new_tile(tile_shape, dtype, memory, name)
         return t, None
 
     return locate
+
+
+def _linear(idx: tuple[int, ...], shape: tuple[int, ...]) -> int:
+    out = 0
+    for i, n in zip(idx, shape, strict=True):
+        out = out * n + i
+    return out
 
 
 def _itemsize(dtype: Any) -> int:
@@ -687,16 +731,51 @@ def var(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
     return ops.result("reduce", shape, dt, issue, (x,), mask)
 
 
-def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None,
-                **kwargs: Any) -> Tile:  # fmt: skip
-    """The docs' equivalent: ``tensor_tensor(data1=x, data2=x, op)``... applied to the
-    destination; here the reduction of ``x`` into the tile it is assigned to happens by
-    ``dst = op(dst, x)`` when the result is assigned (``b = nl.loop_reduce(a, ...)`` with ``b``
-    the running tile): the returned tile is ``op(x, x)``-free — it is ``x`` itself, tagged."""
-    raise fail(
-        "not-implemented",
-        "nl.loop_reduce (write the reduction as b[...] = nl.<op>(b, a) or b += a)",
-    )
+def loop_reduce(
+    x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
+) -> Tile:
+    """``b = nl.loop_reduce(a, op, loop_indices)``: ``b <- op(b, a)`` where ``b`` is the tile
+    the result is assigned to (the docstring: "the destination tile is also the rhs input to
+    ``op``"; its equivalent is ``b = nisa.tensor_tensor(data1=b, data2=a, op)``). The
+    destination is the variable named by the assignment in the kernel's code."""
+    x = ops.tensor(x, "x", "nl.loop_reduce")
+    dst = _assignment_target(sys._getframe(1))
+    if not isinstance(dst, View) or tuple(dst.shape) != tuple(x.shape):
+        raise fail(
+            "loop-reduce",
+            "nl.loop_reduce's result must be assigned to the running tile it reduces into "
+            f"(b = nl.loop_reduce(a, ...) with b a tile of shape {list(x.shape)}), got {dst!r}",
+        )
+    name = ops.op_name(op)
+    dt = ops.normalize_dtype(dtype) or dst.dtype
+
+    def issue(out: View, b: View, a: View) -> None:
+        nisa.tensor_tensor(out, b, a, name)
+
+    flush()
+    if dt != dst.dtype:
+        return ops.result("elementwise", x.shape, dt, issue, (dst, x), mask)
+    box = _box(mask, x.shape)
+    nisa.tensor_tensor(ops.cut(dst, box, x.shape), ops.cut(dst, box, x.shape),
+                       ops.cut(x, box, x.shape), name)  # fmt: skip
+    return as_tile(dst)
+
+
+def _assignment_target(frame: Any) -> Any:
+    """The current value of the variable the calling statement assigns to (``b = f(...)``)."""
+    import dis
+
+    code, last = frame.f_code, frame.f_lasti
+    for ins in dis.get_instructions(code):
+        if ins.offset <= last or ins.opname in ("CACHE", "PRECALL"):
+            continue
+        if ins.opname in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
+            name = ins.argval
+            for scope in (frame.f_locals, frame.f_globals):
+                if name in scope:
+                    return scope[name]
+        return None
+    return None
 
 
 # ---- broadcast / shape --------------------------------------------------------------------------
