@@ -34,6 +34,7 @@ from trnsim.nki.legacy.tile import (
     assign,
     check_inside,
     flush,
+    lazy_fill,
     track,
 )
 from trnsim.numerics import get_format
@@ -143,7 +144,7 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
         return ops.new_tile(tile_shape, dtype, buf.memory, name)
     fmt = get_format(dtype)
     label = name or "tensor"
-    return BlockTensor(
+    t = BlockTensor(
         blocks,
         tile_shape,
         block_locator(blocks, tile_shape, dtype, buf.memory, label),
@@ -152,6 +153,26 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
         buf.memory,
         fmt.name,
     )
+    double_buffer(t)
+    return t
+
+
+MULTI_BUFFER = 2
+"""Physical copies the compiler keeps of a block tensor allocated in a loop (the block-dimension
+migration guide: "compiler could choose to allocate 2 physical tiles ... then the dma copy from
+HBM to SBUF can overlap"). A block tensor is allocated at its first use, after the kernel has
+dropped the previous one made at the same line; the last ``MULTI_BUFFER - 1`` of them are kept
+so consecutive iterations get different bytes (freed first when memory runs out:
+``tile.allocating``)."""
+
+
+def double_buffer(t: BlockTensor) -> None:
+    from trnsim.core.location import kernel_location
+    from trnsim.nki.legacy.tile import _state
+
+    ring = _state.sites.setdefault(kernel_location(), [])
+    ring.append(t)
+    del ring[:-MULTI_BUFFER]
 
 
 def block_locator(
@@ -249,6 +270,8 @@ def full(
         tmp = ops.new_tile(t.shape, t.dtype, SBUF)
         nisa.memset(tmp, fill_value)
         nisa.dma_copy(t, tmp)
+    elif t.memory == PSUM:
+        lazy_fill(t, fill_value)
     else:
         nisa.memset(t, fill_value)
     return t
@@ -361,6 +384,7 @@ def load(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Til
 def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
     """A tile -> HBM (``dma_copy``)."""
     dst = ops.tensor(dst, "dst", "nl.store")
+    value = ops.operand(value, "value", "nl.store")
     if not isinstance(value, View):
         flush()
         tmp = ops.new_tile(dst.shape, dst.dtype, SBUF)

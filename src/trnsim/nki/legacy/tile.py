@@ -190,6 +190,10 @@ class _State(threading.local):
         # on-chip allocations of this program's tiles, least recently used first
         self.lru: OrderedDict[int, weakref.ref[Any]] = OrderedDict()
         self.evicted: dict[int, tuple[weakref.ref[Any], str]] = {}
+        # PSUM tiles created by nl.zeros / nl.full whose memset is not issued yet
+        self.fills: dict[int, tuple[weakref.ref[Any], View, Any]] = {}
+        # the last block tensors made at each kernel line (language.double_buffer)
+        self.sites: dict[tuple[str, int], list[Any]] = {}
 
 
 _state = _State()
@@ -215,6 +219,70 @@ def discard() -> None:
     _state.stale.clear()
     _state.lru.clear()
     _state.evicted.clear()
+    _state.fills.clear()
+    _state.sites.clear()
+
+
+# ---- zero-initialised PSUM: the compiler folds nl.zeros into the first matmul ------------------
+
+
+def lazy_fill(t: View, value: Any) -> None:
+    """``nl.zeros`` / ``nl.full`` of a PSUM tile: the memset is issued at the tile's first use,
+    unless that use is ``t += matmul`` with value 0 (then the matmul starts the accumulation
+    group: what the legacy compiler emits) or a write of the whole tile."""
+    alloc = t.storage.alloc
+    _state.fills[id(alloc)] = (weakref.ref(alloc), t, value)
+
+
+def _fill_entry(v: View) -> tuple[int, Any] | None:
+    alloc = v.storage.alloc
+    entry = _state.fills.get(id(alloc))
+    if entry is None or entry[0]() is not alloc:
+        return None
+    return id(alloc), entry
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        out[i] = out[i + 1] * shape[i + 1]
+    return tuple(out)
+
+
+def _covers(v: View, t: View) -> bool:
+    """``v`` is all of ``t`` (the same elements, any shape)."""
+    if _same(v, t):
+        return True
+    return (
+        v.offset == t.offset
+        and v.p0 == t.p0
+        and v.size == t.size
+        and v.shape[0] == t.shape[0]
+        and v.strides[0] == t.strides[0]
+        and tuple(v.strides[1:]) == _c_strides(tuple(v.shape[1:]))
+        and tuple(t.strides[1:]) == _c_strides(tuple(t.shape[1:]))
+    )
+
+
+def _drop_fill(v: View, zero_only: bool) -> bool:
+    """Forget a pending fill that a write of the whole tile ``v`` makes unnecessary."""
+    hit = _fill_entry(v)
+    if hit is None:
+        return False
+    key, (_, t, value) = hit
+    if (zero_only and value != 0) or not _covers(v, t):
+        return False
+    del _state.fills[key]
+    return True
+
+
+def _issue_fill(v: View) -> None:
+    hit = _fill_entry(v)
+    if hit is not None:
+        key, (_, t, value) = hit
+        del _state.fills[key]
+        flush()
+        nisa.memset(t, value)
 
 
 # ---- liveness: the compiler reuses the bytes of tiles that are no longer used -------------------
@@ -229,8 +297,11 @@ CAPACITY_RULES = ("sbuf-capacity", "psum-capacity")
 
 
 def touch(v: View) -> None:
-    """Mark ``v``'s allocation as just used (and refuse it if it was evicted)."""
+    """Mark ``v``'s allocation as just used (and refuse it if it was evicted); a pending
+    zero fill of it is issued first."""
     alloc = v.storage.alloc
+    if _state.fills:
+        _issue_fill(v)
     if not getattr(alloc, "live", True):
         entry = _state.evicted.get(id(alloc))
         if entry is not None and entry[0]() is alloc:
@@ -316,16 +387,18 @@ def assign(dst: View, value: Any) -> None:
     """``dst[...] = value``: a pending result is issued into ``dst`` when it can write there
     (memory and dtype allowed, same shape); otherwise it is issued into its own tile and
     copied (``dma_copy`` to or from HBM, ``tensor_copy`` on chip)."""
-    touch(dst)
     p = _take(value)
     if p is None:
         check_inside(dst, None)
     if p is not None:
         target = _same_size_view(dst, p.tile.shape)
         if target is not None and dst.memory in p.memories and (p.casts or dst.fmt == p.tile.fmt):
+            _drop_fill(dst, zero_only=False)  # the whole tile is overwritten
+            touch(dst)
             p.issue(target)
             return
         p.issue_here()
+    touch(dst)
     flush()
     if isinstance(value, BlockTensor):
         raise fail("block-dim", "assigning a tensor with block dimensions; index its blocks")
@@ -366,16 +439,16 @@ def _same_size_view(v: View, shape: tuple[int, ...]) -> View | None:
 def accumulate(dst: Tile, other: Any) -> None:
     """``dst += other``: a pending matmul accumulates into ``dst`` (PSUM, ``accumulate=True``);
     anything else is a Vector-engine add."""
-    touch(dst)
     p = _take(other)
     if p is not None:
         if p.accumulate is not None and dst.memory == PSUM and dst.shape == p.tile.shape:
-            if _unstale(dst):  # a reused PSUM slot: this matmul starts the block's group
-                p.issue(dst)
-            else:
-                p.accumulate(dst)
+            # zeroed by nl.zeros, or a reused PSUM slot: this matmul starts the group
+            fresh = _drop_fill(dst, zero_only=True) | _unstale(dst)
+            touch(dst)
+            (p.issue if fresh else p.accumulate)(dst)
             return
         p.issue_here()
+    touch(dst)
     check_fresh(dst)
     flush()
     if isinstance(other, View):
