@@ -39,6 +39,8 @@ class Tile(NkiTensor):
     def __getitem__(self, key: Any) -> Tile:
         if isinstance(self.storage, _Unplaced):
             flush()  # a view of a pending result: give it its bytes first
+        if isinstance(key, tuple) and key and isinstance(key[0], View):
+            return indirect_rows(self, key)  # type: ignore[return-value]
         if ix.is_expr_key(key):
             t = expr_view(self, key)
         else:
@@ -99,6 +101,38 @@ class Tile(NkiTensor):
     def __iadd__(self, other: Any) -> Tile:
         accumulate(self, other)
         return self
+
+
+def indirect_rows(t: View, key: tuple[Any, ...]) -> View:
+    """``hbm[idx_tile, i_f]``: the rows of a 2-D HBM tensor named by an SBUF index tile (one
+    index per partition), read when the DMA runs: the new API's ``.ap(vector_offset=idx,
+    indirect_dim=0)`` gather/scatter view (SDK 2.26 ``nl.load`` / ``nl.store`` docstrings,
+    indirect DMA examples)."""
+    idx = key[0]
+    if t.memory != HBM or len(t.shape) != 2 or len(key) != 2:
+        raise fail(
+            "indirect",
+            f"an index tile selects rows of a 2-D HBM tensor (got a {list(t.shape)} "
+            f"{t.memory} tensor and {len(key)} indices)",
+        )
+    if len(idx.shape) == 1:
+        idx = NkiTensor.wrap(idx).reshape(idx.shape[0], 1)
+    if idx.memory == HBM or idx.free_size != 1:
+        raise fail(
+            "indirect",
+            f"the index tile must be an on-chip [n, 1] tile, got {list(idx.shape)} in {idx.memory}",
+        )
+    rest = key[1]
+    if isinstance(rest, ix.Expr):
+        shape, strides, off, _, problem = ix.expr_index(t.shape[1:], t.strides[1:], False, (rest,))
+        if problem is not None:
+            problem.check(None)
+        free = [[st, n] for st, n in zip(strides, shape, strict=True) if n != 1] or [[1, 1]]
+    else:
+        start, stop, step = (rest if isinstance(rest, slice) else slice(None)).indices(t.shape[1])
+        off, free = start * t.strides[1], [[step * t.strides[1], len(range(start, stop, step))]]
+    pattern = [[t.strides[0], idx.shape[0]], *free]
+    return NkiTensor.wrap(t).ap(pattern, t.offset + off, vector_offset=idx, indirect_dim=0)
 
 
 def as_tile(v: View) -> Tile:
