@@ -35,6 +35,7 @@ from trnsim.nki.legacy.tile import (
     check_inside,
     flush,
     lazy_fill,
+    release_spares,
     track,
 )
 from trnsim.numerics import get_format
@@ -195,7 +196,7 @@ def block_locator(
     def locate(b: tuple[int, ...]) -> tuple[Tile, Any]:
         if not whole and memory == PSUM:  # PSUM: 8 banks; blocks live and die one by one
             whole.append(None)
-        if not whole:
+        while not whole:
             try:
                 shape2 = (tile_shape[0], _prod(blocks) * slot)
                 u = new_nl.ndarray(shape2, dtype, ops._BUFFER_OF[memory], name)
@@ -203,7 +204,8 @@ def block_locator(
             except KernelError as exc:
                 if exc.rule not in CAPACITY_RULES:
                     raise
-                whole.append(None)
+                if not release_spares():
+                    whole.append(None)
         u = whole[0]
         if u is not None:
             off = u.offset + _linear(b, blocks) * slot

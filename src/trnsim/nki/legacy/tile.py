@@ -361,8 +361,21 @@ def allocating(make: Callable[[], View]) -> View:
         try:
             return track(make())
         except KernelError as exc:
-            if exc.rule not in CAPACITY_RULES or not _evict_one(exc.rule.split("-")[0]):
+            if exc.rule not in CAPACITY_RULES:
                 raise
+            if release_spares():
+                continue
+            if not _evict_one(exc.rule.split("-")[0]):
+                raise
+
+
+def release_spares() -> bool:
+    """Drop the extra buffers kept for double buffering (``language.double_buffer``): they
+    go first when memory runs out. True if any was held."""
+    held = any(len(ring) > 1 for ring in _state.sites.values())
+    for ring in _state.sites.values():
+        del ring[:-1]
+    return held
 
 
 def _evict_one(kind: str) -> bool:
