@@ -217,3 +217,26 @@ IGNORED_OPTIONS = {
     "multi_buffer (affine_range kwarg)": "trnsim allocates every tensor as written",
 }
 """Options legacy kernels and scripts pass that have no effect on trnsim, and why."""
+
+# ---- which new-API instruction (and engine) a legacy call becomes --------------------------------
+
+LOWERING = {
+    "nl.load / nl.store / nisa.dma_copy": ("dma_copy", "dma"),
+    "nl.<unary math> (exp, tanh, ...)": ("activation", "scalar"),
+    "nl.<binary> (add, multiply, ...) of two tiles": ("tensor_tensor", "unknown: core picks"),
+    "nl.<binary> of a tile and a scalar or a [P, 1] tile": ("tensor_scalar", "unknown"),
+    "nl.copy / nisa.tensor_copy": ("tensor_copy", "unknown: core picks"),
+    "nl.sum / max / min / prod / all": ("tensor_reduce", "vector"),
+    "nl.mean": ("tensor_reduce + tensor_scalar", "vector"),
+    "nl.var": ("bn_stats + bn_aggr + tensor_copy", "vector"),
+    "nl.matmul / nisa.nc_matmul": ("nc_matmul", "tensor"),
+    "nl.transpose": ("nc_transpose", "tensor"),
+    "nisa.nc_transpose": ("nc_transpose", "engine= or the core's choice"),
+    "nl.zeros / full in SBUF": ("memset", "unknown"),
+    "nl.zeros in PSUM, then psum += matmul": ("(folded: the first nc_matmul overwrites)", "-"),
+    "nl.where": ("tensor_copy + tensor_copy_predicated", "vector"),
+    "nl.loop_reduce": ("tensor_tensor into the assigned tile", "vector"),
+    "nisa.tensor_scalar_reduce": ("tensor_scalar + tensor_reduce", "vector"),
+}
+"""Legacy call -> (new-API instruction(s), engine). "unknown" passes ``engine.unknown`` and the
+core chooses, as the legacy ``unknown_engine`` default lets the compiler choose."""
