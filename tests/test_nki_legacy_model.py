@@ -221,3 +221,53 @@ def test_tile_size_reads_the_target() -> None:
         return a
 
     k(_f32(1, 1))
+
+
+def test_loop_reduce_reduces_into_the_assigned_tile() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        b = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(a.shape[0]):
+            b = nl.loop_reduce(nl.load(a[i]), op=np.maximum, loop_indices=[i])
+        nl.store(out, value=b)
+        return out
+
+    a = _f32(3, 128, 64)
+    np.testing.assert_array_equal(k(a), np.maximum(a.max(axis=0), 0))
+
+
+def test_psum_zeros_fold_into_the_first_matmul_but_stay_zeros_otherwise() -> None:
+    @nki.jit
+    def k(x, y):
+        out = nl.ndarray((2, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+        acc += nl.matmul(nl.load(x), nl.load(y), transpose_x=True)
+        nl.store(out[0], value=acc)
+        untouched = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+        nl.store(out[1], value=untouched)
+        return out
+
+    x, y = _f32(128, 128), _f32(128, 512)
+    res = tnki.run(k, x, y)
+    ops = [i.opcode.value for i in res.instructions]
+    assert ops.count("memset") == 1  # only the tile no matmul wrote
+    np.testing.assert_allclose(res.outputs[0], x.T @ y, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(res.outputs[1], 0)
+
+
+def test_indirect_rows_gather_and_scatter_through_an_index_tile() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.zeros((128, 16), dtype=a.dtype))
+        i_f = nl.arange(16)[None, :]
+        idx = nisa.iota(3 * nl.arange(32)[:, None], dtype=nl.int32)
+        rows = nl.load(a[idx, i_f])  # rows 0, 3, 6, ...
+        nl.store(out[idx, i_f], value=rows)
+        return out
+
+    a = _f32(128, 16)
+    expect = np.zeros_like(a)
+    expect[0:96:3] = a[0:96:3]
+    np.testing.assert_array_equal(k(a), expect)

@@ -419,5 +419,3 @@ CASES: list[Case] = [
     ],
 ]
 """Every case; ``trnsim conformance`` (or ``tests/test_nki_legacy_conformance.py``) runs them."""
-
-_ = np

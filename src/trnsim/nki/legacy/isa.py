@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trnsim.core.location import fail
-from trnsim.core.memory import PSUM, SBUF, View
+from trnsim.core.memory import View
 from trnsim.nki import isa as nisa
 from trnsim.nki.context import current
 from trnsim.nki.legacy import differences as D
@@ -338,7 +338,7 @@ def _expr(e: Any, call: str) -> Expr:
 def _affine(e: Expr) -> tuple[tuple[int, ...], int, list[tuple[int, int]], int]:
     """An expression over a tile ``[P, F...]`` as (shape, channel_multiplier, free pattern,
     offset)."""
-    nd = builtins_max(e.ndim, 2)
+    nd = e.ndim if e.ndim > 2 else 2
     shape = [1] * nd
     coef = [0] * nd
     for it, a in e._placed(nd).items():
@@ -346,10 +346,6 @@ def _affine(e: Expr) -> tuple[tuple[int, ...], int, list[tuple[int, int]], int]:
         coef[a] += e.terms.get(it, 0)
     pattern = [(coef[a], shape[a]) for a in range(1, nd)]
     return tuple(shape), coef[0], pattern, e.const
-
-
-def builtins_max(a: int, b: int) -> int:
-    return a if a > b else b
 
 
 def affine_select(
@@ -517,5 +513,3 @@ for _n in (
     "sequence_bounds", "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)
-
-_ = (PSUM, SBUF, as_tile)

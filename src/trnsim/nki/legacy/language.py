@@ -24,14 +24,13 @@ from trnsim.nki import language as new_nl
 from trnsim.nki.context import current
 from trnsim.nki.legacy import differences as D
 from trnsim.nki.legacy import grid as _grid
+from trnsim.nki.legacy import index as _index
 from trnsim.nki.legacy import ops
-from trnsim.nki.legacy.index import Expr, Mask, arange, ds, mgrid
 from trnsim.nki.legacy.tile import (
     CAPACITY_RULES,
     BlockTensor,
     Tile,
     as_tile,
-    assign,
     check_inside,
     flush,
     lazy_fill,
@@ -41,6 +40,7 @@ from trnsim.nki.legacy.tile import (
 from trnsim.numerics import get_format
 
 nc, spmd_dim = _grid.nc, _grid.spmd_dim
+arange, mgrid, ds = _index.arange, _index.mgrid, _index.ds  # index expressions (index.py)
 
 # ---- dtypes --------------------------------------------------------------------------------
 
@@ -415,9 +415,7 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
 
 
 def _box(mask: Any, shape: tuple[int, ...]) -> Any:
-    from trnsim.nki.legacy.index import box
-
-    return box(mask, tuple(shape))
+    return _index.box(mask, tuple(shape))
 
 
 def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tile:
@@ -860,8 +858,3 @@ for _n in (
     "random_seed", "rms_norm", "silu_dx", "softmax",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)
-
-# keep Python's builtins reachable for this module's own code
-_builtins = builtins
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations",)]
-_ = (Expr, Mask, assign, ds, arange, mgrid)
