@@ -85,15 +85,17 @@ def test_mask_with_more_dims_than_the_tile() -> None:
     _raises(k, _f32(128, 8), rule="mask", text="mask outside the tile")
 
 
-def test_mask_used_as_a_python_bool() -> None:
+def test_mask_used_as_a_python_bool_warns_that_and_drops_a_condition() -> None:
+    from trnsim.core.location import KernelWarning
+
     @nki.jit
     def k(a):
-        i_p = nl.arange(128)[:, None]
-        if i_p < 4:
-            return a
-        return a
+        i_p, i_f = nl.mgrid[0:128, 0:8]
+        t = nl.load(a)
+        return nl.exp(t, mask=(i_p < 4 and i_f < 2))  # as in the SDK example
 
-    _raises(k, _f32(1, 1), rule="mask", text="truth value")
+    with pytest.warns(KernelWarning, match="mask-bool.*'m1 and m2' is m2 alone"):
+        k(_f32(128, 8))
 
 
 def test_returned_tile_used_after_its_bytes_were_reused() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from trnsim.core.location import fail
+from trnsim.core.location import fail, warn
 
 
 class Iter:
@@ -222,11 +222,15 @@ class Mask:
         return Mask("not", "~", self)
 
     def __bool__(self) -> bool:
-        raise fail(
-            "mask",
-            "a mask (comparison of index expressions) has no Python truth value; combine "
-            "masks with & and |, not 'and' / 'or'",
+        # Python's ``m1 and m2`` asks for m1's truth value and yields m2: the SDK's own
+        # nc_match_replace8 example writes masks that way, so it must run; the dropped
+        # condition is reported, never silent.
+        warn(
+            "mask-bool",
+            "a mask used as a Python truth value ('and' / 'or' / 'if') is always true: "
+            "'m1 and m2' is m2 alone; combine masks with & and |",
         )
+        return True
 
     @property
     def ndim(self) -> int:
