@@ -271,3 +271,14 @@ def test_indirect_rows_gather_and_scatter_through_an_index_tile() -> None:
     expect = np.zeros_like(a)
     expect[0:96:3] = a[0:96:3]
     np.testing.assert_array_equal(k(a), expect)
+
+
+def test_rand_is_uniform_in_the_unit_interval() -> None:
+    @nki.jit
+    def k():
+        out = nl.ndarray((32, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.rand((32, 128)))
+        return out
+
+    r = k()
+    assert r.min() >= 0.0 and r.max() <= 1.0 and 0.4 < r.mean() < 0.6

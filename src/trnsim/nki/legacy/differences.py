@@ -237,6 +237,7 @@ LOWERING = {
     "nl.where": ("tensor_copy + tensor_copy_predicated", "vector"),
     "nl.loop_reduce": ("tensor_tensor into the assigned tile", "vector"),
     "nisa.tensor_scalar_reduce": ("tensor_scalar + tensor_reduce", "vector"),
+    "nl.rand": ("rand2 (min 0, max 1)", "vector"),
 }
 """Legacy call -> (new-API instruction(s), engine). "unknown" passes ``engine.unknown`` and the
 core chooses, as the legacy ``unknown_engine`` default lets the compiler choose."""

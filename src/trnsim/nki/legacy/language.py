@@ -832,6 +832,14 @@ def expand_dims(data: Any, axis: Any) -> Tile:
 # ---- misc ---------------------------------------------------------------------------------------
 
 
+def rand(shape: Any, dtype: Any = np.float32, **kwargs: Any) -> Tile:
+    """A tile of uniform random values in [0, 1] (the Vector engine's ``rand2``)."""
+    shape = tuple(int(n) for n in (shape if isinstance(shape, tuple | list) else (shape,)))
+    return ops.result(
+        "memset", shape, ops.normalize_dtype(dtype), lambda dst: nisa.rand2(dst, 0.0, 1.0)
+    )
+
+
 def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> None:
     flush()
     new_nl.device_print(prefix, x)
@@ -854,7 +862,7 @@ def _not_implemented(name: str):
 
 
 for _n in (
-    "all_reduce", "atomic_rmw", "dropout", "erf_dx", "gather_flattened", "gelu_dx", "rand",
+    "all_reduce", "atomic_rmw", "dropout", "erf_dx", "gather_flattened", "gelu_dx",
     "random_seed", "rms_norm", "silu_dx", "softmax",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)
