@@ -21,6 +21,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,9 +84,19 @@ def one(kind: str, name: str, target: str, sdk226: str, samples: str) -> dict:
 
 
 def _child(kind: str, name: str, target: str, a: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--one", kind, name, target, "--sdk226", a.sdk226]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--one",
+        kind,
+        name,
+        target,
+        "--sdk226",
+        a.sdk226,
+    ]
     cmd += ["--samples", a.samples]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory() as cwd:  # kernels decorated with save_neff_name etc.
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=cwd)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -77,3 +77,17 @@ def test_profile_writes_trace_and_timeline(tmp_path) -> None:
     assert (tmp_path / "t.json").stat().st_size > 0
     assert (tmp_path / "timeline.png").stat().st_size > 0
     assert sorted(os.listdir(tmp_path)) == ["file.neff", "t.json", "timeline.png"]
+
+
+def test_save_names_write_the_trace_and_the_instruction_summary(tmp_path, monkeypatch) -> None:
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    bench = nki.benchmark(save_neff_name="file.neff", save_trace_name="profile.ntff")(
+        _matmul_kernel()
+    )
+    bench(nt.tensor[[256, 128], nl.bfloat16], nt.tensor[[256, 512], nl.bfloat16])
+    summary = json.loads((tmp_path / "file.neff").read_text())
+    assert summary["instruction_counts"]["nc_matmul"] == 2
+    assert summary["instructions"] == sum(summary["instruction_counts"].values())
+    assert json.loads((tmp_path / "profile.ntff").read_text())["traceEvents"]

@@ -107,7 +107,8 @@ class BenchmarkKernel(LegacyKernel):
                 "kernel": self.__name__,
                 "target": self.benchmark_result.nc_latency.target,
                 "latency_s": prof.total_s,
-                "instructions": len(getattr(prof, "records", []) or []),
+                "instructions": prof.instructions,
+                "instruction_counts": dict(prof.instruction_counts),
             }
 
             def write(tmp: str) -> None:
