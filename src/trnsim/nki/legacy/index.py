@@ -42,12 +42,22 @@ class Expr:
     """``const + sum(coef * iterator)``, each iterator placed on one axis of an ``ndim``-d
     index space (NumPy broadcasting: a missing axis has size 1)."""
 
-    __slots__ = ("axis", "const", "ndim", "terms")
+    __slots__ = ("_key", "axis", "const", "ndim", "terms")
 
     def __init__(
         self, terms: dict[Iter, int], const: int, axis: dict[Iter, int], ndim: int
     ) -> None:
         self.terms, self.const, self.axis, self.ndim = terms, int(const), axis, ndim
+        self._key: tuple[Any, ...] | None = None
+
+    def structure(self) -> tuple[Any, ...]:
+        """What indexing with this expression depends on (``expr_index``'s cache key)."""
+        if self._key is None:
+            terms = tuple(
+                sorted((a, it.size, self.terms.get(it, 0)) for it, a in self.axis.items())
+            )
+            self._key = ("e", terms, self.const, self.ndim)
+        return self._key
 
     # ---- shape --------------------------------------------------------------------------
 
@@ -320,12 +330,16 @@ def arange(*args: int) -> Expr:
 class Grid(tuple):
     """``nl.mgrid[...]``'s result: a tuple of expressions, also ``.p`` / ``.x`` / ``.y`` ..."""
 
-    _NAMES = ("p", "x", "y", "z", "w")
+    def _axis(self, i: int, name: str) -> Expr:
+        if i >= len(self):
+            raise AttributeError(f"a {len(self)}-d mgrid has no .{name}")
+        return self[i]
 
-    def __getattr__(self, name: str) -> Expr:
-        if name in self._NAMES and self._NAMES.index(name) < len(self):
-            return self[self._NAMES.index(name)]
-        raise AttributeError(name)
+    p = property(lambda self: self._axis(0, "p"))
+    x = property(lambda self: self._axis(1, "x"))
+    y = property(lambda self: self._axis(2, "y"))
+    z = property(lambda self: self._axis(3, "z"))
+    w = property(lambda self: self._axis(4, "w"))
 
 
 class _MGrid:
@@ -372,8 +386,7 @@ def _structure(k: Any) -> Any:
     (an iterator is its size: two iterators of one size on one axis index alike), its offset
     and dims; ints and slices as themselves."""
     if isinstance(k, Expr):
-        terms = tuple(sorted((a, it.size, k.terms.get(it, 0)) for it, a in k.axis.items()))
-        return ("e", terms, k.const, k.ndim)
+        return k.structure()
     if isinstance(k, slice):
         return ("s", k.start, k.stop, k.step)
     return ("i", int(k)) if _is_int(k) else ("?", id(k))
