@@ -66,6 +66,7 @@ def install(force: bool = False) -> None:
         setattr(sys.modules["nki"], sub, sys.modules[f"nki.{sub}"])
     if _FINDER not in sys.meta_path:
         sys.meta_path.append(_FINDER)
+    importlib.import_module("trnsim.nki.legacy").install(force)  # neuronxcc.nki (legacy API)
 
 
 def uninstall() -> None:
