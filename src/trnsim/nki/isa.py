@@ -8,6 +8,7 @@ the running ``NeuronCore`` (``trnsim.core``), which checks, records and executes
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 from typing import Any
 
@@ -73,10 +74,19 @@ class matmul_perf_mode(enum.Enum):
     double_row = 1
 
 
+@functools.total_ordering
 class nc_version(enum.Enum):
+    """NeuronCore generation; members order by generation, as kernels compare
+    ``nisa.get_nc_version() >= nisa.nc_version.gen3`` (nki-library does)."""
+
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, nc_version):
+            return self.value < other.value
+        return NotImplemented
 
 
 class dma_engine(enum.Enum):
