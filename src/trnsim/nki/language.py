@@ -596,20 +596,26 @@ def load_transpose2d(src: NkiTensor, dtype: Any = None) -> NkiTensor:
 
 
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> range:
-    """A loop on device with run-time bounds. trnsim runs kernels eagerly, so Python integer
-    bounds are the run-time values; bounds held in registers wait for register support."""
+    """A loop on device with run-time bounds. trnsim runs kernels eagerly, so a bound is its
+    value when the loop starts: a Python integer or a register (``nisa.register_*``, anything
+    with ``__index__``); the step must be a compile-time positive integer, as documented."""
     if stop is None:
         start, stop = 0, start
+    bounds = []
     for v in (start, stop):
-        if not isinstance(v, int | np.integer):
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
             raise fail(
-                "not-implemented",
-                f"nl.dynamic_range bound {v!r}: bounds in registers (nisa.register_*) are not "
-                "emulated by trnsim yet; integer bounds work",
+                "dynamic-range",
+                f"nl.dynamic_range bound must be an integer or a register, got {v!r}",
             )
-    if not isinstance(step, int | np.integer) or step <= 0:
-        raise fail("dynamic-range", f"nl.dynamic_range step must be a positive int, got {step!r}")
-    return range(int(start), int(stop), int(step))
+        bounds.append(v.__index__())
+    if not isinstance(step, int | np.integer) or isinstance(step, bool) or step <= 0:
+        raise fail(
+            "dynamic-range",
+            f"nl.dynamic_range step must be a compile-time positive int (not a register), "
+            f"got {step!r}",
+        )
+    return range(bounds[0], bounds[1], int(step))
 
 
 def fori_loop(lower: int, upper: int, body: Any, init_val: Any) -> Any:

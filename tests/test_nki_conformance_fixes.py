@@ -1,0 +1,50 @@
+"""Defects found by running AWS's nki-library unmodified (issue 13, round 2): each test is the
+documented behaviour the library relies on."""
+
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.errors import TrnsimError
+
+
+def test_nc_version_members_order_by_generation():
+    assert nisa.nc_version.gen4 >= nisa.nc_version.gen3 > nisa.nc_version.gen2
+    assert not nisa.nc_version.gen2 >= nisa.nc_version.gen3
+    assert sorted([nisa.nc_version.gen4, nisa.nc_version.gen2]) == [
+        nisa.nc_version.gen2,
+        nisa.nc_version.gen4,
+    ]
+    with pytest.raises(TypeError):
+        _ = nisa.nc_version.gen3 < 3
+
+
+def test_dynamic_range_takes_register_bounds_and_refuses_a_register_step():
+    def k(x):
+        t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(t, x)
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, t)
+        out = nl.ndarray((1, 4), nl.int32, buffer=nl.sbuf)
+        nisa.memset(out, 0)
+        for i in nl.dynamic_range(1, reg):
+            nisa.memset(out[0:1, i : i + 1], 7)
+        o = nl.ndarray((1, 4), nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(o, out)
+        return o
+
+    assert nki.run(k, np.array([[3]], np.int32)).outputs.tolist() == [[0, 7, 7, 0]]
+
+    def bad(x):
+        t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(t, x)
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, t)
+        for _ in nl.dynamic_range(0, 4, reg):
+            pass
+        return x
+
+    with pytest.raises(TrnsimError, match="dynamic-range"):
+        nki.run(bad, np.array([[2]], np.int32))
