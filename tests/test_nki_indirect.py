@@ -96,6 +96,37 @@ def test_scalar_offset_on_an_inner_dim_and_python_int_offset():
     np.testing.assert_array_equal(b, x[2, 0:2])
 
 
+def _scalar_scatter_kernel(base, s, rows, **kw):
+    """Scatter rows (3 blocks of 4) at element offset s of a 16-element HBM vector."""
+    out = nl.ndarray((16,), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, base)
+    nisa.dma_copy(out.ap([[4, 3], [1, 4]], scalar_offset=sb(s), indirect_dim=0), sb(rows), **kw)
+    return out
+
+
+def test_scalar_offset_skip_moves_the_in_bounds_blocks_only():
+    """Choice 3: a partly out-of-bounds scalar-offset copy under oob_mode.skip writes its
+    in-bounds blocks (indexed_flatten's documented pseudocode); an index outside the dim skips
+    every block; oob_mode.error names the first bad block."""
+    base = np.arange(16, dtype=np.float32)
+    rows = -RNG.integers(1, 9, (3, 4)).astype(np.float32)
+    skip = {"oob_mode": nisa.oob_mode.skip}
+    out = nki.run(_scalar_scatter_kernel, base, np.array([[8]], np.int32), rows, **skip).outputs
+    ref = base.copy()
+    ref[8:16] = rows[:2].reshape(-1)  # the third block (16..19) leaves the tensor: skipped
+    np.testing.assert_array_equal(out, ref)
+    out = nki.run(_scalar_scatter_kernel, base, np.array([[16]], np.int32), rows, **skip).outputs
+    np.testing.assert_array_equal(out, base)
+    expect(
+        "oob",
+        _scalar_scatter_kernel,
+        base,
+        np.array([[8]], np.int32),
+        rows,
+        values=("block 2 of 3", "index 8"),
+    )
+
+
 def test_nl_load_and_store_accept_indirect_views():
     table = RNG.standard_normal((12, 5)).astype(np.float32)
     ids = np.array([[11], [0], [4]], dtype=np.uint32)

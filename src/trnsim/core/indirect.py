@@ -41,8 +41,13 @@ them is a KernelError naming the rule):
    ``offset`` (no indirection). Registers (``nisa.register_alloc``) are not modelled.
 3. Bounds: an index ``v`` is in bounds when ``0 <= v < t.shape[d]`` and every element it
    addresses lies inside ``t``'s storage. ``oob_mode.skip`` skips an out-of-bounds row of a
-   vector gather/scatter (the destination row keeps its old value) or the whole transfer for
-   an out-of-bounds scalar offset.
+   vector gather/scatter (the destination row keeps its old value). A scalar-offset transfer
+   is checked block by block, a block being one step of the first pattern pair (one
+   descriptor): an index outside ``0..t.shape[d]-1`` skips every block, an in-bounds index
+   skips only the blocks that leave ``t``'s storage and moves the rest. Source: the
+   ``dma_copy`` docstring ("skip the DMA transfer for a given dynamic address or index when
+   it is out of bound") and nki-library's ``indexed_flatten`` documented pseudocode, which
+   writes the in-bounds blocks of a partly out-of-bounds scalar-offset copy.
 4. Indexed tensors are HBM tensors (``scalar_offset`` too: the docs show it on HBM; trnsim
    does not model dynamic SBUF addresses). Only ``nisa.dma_copy`` (and ``nl.load`` /
    ``nl.store``, which issue it) accepts an indirect view, on one side of the copy only.
@@ -412,15 +417,17 @@ def _valid_rows(call: Call, v: IndirectView, values: np.ndarray, addr: np.ndarra
     where = (
         f"partition {r} of the ({addr.shape[0]}, 1) vector_offset"
         if v.kind == VECTOR
-        else ("the 1x1 scalar_offset")
+        else f"the 1x1 scalar_offset (block {r} of {addr.shape[0]})"
     )
+    if v.kind != VECTOR:
+        r = 0
     name = v.storage.alloc.name or "<unnamed>"
     raise broken(
         "dma-oob",
         f"dma_copy {v.kind} index {int(vals[r])} at {where} index tile is out of bounds: valid "
         f"indices are 0..{v.bound - 1} (dim {v.dim} of HBM tensor {name!r} "
         f"{list(v.storage.shape)}) with every element inside its {limit} elements "
-        "(oob_mode=error; oob_mode=nisa.oob_mode.skip skips such rows)",
+        "(oob_mode=error; oob_mode=nisa.oob_mode.skip skips such rows or blocks)",
     )
 
 
@@ -430,6 +437,8 @@ def execute(nc: NeuronCore, call: Call) -> None:
     v: IndirectView = call.dst["dst"] if role == "dst" else call.src["src"]  # type: ignore[assignment]
     values = nc.read_raw(call.src["index"])
     addr = v.addresses(values)
+    if v.kind != VECTOR:  # choice 3: blocks (steps of the first pattern pair) checked one by one
+        addr = addr.reshape(v.shape[0], -1)
     ok = _valid_rows(call, v, values, addr)
     flat = _flat(v)
     if role == "src":  # gather: dst <- table rows
