@@ -48,3 +48,26 @@ def test_dynamic_range_takes_register_bounds_and_refuses_a_register_step():
 
     with pytest.raises(TrnsimError, match="dynamic-range"):
         nki.run(bad, np.array([[2]], np.int32))
+
+
+def test_a_jit_kernel_called_from_a_kernel_is_inlined_into_the_same_launch():
+    @nki.jit
+    def inner(t):
+        o = nl.ndarray(t.shape, t.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(o, t, nl.multiply, 3.0)
+        return o
+
+    @nki.jit
+    def outer(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(t, x)
+        y = inner(t)  # an SBUF tensor of this launch: only valid if inlined
+        o = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(o, y)
+        return o
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    run = nki.run(outer, x)
+    np.testing.assert_array_equal(run.outputs, 3 * x)
+    assert len(run.cores) == 1
+    assert sum(1 for i in run.instructions if i.opcode.value == "tensor_scalar") == 1

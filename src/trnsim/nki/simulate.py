@@ -30,7 +30,7 @@ from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import HBM, Hbm, View
 from trnsim.core.options import CoreOptions
 from trnsim.hw import chip
-from trnsim.nki.context import Launch, Program, enter
+from trnsim.nki.context import Launch, Program, current_or_none, enter
 from trnsim.nki.tensor import NkiTensor
 from trnsim.numerics import get_format
 
@@ -89,6 +89,10 @@ class Kernel:
         return Kernel(self.fn, int(lnc), **self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if current_or_none() is not None:
+            # Called from inside a running kernel: NKI traces the callee into the caller
+            # (one kernel, one launch), so its instructions run on the caller's cores, inline.
+            return self.fn(*args, **kwargs)
         target = self.options.get("platform_target")
         return run(self, *args, target=target, **kwargs).outputs
 
