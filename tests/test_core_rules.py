@@ -503,12 +503,6 @@ def a_ap_vector_dim(a):
     a.ap([[64, 128], [1, 64]], vector_offset=idx, indirect_dim=1)
 
 
-def a_ap_vector_stride(a):
-    idx = _idx()
-    mark()
-    a.ap([[32, 128], [1, 64]], vector_offset=idx)
-
-
 def a_ap_vector_index_shape(a):
     idx = _idx(64)
     mark()
@@ -730,7 +724,6 @@ ARG_CASES = [
     ("ap-hbm", a_ap_hbm, (), 1, {}, "indirect", ("SBUF tensor", "must be in HBM")),
     ("ap-whole-tensor", a_ap_whole_tensor, (A,), 1, {}, "indirect", ("[64, 64]",)),
     ("ap-vector-dim", a_ap_vector_dim, (A,), 1, {}, "indirect", ("got 1",)),
-    ("ap-vector-stride", a_ap_vector_stride, (A,), 1, {}, "indirect", ("row size 64", "got 32")),
     ("ap-vector-index-shape", a_ap_vector_index_shape, (A,), 1, {}, "indirect", ("[64, 1]",)),
     ("ap-scalar-dim", a_ap_scalar_dim, (A,), 1, {}, "indirect", ("indirect_dim 5",)),
     ("ap-scalar-index-shape", a_ap_scalar_index_shape, (A,), 1, {}, "indirect", ("[128, 1]",)),

@@ -98,7 +98,6 @@ _add("ap-index-dtype", "index-dtype", VIEW, "an index dtype outside INDEX_DTYPES
 _add("ap-hbm", "indirect", VIEW, "an indexed tensor outside HBM")
 _add("ap-whole-tensor", "indirect", VIEW, "an indexed slice or view instead of a whole tensor")
 _add("ap-vector-dim", "indirect", VIEW, "vector_offset with indirect_dim other than 0")
-_add("ap-vector-stride", "indirect", VIEW, "a first pattern pair not walking whole rows")
 _add("ap-vector-index-shape", "indirect", VIEW, "a vector_offset index not (count, 1)")
 _add("ap-scalar-dim", "indirect", VIEW, "an indirect_dim that is not a dim of the tensor")
 _add("ap-scalar-index-shape", "indirect", VIEW, "a scalar_offset index that is not 1x1")

@@ -29,8 +29,10 @@ them is a KernelError naming the rule):
 
 1. Address of element ``(w, i1, ..., ik)`` of a ``vector_offset`` view of tensor ``t`` (rows
    of ``R = prod(t.shape[1:])`` elements): ``offset + idx[w] * R + sum(i_j * stride_j)``; the
-   first pattern pair ``[stride, count]`` walks the indexed rows, so its stride must equal
-   ``R`` and its count the number of indices ``P``.
+   first pattern pair ``[stride, count]`` walks the indexed rows: its count is the number of
+   indices ``P`` and its stride is ignored, the row step being ``R`` of the base tensor
+   (``nki/migration/index.rst``: "the stride specified in the leading dimension of the pattern
+   in the ``.ap()`` is currently ignored"; nki-library's ``topk_reduce`` relies on it).
    ``scalar_offset`` (dim ``d``, ``R = prod(t.shape[d+1:])``): ``offset + s * R + sum over
    every pattern dim``. ``t`` must be a whole HBM tensor (offset 0, dense row-major): on a
    slice the rows and their bound would be the slice's while addresses count from the
@@ -314,14 +316,7 @@ def make(
                 "ap-vector-dim", f"vector_offset supports only indirect_dim=0, got {indirect_dim}"
             )
         row = prod(base.shape[1:])
-        stride0, count = static.strides[0], static.shape[0]
-        if stride0 != row:
-            raise broken(
-                "ap-vector-stride",
-                f"vector_offset access pattern: the first pair [stride, count] walks the indexed "
-                f"rows, so its stride must be the row size {row} of {list(base.shape)}, got "
-                f"{stride0}",
-            )
+        count = static.shape[0]  # its stride is ignored (choice 1)
         if index.partitions != count or index.free_size != 1:
             raise broken(
                 "ap-vector-index-shape",
