@@ -71,3 +71,36 @@ def test_a_jit_kernel_called_from_a_kernel_is_inlined_into_the_same_launch():
     np.testing.assert_array_equal(run.outputs, 3 * x)
     assert len(run.cores) == 1
     assert sum(1 for i in run.instructions if i.opcode.value == "tensor_scalar") == 1
+
+
+def test_auto_accumulate_starts_afresh_in_a_psum_tensor_placed_over_another():
+    """nc_matmul(accumulate=None) is inferred per tensor: the first matmul into a new PSUM
+    tensor overwrites, even where an earlier tensor at the same address left an open group
+    (attention_cte allocates one PSUM tile per query group, all at bank 0)."""
+
+    def k(a, b):
+        sa = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+        sb = nl.ndarray(b.shape, nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(sa, a)
+        nisa.dma_copy(sb, b)
+        p0 = nl.ndarray((4, 8), nl.float32, buffer=nl.psum, address=(0, 0))
+        p1 = nl.ndarray((4, 8), nl.float32, buffer=nl.psum, address=(0, 0))
+        outs = []
+        for p, twice in ((p0, True), (p1, False)):
+            nisa.nc_matmul(p, sa, sb)
+            if twice:  # a second write to the same tensor accumulates
+                nisa.nc_matmul(p, sa, sb)
+            s = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(s, p)
+            o = nl.ndarray((4, 8), nl.float32, buffer=nl.shared_hbm)
+            nisa.dma_copy(o, s)
+            outs.append(o)
+        return outs
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((16, 4)).astype(np.float32)
+    b = rng.standard_normal((16, 8)).astype(np.float32)
+    first, second = nki.run(k, a, b).outputs
+    ref = a.T.astype(np.float64) @ b
+    np.testing.assert_allclose(first, 2 * ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(second, ref, rtol=1e-5, atol=1e-5)

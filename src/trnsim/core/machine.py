@@ -36,6 +36,7 @@ from trnsim.core.memory import (
     OnChipMemory,
     Storage,
     View,
+    start_accumulation,
     user_dtype,
 )
 from trnsim.core.options import CoreOptions
@@ -447,6 +448,7 @@ def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: 
     """Matmul write into PSUM: overwrite, accumulate, or auto (per element: first write
     overwrites, later writes accumulate). Accumulation is in fp32."""
     result = result.reshape(dst.shape)
+    start_accumulation(dst.storage.alloc)  # per-tensor auto mode over reused addresses
     # fast path (same bits as the general path below): an fp32 accumulation group that is
     # already open everywhere adds in place, no decode / cast / re-mark round trip
     if accumulate is not False and dst.fmt.name == "float32" and nc.acc_open(dst):

@@ -41,6 +41,7 @@ class Allocation:
 
     __slots__ = (
         "__weakref__",
+        "acc_pending",
         "buffer",
         "byte_offset",
         "core",
@@ -90,6 +91,9 @@ class Allocation:
         self.last_use: tuple[str, int] | None = None
         self.last_seq = -1
         self.sharers: list[Allocation] = []
+        # A PSUM tensor placed over another's addresses: its first matmul write starts its own
+        # accumulation group (``start_accumulation``), whatever marks the other left there.
+        self.acc_pending = False
         # Bumped by every write of the data (version) and of the PSUM accumulation marks
         # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
         self.version = 0
@@ -236,6 +240,7 @@ class OnChipMemory:
             alloc.explicit = True
         if reused:
             alloc.placed_at = kernel_location()
+            alloc.acc_pending = self.kind == PSUM
             for other in reused:
                 if not other.explicit and other.last_seq < 0 and other.version > 0:
                     # an untracked tensor already written: it was in use up to here
@@ -361,6 +366,24 @@ class Hbm:
             alloc.live = False
             self.used -= alloc.nbytes
             self.live.remove(alloc)
+
+
+def start_accumulation(alloc: Allocation) -> None:
+    """Before a matmul writes PSUM tensor ``alloc``: if it shares addresses with another
+    tensor and has not been written by a matmul yet, clear the accumulation marks over its
+    rectangle. ``nc_matmul(accumulate=None)`` is inferred per tensor ("first write
+    overwrites, subsequent writes accumulate", the ``nc_matmul`` docstring), so marks left
+    by an earlier tensor at the same address (nki-library's attention_cte allocates one PSUM
+    tile per query group, all at bank 0) must not make the new tensor's first write
+    accumulate. Runs when the write executes, in program order."""
+    if not alloc.acc_pending:
+        return
+    alloc.acc_pending = False
+    mem = alloc.memory
+    if isinstance(mem, OnChipMemory) and mem.acc is not None:
+        rows = slice(alloc.partition_start, alloc.partition_start + alloc.partitions)
+        mem.acc[rows, alloc.byte_offset : alloc.byte_offset + alloc.nbytes] = 0
+        alloc.marks_version += 1
 
 
 def _where(loc: tuple[str, int] | None, before: tuple[str, int] | None = None) -> str:
