@@ -297,7 +297,8 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
     kw = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
     try:
         kernel = _launchable(load_kernel(case, root), case)
-        out = run(kernel, *args, target=case.target, **kw).outputs
+        result = run(kernel, *args, target=case.target, **kw)
+        out = result.outputs
     except Exception as exc:
         res.outcome, res.detail, res.location = classify(exc, root)
         res.seconds = time.perf_counter() - t0
@@ -318,11 +319,11 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
         return res
     if profile:
         from trnsim.core.timing import schedule
-        from trnsim.nki.simulate import record_run
 
+        # the functional run's own record: data-dependent control flow (registers, indirect
+        # offsets) took the paths the data chose, which a timing-only run cannot know
         try:
-            rec = record_run(kernel, *inputs, target=case.target, **kwargs)
-            res.profile_s = schedule(rec.instructions, rec.cores[0].spec).total_s
+            res.profile_s = schedule(result.instructions, result.cores[0].spec).total_s
         except Exception as exc:
             res.outcome, res.detail, res.location = classify(exc, root)
             res.detail = "profile: " + res.detail
