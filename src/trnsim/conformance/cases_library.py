@@ -574,6 +574,25 @@ def _bwmm_dropping_ref(*args, **kwargs):
     return _bwmm_ref(*args, **kwargs), None, None
 
 
+# ---- collectives across the two cores of a kernel[2] launch ------------------------------
+
+
+def _allgather_inputs(h: int, w: int, tiled: bool = False):
+    def make(rng):
+        from nki.collectives import ReplicaGroup
+
+        return randn(rng, (h, w)), ReplicaGroup([[0, 1]]), 2
+
+    return make
+
+
+def _allgather_ref(inp, replica_groups, tp_degree):
+    """out = [data_0 | data_1 | ...] along the last dim (the docstring's example). In a
+    kernel[2] launch the ranks are the two cores, which see the same HBM input, so every
+    rank contributes ``inp``."""
+    return np.concatenate([inp] * tp_degree, axis=1)
+
+
 CASES: list[Case] = [
     Case(
         "library/cumsum_2d",
@@ -933,5 +952,17 @@ CASES: list[Case] = [
         rtol=1e-4,
         atol=1e-4,
         notes="the moe_cte entry point with a shard_on_block spec (same problem as bwmm)",
+    ),
+    Case(
+        "library/allgather_sb2sb",
+        REPO,
+        _path("experimental/collectives/sb2sb_allgather.py"),
+        "allgather_sb2sb",
+        _allgather_inputs(128, 64),
+        _allgather_ref,
+        grid=(2,),
+        rtol=0.0,
+        atol=0.0,
+        notes="fp32 [H, W] all-gathered across the 2 ranks of a kernel[2] launch (exact copy)",
     ),
 ]
