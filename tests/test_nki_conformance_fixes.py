@@ -104,3 +104,31 @@ def test_auto_accumulate_starts_afresh_in_a_psum_tensor_placed_over_another():
     ref = a.T.astype(np.float64) @ b
     np.testing.assert_allclose(first, 2 * ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(second, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_activation_derivatives_match_a_finite_difference_of_their_functions():
+    from trnsim.core.semantics import ACTIVATIONS
+
+    x = np.linspace(-4, 4, 128 * 8).reshape(128, 8).astype(np.float32)
+    pairs = [
+        (nl.gelu_dx, "gelu"),
+        (nl.gelu_apprx_sigmoid_dx, "gelu_apprx_sigmoid"),
+        (nl.silu_dx, "silu"),
+        (nl.erf_dx, "erf"),
+    ]
+
+    def k(x):
+        t = nl.load(x)
+        outs = []
+        for f, _ in pairs:
+            o = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+            nl.store(o, f(t))
+            outs.append(o)
+        return outs
+
+    got = nki.run(k, x).outputs
+    h = 1e-3
+    for out, (_, base) in zip(got, pairs, strict=True):
+        f = ACTIVATIONS[base]
+        up, down = (f((x + s).astype(np.float64)) for s in (h, -h))
+        np.testing.assert_allclose(out, (up - down) / (2 * h), rtol=1e-3, atol=1e-4, err_msg=base)

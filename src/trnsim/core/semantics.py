@@ -110,6 +110,19 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return F32(1) / (F32(1) + np.exp(-x))
 
 
+def _gelu_dx(x: np.ndarray) -> np.ndarray:
+    """d/dx x * Phi(x) = Phi(x) + x * phi(x) (float64 in, the caller rounds)."""
+    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(
+        2.0 * math.pi
+    )
+
+
+def _sigmoid_gate_dx(x: np.ndarray, a: np.float32) -> np.ndarray:
+    """d/dx x * sigmoid(a x) = s + a x s (1 - s), s = sigmoid(a x) (silu: a = 1)."""
+    s = _sigmoid(a * x)
+    return s + a * x * s * (F32(1) - s)
+
+
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "copy": lambda x: x,
     "identity": lambda x: x,
@@ -139,6 +152,14 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "softplus": lambda x: np.logaddexp(F32(0), x).astype(F32),
     "mish": lambda x: x * np.tanh(np.logaddexp(F32(0), x).astype(F32)),
     "erf": lambda x: _erf(x.astype(np.float64)).astype(F32),
+    # the derivatives the activation table lists (SDK nki/api/nki.api.shared.rst, "Gelu
+    # Derivative", "Silu Derivative", ...): the calculus of the functions above
+    "gelu_dx": lambda x: _gelu_dx(x.astype(np.float64)).astype(F32),
+    "gelu_apprx_sigmoid_dx": lambda x: _sigmoid_gate_dx(x, F32(1.702)),
+    "silu_dx": lambda x: _sigmoid_gate_dx(x, F32(1)),
+    "erf_dx": lambda x: (2.0 / math.sqrt(math.pi) * np.exp(-(x.astype(np.float64) ** 2))).astype(
+        F32
+    ),
 }
 
 

@@ -272,6 +272,10 @@ _UNARY = [
     "softplus",
     "mish",
     "erf",
+    "gelu_dx",
+    "gelu_apprx_sigmoid_dx",
+    "silu_dx",
+    "erf_dx",
     "copy",
     "identity",
 ]
