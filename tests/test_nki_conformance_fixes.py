@@ -132,3 +132,20 @@ def test_activation_derivatives_match_a_finite_difference_of_their_functions():
         f = ACTIVATIONS[base]
         up, down = (f((x + s).astype(np.float64)) for s in (h, -h))
         np.testing.assert_allclose(out, (up - down) / (2 * h), rtol=1e-3, atol=1e-4, err_msg=base)
+
+
+def test_enum_arguments_accept_their_integer_values_and_refuse_others():
+    def k(x, mode):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(t, x, dge_mode=mode)
+        o = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(o, t, oob_mode=0)
+        return o
+
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    by_value = nki.run(k, x, 3)
+    by_member = nki.run(k, x, nisa.dge_mode.none)
+    np.testing.assert_array_equal(by_value.outputs, x)
+    assert [i.attrs for i in by_value.instructions] == [i.attrs for i in by_member.instructions]
+    with pytest.raises(TrnsimError, match="dge_mode 7 not in"):
+        nki.run(k, x, 7)

@@ -94,6 +94,16 @@ class dma_engine(enum.Enum):
     gpsimd_dma = 2
 
 
+# the enum behind each argument that may be given as a member's integer value (_enum_name)
+_ENUM_ARGS: dict[str, type[enum.Enum]] = {
+    "engine": engine,
+    "reduce_cmd": reduce_cmd,
+    "dge_mode": dge_mode,
+    "oob_mode": oob_mode,
+    "dma_engine": dma_engine,
+}
+
+
 _ENGINES = {
     engine.tensor: Engine.TENSOR,
     engine.scalar: Engine.SCALAR,
@@ -153,7 +163,7 @@ def _unmodelled(op: Op, attrs: dict[str, Any], **given: Any) -> dict[str, Any]:
     for name, value in given.items():
         a = entry.attr(name)
         assert a is not None and not a.modelled, (op, name)
-        v = _enum_name(value)
+        v = _enum_name(value, name)
         if v != a.default:
             attrs[name] = v
     return attrs
@@ -215,7 +225,7 @@ def instruction(op: Op) -> Any:
                 (dst if r.dst else src)[r.name] = v
         for a in entry.attrs:
             v = given[a.name]
-            v = _enum_name(v) if isinstance(v, enum.Enum) else v
+            v = _enum_name(v, a.name)
             if a.kind is str and v is not None and not isinstance(v, str):
                 v = _op(v)
             if v is None or (not a.modelled and v == a.default):
@@ -654,7 +664,7 @@ def select_reduce(
         raise broken(
             "select-reduce-op", f"select_reduce reduce_op must be nl.maximum, got {_op(reduce_op)}"
         )
-    cmd = _enum_name(reduce_cmd)
+    cmd = _enum_name(reduce_cmd, "reduce_cmd")
     if cmd not in ("idle", "reset_reduce", "reduce"):
         raise broken(
             "select-reduce-cmd", f"select_reduce reduce_cmd {cmd} not in idle/reset_reduce/reduce"
@@ -685,8 +695,20 @@ rand_get_state = instruction(Op.RAND_GET_STATE)
 # ---- DMA ---------------------------------------------------------------------------------------
 
 
-def _enum_name(x: Any) -> Any:
-    return x._name_ if isinstance(x, enum.Enum) else x  # _name_: the plain attribute of .name
+def _enum_name(x: Any, arg: str | None = None) -> Any:
+    """An enum argument as its member name. Kernels may pass the member's integer value
+    (nki-library: ``dge_mode=3``; the issue's "enum arguments given as their integer
+    values"): for an argument named in ``_ENUM_ARGS`` a value of that enum becomes its name;
+    any other value is returned as given, for the argument rule to name."""
+    if isinstance(x, enum.Enum):
+        return x._name_  # _name_: the plain attribute of .name
+    cls = _ENUM_ARGS.get(arg or "")
+    if cls is not None and isinstance(x, int | np.integer) and not isinstance(x, bool):
+        try:
+            return cls(int(x))._name_
+        except ValueError:
+            return x
+    return x
 
 
 def dma_copy(
@@ -700,9 +722,12 @@ def dma_copy(
 ) -> None:
     srcs: dict[str, Any] = {SRC: src}
     attrs = _opt(
-        {"dge_mode": _enum_name(dge_mode), "oob_mode": _enum_name(oob_mode)},
+        {
+            "dge_mode": _enum_name(dge_mode, "dge_mode"),
+            "oob_mode": _enum_name(oob_mode, "oob_mode"),
+        },
         priority=priority,
-        dge_engine=None if engine in (None, unknown_engine) else _enum_name(engine),
+        dge_engine=None if engine in (None, unknown_engine, 0) else _enum_name(engine, "engine"),
     )
     indirect.annotate(dst, srcs, attrs)  # gather/scatter: the index tile is read too
     _run(Op.DMA_COPY, {DST: dst}, srcs, attrs)
@@ -723,7 +748,9 @@ def dma_transpose(
         {SRC: src},
         _unmodelled(
             Op.DMA_TRANSPOSE,
-            _opt({"dge_mode": _enum_name(dge_mode)}, axes=tuple(axes) if axes else None),
+            _opt(
+                {"dge_mode": _enum_name(dge_mode, "dge_mode")}, axes=tuple(axes) if axes else None
+            ),
             priority=priority,
             oob_mode=oob_mode,
         ),
@@ -786,7 +813,7 @@ def sendrecv(
         "send_to_rank": int(send_to_rank),
         "recv_from_rank": int(recv_from_rank),
         "pipe_id": int(pipe_id),
-        "dma_engine": _enum_name(dma_engine),
+        "dma_engine": _enum_name(dma_engine, "dma_engine"),
     }
     _run(Op.SENDRECV, {DST: dst}, {SRC: src}, attrs)
     prog.core.sync()  # the deferred data work up to here (trnsim.core.accel)
