@@ -110,3 +110,39 @@ def test_sequence_bounds_gives_start_and_end_of_each_segment() -> None:
     start = np.array([n if s == 0 else int(np.argmax(seg[0] == s)) for s in seg[0]])
     end = np.array([-1 if s == 0 else n - int(np.argmax(seg[0][::-1] == s)) for s in seg[0]])
     np.testing.assert_array_equal(k(seg)[0], np.stack([start, end]))
+
+
+def test_double_row_matmul_contracts_over_partitions_and_the_pair_axis() -> None:
+    import ml_dtypes
+
+    f8 = ml_dtypes.float8_e5m2
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray([a.shape[2], b.shape[2]], dtype=nl.float32, buffer=nl.shared_hbm)
+        c = nisa.nc_matmul(nl.load(a), nl.load(b), perf_mode="double_row_gen3")
+        nl.store(out, c)
+        return out
+
+    a = RNG.integers(-3, 4, (128, 2, 16)).astype(f8)
+    b = RNG.integers(-3, 4, (128, 2, 64)).astype(f8)
+    want = np.einsum("kpm,kpn->mn", a.astype(np.float32), b.astype(np.float32))
+    np.testing.assert_array_equal(k(a, b), want)
+
+
+def test_local_gather_returns_every_valid_index_of_the_core_per_partition() -> None:
+    @nki.jit
+    def k(src, idx):
+        out = nl.ndarray((src.shape[0], 16 * idx.shape[1] * 2), dtype=src.dtype,
+                         buffer=nl.shared_hbm)  # fmt: skip
+        nl.store(out, nisa.local_gather(nl.load(src), nl.load(idx), 2))
+        return out
+
+    src = RNG.uniform(-1, 1, (32, 40)).astype(np.float32)
+    idx = RNG.integers(0, 38, (32, 3)).astype(np.uint16)
+    want = np.empty((32, 96), np.float32)
+    for g in (0, 16):
+        ids = idx[g : g + 16].reshape(-1, order="F").astype(int)  # partition dim first
+        picks = (ids[:, None] + np.arange(2)).reshape(-1)
+        want[g : g + 16] = src[g : g + 16][:, picks]
+    np.testing.assert_array_equal(k(src, idx), want)

@@ -460,7 +460,12 @@ def local_gather(
 ) -> Any:  # fmt: skip
     s = ops.tensor(src_buffer, "src_buffer", "nisa.local_gather")
     i = ops.tensor(index, "index", "nisa.local_gather")
-    shape = (s.shape[0], i.free_size * int(num_elem_per_idx))
+    # each GpSimd core's 16 partitions all receive its valid indices' elements (the docstring's
+    # NumPy semantics): per partition num_valid_indices * num_elem_per_idx elements, by default
+    # every index of the core's 16-partition slice
+    per_core = min(16, i.shape[0]) * i.free_size
+    valid = per_core if num_valid_indices is None else int(num_valid_indices)
+    shape = (s.shape[0], valid * int(num_elem_per_idx))
     return ops.result(
         "elementwise",
         shape,

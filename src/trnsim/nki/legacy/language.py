@@ -634,7 +634,10 @@ def _matmul(call: str, st: View, mv: View, mask: Any, attrs: dict[str, Any]) -> 
             f"{call}: stationary {list(st.shape)} and moving {list(mv.shape)} must share the "
             "partition (contraction) dim",
         )
-    shape = (st.free_size, mv.free_size)
+    # perf_mode double_row(_gen3): [K, 2, M] x [K, 2, N] operands contract over K x 2
+    pm = attrs.get("perf_mode")
+    pairs = 2 if str(getattr(pm, "name", pm)).startswith("double_row") else 1
+    shape = (st.free_size // pairs, mv.free_size // pairs)
     st, mv = _to_sbuf(st), _to_sbuf(mv)
 
     def issue(dst: View, s: View, m: View) -> None:
