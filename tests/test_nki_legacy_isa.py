@@ -146,3 +146,31 @@ def test_local_gather_returns_every_valid_index_of_the_core_per_partition() -> N
         picks = (ids[:, None] + np.arange(2)).reshape(-1)
         want[g : g + 16] = src[g : g + 16][:, picks]
     np.testing.assert_array_equal(k(src, idx), want)
+
+
+def test_gather_flattened_and_single_partition_scalar_writes() -> None:
+    # t[i, j] = x for one partition i (not a legal compute start partition) is staged through
+    # a DMA; gather_flattened reads each partition's flattened row at the indices
+    @nki.jit
+    def k(d):
+        idx = nl.zeros((8, 3), dtype=nl.uint32)
+        for i in nl.static_range(8):
+            for j in nl.static_range(3):
+                idx[i, j] = (i + 2 * j) % 6
+        out = nl.ndarray((8, 3), dtype=d.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.gather_flattened(data=nl.load(d), indices=idx))
+        return out
+
+    d = RNG.uniform(-1, 1, (8, 2, 3)).astype(np.float32)
+    want = np.array([[d[i].reshape(-1)[(i + 2 * j) % 6] for j in range(3)] for i in range(8)])
+    np.testing.assert_array_equal(k(d), want)
+
+
+def test_nl_dropout_rate_one_zeroes_everything() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.dropout(nl.load(a), rate=1.0))
+        return out
+
+    assert not k(RNG.uniform(1, 2, (16, 32)).astype(np.float32)).any()

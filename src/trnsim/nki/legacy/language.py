@@ -856,6 +856,29 @@ def gemm_stationary_grid() -> Any:
     raise fail("not-implemented", "nl.gemm_stationary_grid is not implemented by trnsim")
 
 
+def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tile:
+    """``x`` with elements zeroed at probability ``rate`` (``nisa.dropout``)."""
+    from trnsim.nki.legacy import isa as legacy_isa
+
+    return legacy_isa.dropout(x, rate, mask=mask, dtype=dtype)
+
+
+def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = None, **kw: Any):
+    """Per partition, ``data``'s flattened free elements at ``indices`` (uint32): a tile shaped
+    as ``indices``, lowered onto ``nisa.nc_n_gather`` (the same operation in NKI 0.6). An index
+    outside the row is trnsim's ``n-gather-index`` error where the docstring says "garbage"."""
+    d = ops.tensor(data, "data", "nl.gather_flattened")
+    i = ops.tensor(indices, "indices", "nl.gather_flattened")
+    from trnsim.nki.legacy.isa import _partitions
+
+    box = _index.box(mask, i.shape)  # over indices (the output's shape); data keeps its row
+    dt = ops.normalize_dtype(dtype) or d.dtype
+    return ops.result(
+        "activation", i.shape, dt, lambda dst, b: nisa.nc_n_gather(dst, _partitions(d, box), b),
+        (i,), mask,
+    )  # fmt: skip
+
+
 def _not_implemented(name: str):
     def fn(*args: Any, **kwargs: Any) -> Any:
         raise fail("not-implemented", f"neuronxcc.nki.language.{name} is not implemented by trnsim")
@@ -865,7 +888,7 @@ def _not_implemented(name: str):
 
 
 for _n in (
-    "all_reduce", "atomic_rmw", "dropout", "erf_dx", "gather_flattened", "gelu_dx",
+    "all_reduce", "atomic_rmw", "erf_dx", "gelu_dx",
     "random_seed", "rms_norm", "silu_dx", "softmax",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)
