@@ -92,29 +92,30 @@ def result(
     """A new tile, pending, computed by ``issue(dst, *operands)`` (cut to the mask)."""
     memory, _, memories, casts = D.RETURNS[call]
     shape = tuple(int(s) for s in shape)
-    box = ix.box(mask, shape)
-    for o in operands:
-        if isinstance(o, View):
-            check_inside(o, box if len(o.shape) == len(shape) else None)
+    boxes = ix.boxes(mask, shape) or [None]  # one instruction per box of the mask
+    for box in boxes:
+        for o in operands:
+            if isinstance(o, View):
+                check_inside(o, box if len(o.shape) == len(shape) else None)
     flush()
     out = _unplaced_tile(shape, dtype, memory)
 
+    def each_box(fn: Callable[..., None], dst: View) -> None:
+        for box in boxes:
+            check_inside(dst, box)
+            if empty_box(box):
+                continue
+            ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
+            fn(cut(dst, box, shape), *ops)
+
     def run(dst: View) -> None:
-        check_inside(dst, box)
-        if empty_box(box):
-            return
-        ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
-        issue(cut(dst, box, shape), *ops)
+        each_box(issue, dst)
 
     acc = None
     if accumulate is not None:
 
         def acc(dst: View) -> None:
-            check_inside(dst, box)
-            if empty_box(box):
-                return
-            ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
-            accumulate(cut(dst, box, shape), *ops)
+            each_box(accumulate, dst)
 
     return defer(
         Pending(
