@@ -441,7 +441,7 @@ def max8(*, src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Any
         s = ops.cut(s, box, s.shape)
 
     def issue(dst: View, a: View) -> None:
-        nisa.max8(_partitions(dst, box), a)
+        nisa.max8(ops.partitions(dst, box), a)
 
     return ops.result("reduce", shape, _dt(dtype, s.dtype), issue, (s,), None)
 
@@ -529,13 +529,6 @@ def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None, **kwar
     )  # fmt: skip
 
 
-def _partitions(v: Any, box: tuple[slice, ...] | None) -> Any:
-    """``v`` restricted to the partitions of a mask box (its free axes whole)."""
-    if box is None or not isinstance(v, View):
-        return v
-    return as_tile(v)[(box[0],) + (slice(None),) * (len(v.shape) - 1)]
-
-
 def nc_match_replace8(
     *, data: Any, vals: Any, imm: Any, dst_idx: Any = None, mask: Any = None, dtype: Any = None,
     **kwargs: Any,
@@ -551,7 +544,7 @@ def nc_match_replace8(
 
     def issue(dst: View, a: View) -> None:
         nisa.nc_match_replace8(
-            dst, a, _partitions(v, box), float(imm), dst_idx=_partitions(idx, box)
+            dst, a, ops.partitions(v, box), float(imm), dst_idx=ops.partitions(idx, box)
         )
 
     return ops.result("activation", d.shape, _dt(dtype, d.dtype), issue, (d,), mask)

@@ -858,9 +858,12 @@ def gemm_stationary_grid() -> Any:
 
 def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tile:
     """``x`` with elements zeroed at probability ``rate`` (``nisa.dropout``)."""
-    from trnsim.nki.legacy import isa as legacy_isa
-
-    return legacy_isa.dropout(x, rate, mask=mask, dtype=dtype)
+    d = ops.tensor(x, "x", "nl.dropout")
+    r = ops.operand(rate, "rate", "nl.dropout")
+    dt = ops.normalize_dtype(dtype) or d.dtype
+    return ops.result(
+        "activation", d.shape, dt, lambda dst, a, b: nisa.dropout(dst, a, b), (d, r), mask
+    )
 
 
 def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = None, **kw: Any):
@@ -869,12 +872,10 @@ def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = 
     outside the row is trnsim's ``n-gather-index`` error where the docstring says "garbage"."""
     d = ops.tensor(data, "data", "nl.gather_flattened")
     i = ops.tensor(indices, "indices", "nl.gather_flattened")
-    from trnsim.nki.legacy.isa import _partitions
-
     box = _index.box(mask, i.shape)  # over indices (the output's shape); data keeps its row
     dt = ops.normalize_dtype(dtype) or d.dtype
     return ops.result(
-        "activation", i.shape, dt, lambda dst, b: nisa.nc_n_gather(dst, _partitions(d, box), b),
+        "activation", i.shape, dt, lambda dst, b: nisa.nc_n_gather(dst, ops.partitions(d, box), b),
         (i,), mask,
     )  # fmt: skip
 

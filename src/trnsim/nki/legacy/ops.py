@@ -76,6 +76,14 @@ def cut(v: View, box: tuple[slice, ...] | None, shape: tuple[int, ...]) -> View:
     return Tile.__getitem__(as_tile(v), key)
 
 
+def partitions(v: Any, box: tuple[slice, ...] | None) -> Any:
+    """``v`` restricted to the partitions of a mask box (its free axes whole): the operands of
+    a masked call that do not share the masked tile's free axes."""
+    if box is None or not isinstance(v, View):
+        return v
+    return Tile.__getitem__(as_tile(v), (box[0],) + (slice(None),) * (len(v.shape) - 1))
+
+
 def empty_box(box: tuple[slice, ...] | None) -> bool:
     return box is not None and any(s.stop <= s.start for s in box)
 
