@@ -85,8 +85,26 @@ def test_non_box_mask_is_refused() -> None:
         t = nl.load(a)
         return nl.exp(t, mask=(i_p >= i_f))
 
-    with pytest.raises(KernelError, match="non-rectangular"):
+    with pytest.raises(KernelError, match="128 boxes"):  # one per partition: past MAX_BOXES
         k(_f32(128, 128))
+
+
+def test_mask_of_several_boxes_issues_one_instruction_per_box() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:64, 0:16]
+        t = nl.load(a)
+        r = nl.zeros((64, 16), dtype=a.dtype, buffer=nl.sbuf)
+        r[i_p, i_f] = nl.exp(t, mask=((i_p < 32) & (i_f < 8)) | ((i_p >= 32) & (i_f >= 4)))
+        nl.store(out, r)
+        return out
+
+    a = _f32(64, 16)
+    want = np.zeros_like(a)
+    want[:32, :8] = np.exp(a[:32, :8])
+    want[32:, 4:] = np.exp(a[32:, 4:])
+    np.testing.assert_allclose(k(a), want, rtol=1e-6)
 
 
 def test_par_dim_block_tensor_and_returned_psum_accumulation() -> None:

@@ -205,6 +205,8 @@ STAGED = {
     "nl.matmul(transpose_x=False)": "nc_transpose of x to PSUM, tensor_copy to SBUF, then matmul",
     "partition broadcast [1, F] -> [P, F]": "dma_copy to HBM scratch, dma_copy back with stride 0",
     "on-chip [P] tile beside [P, F]": "treated as [P, 1] (broadcast along the free dims)",
+    "t[i, ...] = x at a start partition compute engines refuse": "memset / tensor_copy into a "
+    "new SBUF tile at partition 0, then dma_copy into place (DMA has no start-partition rule)",
 }
 """Where the new API would refuse an operand and the legacy compiler inserts instructions; the
 legacy front end issues the same instructions (so they are timed)."""

@@ -270,13 +270,13 @@ class Mask:
         return e, self.op
 
 
-def box(mask: Mask | None, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
-    """The box (one slice per axis of ``shape``) a mask selects; None: no mask.
+MAX_BOXES = 64
+"""trnsim's limit on the boxes one masked instruction splits into (``boxes``): beyond it the
+mask is refused (``not-implemented``) rather than issuing a long run of tiny instructions."""
 
-    The mask is evaluated over ``shape`` (its expressions broadcast to it); a mask that is not a
-    box, or whose expressions do not fit the tile, is an error naming both."""
-    if mask is None:
-        return None
+
+def _check_mask(mask: Mask, shape: tuple[int, ...]) -> np.ndarray:
+    """The mask evaluated over ``shape`` (broadcast), checked to fit the tile."""
     if not isinstance(mask, Mask):
         raise fail("mask", f"mask= takes a comparison of index expressions, got {mask!r}")
     nd = len(shape)
@@ -292,7 +292,19 @@ def box(mask: Mask | None, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
                 f"mask axis {a} has {m} values but the tile {list(shape)} has {s} (mask "
                 "outside the tile)",
             )
-    full = np.broadcast_to(val, shape)
+    return np.broadcast_to(val, shape)
+
+
+def box(mask: Mask | None, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
+    """The box (one slice per axis of ``shape``) a mask selects; None: no mask.
+
+    The mask is evaluated over ``shape`` (its expressions broadcast to it); a mask that is not a
+    box, or whose expressions do not fit the tile, is an error naming both (calls that can
+    issue one instruction per box use ``boxes``)."""
+    if mask is None:
+        return None
+    full = _check_mask(mask, shape)
+    nd = len(shape)
     if not full.any():
         return tuple(slice(0, 0) for _ in shape)
     sl = []
@@ -304,10 +316,46 @@ def box(mask: Mask | None, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
     if not full[sl_t].all():
         raise fail(
             "not-implemented",
-            f"mask selects a non-rectangular region of the {list(shape)} tile; trnsim runs "
-            "masks that select one box (a range per axis)",
+            f"mask selects a non-rectangular region of the {list(shape)} tile; this call "
+            "takes masks that select one box (a range per axis)",
         )
     return sl_t
+
+
+def boxes(mask: Mask | None, shape: tuple[int, ...]) -> list[tuple[slice, ...]] | None:
+    """The boxes whose union is what ``mask`` selects over ``shape``, disjoint, in row-major
+    order; None: no mask. The masked instruction is issued once per box (each box is an
+    ordinary instruction and follows every rule, e.g. its start partition), which is what the
+    mask means: elements outside it are neither read nor written. Bands of consecutive indices
+    with the same selection along an axis share their boxes; more than ``MAX_BOXES`` boxes is
+    ``not-implemented``."""
+    if mask is None:
+        return None
+    full = _check_mask(mask, shape)
+    out = _split(full)
+    if len(out) > MAX_BOXES:
+        raise fail(
+            "not-implemented",
+            f"mask selects {len(out)} boxes of the {list(shape)} tile; trnsim issues a masked "
+            f"instruction once per box, up to {MAX_BOXES}",
+        )
+    return out or [tuple(slice(0, 0) for _ in shape)]
+
+
+def _split(sel: np.ndarray) -> list[tuple[slice, ...]]:
+    """Disjoint boxes covering the True cells of ``sel``: runs of equal slices along axis 0,
+    each split recursively over the remaining axes."""
+    if sel.ndim == 0:
+        return [()] if bool(sel) else []
+    out: list[tuple[slice, ...]] = []
+    n, i = sel.shape[0], 0
+    while i < n:
+        j = i + 1
+        while j < n and np.array_equal(sel[j], sel[i]):
+            j += 1
+        out += [(slice(i, j), *rest) for rest in _split(sel[i])]
+        i = j
+    return out
 
 
 # ---- constructors ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from trnsim.core.memory import View
 from trnsim.nki import isa as nisa
 from trnsim.nki.context import current
 from trnsim.nki.legacy import differences as D
+from trnsim.nki.legacy import index as ix
 from trnsim.nki.legacy import ops
 from trnsim.nki.legacy.index import Expr, Mask
 from trnsim.nki.legacy.tile import as_tile, flush
@@ -431,8 +432,18 @@ def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) ->
 
 
 def max8(*, src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
+    """The 8 largest values per partition; ``mask`` applies to ``src`` (the result keeps its 8
+    columns and takes the mask's partitions)."""
     s = ops.tensor(src, "src", "nisa.max8")
-    return ops.result("reduce", (s.shape[0], 8), _dt(dtype, s.dtype), nisa.max8, (s,), None)
+    shape = (s.shape[0], 8)
+    box = ix.box(mask, s.shape)
+    if box is not None:
+        s = ops.cut(s, box, s.shape)
+
+    def issue(dst: View, a: View) -> None:
+        nisa.max8(ops.partitions(dst, box), a)
+
+    return ops.result("reduce", shape, _dt(dtype, s.dtype), issue, (s,), None)
 
 
 def nc_find_index8(*, data: Any, vals: Any, mask: Any = None, dtype: Any = None, **kw: Any):
@@ -449,7 +460,12 @@ def local_gather(
 ) -> Any:  # fmt: skip
     s = ops.tensor(src_buffer, "src_buffer", "nisa.local_gather")
     i = ops.tensor(index, "index", "nisa.local_gather")
-    shape = (s.shape[0], i.free_size * int(num_elem_per_idx))
+    # each GpSimd core's 16 partitions all receive its valid indices' elements (the docstring's
+    # NumPy semantics): per partition num_valid_indices * num_elem_per_idx elements, by default
+    # every index of the core's 16-partition slice
+    per_core = min(16, i.shape[0]) * i.free_size
+    valid = per_core if num_valid_indices is None else int(num_valid_indices)
+    shape = (s.shape[0], valid * int(num_elem_per_idx))
     return ops.result(
         "elementwise",
         shape,
@@ -500,6 +516,65 @@ def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = 
     )
 
 
+# ---- lowered onto the NKI 0.6 instructions added since (issue 13) ----------------------------
+
+
+def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
+    """``data`` with elements zeroed at probability ``prob`` (a scalar or a ``[P, 1]`` tile)."""
+    d = ops.tensor(data, "data", "nisa.dropout")
+    p = ops.operand(prob, "prob", "nisa.dropout")
+    return ops.result(
+        "activation", d.shape, _dt(dtype, d.dtype), lambda dst, a, b: nisa.dropout(dst, a, b),
+        (d, p), mask,
+    )  # fmt: skip
+
+
+def nc_match_replace8(
+    *, data: Any, vals: Any, imm: Any, dst_idx: Any = None, mask: Any = None, dtype: Any = None,
+    **kwargs: Any,
+) -> Any:  # fmt: skip
+    """``data`` with the first match of each of the 8 ``vals`` per partition replaced by ``imm``
+    (indices into ``dst_idx`` if given); ``mask`` applies to ``data`` (the docstring), ``vals``
+    and ``dst_idx`` keep their free axes and take the mask's partitions."""
+    call = "nisa.nc_match_replace8"
+    d = ops.tensor(data, "data", call)
+    v = ops.tensor(vals, "vals", call)
+    idx = None if dst_idx is None else ops.tensor(dst_idx, "dst_idx", call)
+    box = ix.box(mask, d.shape)
+
+    def issue(dst: View, a: View) -> None:
+        nisa.nc_match_replace8(
+            dst, a, ops.partitions(v, box), float(imm), dst_idx=ops.partitions(idx, box)
+        )
+
+    return ops.result("activation", d.shape, _dt(dtype, d.dtype), issue, (d,), mask)
+
+
+def nc_stream_shuffle(
+    src: Any, dst: Any, shuffle_mask: Any, *, dtype: Any = None, mask: Any = None, **kw: Any
+) -> None:
+    """Cross-partition moves within each 32-partition quadrant into ``dst`` (by reference);
+    ``mask`` applies to ``dst``."""
+    from trnsim.nki.legacy.language import _box
+
+    s = ops.tensor(src, "src", "nisa.nc_stream_shuffle")
+    d = ops.tensor(dst, "dst", "nisa.nc_stream_shuffle")
+    flush()
+    box = _box(mask, d.shape)
+    if box is not None:
+        d = ops.cut(d, box, d.shape)
+    nisa.nc_stream_shuffle(d, s, [int(m) for m in shuffle_mask])
+
+
+def sequence_bounds(*, segment_ids: Any, dtype: Any = None) -> Any:
+    """``[P, 2, N]`` start and end index of each element's segment (``[1, N]`` input)."""
+    s = ops.tensor(segment_ids, "segment_ids", "nisa.sequence_bounds")
+    shape = (s.shape[0], 2, *s.shape[1:])
+    return ops.result(
+        "activation", shape, _dt(dtype, s.dtype), lambda dst, a: nisa.sequence_bounds(dst, a), (s,)
+    )
+
+
 def _not_implemented(name: str):
     def fn(*args: Any, **kwargs: Any) -> Any:
         raise fail("not-implemented", f"neuronxcc.nki.isa.{name} is not implemented by trnsim")
@@ -509,7 +584,6 @@ def _not_implemented(name: str):
 
 
 for _n in (
-    "builtin_custom_op", "dropout", "nc_match_replace8", "nc_stream_shuffle",
-    "sequence_bounds", "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src",
+    "builtin_custom_op", "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)

@@ -634,7 +634,10 @@ def _matmul(call: str, st: View, mv: View, mask: Any, attrs: dict[str, Any]) -> 
             f"{call}: stationary {list(st.shape)} and moving {list(mv.shape)} must share the "
             "partition (contraction) dim",
         )
-    shape = (st.free_size, mv.free_size)
+    # perf_mode double_row(_gen3): [K, 2, M] x [K, 2, N] operands contract over K x 2
+    pm = attrs.get("perf_mode")
+    pairs = 2 if str(getattr(pm, "name", pm)).startswith("double_row") else 1
+    shape = (st.free_size // pairs, mv.free_size // pairs)
     st, mv = _to_sbuf(st), _to_sbuf(mv)
 
     def issue(dst: View, s: View, m: View) -> None:
@@ -853,6 +856,30 @@ def gemm_stationary_grid() -> Any:
     raise fail("not-implemented", "nl.gemm_stationary_grid is not implemented by trnsim")
 
 
+def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tile:
+    """``x`` with elements zeroed at probability ``rate`` (``nisa.dropout``)."""
+    d = ops.tensor(x, "x", "nl.dropout")
+    r = ops.operand(rate, "rate", "nl.dropout")
+    dt = ops.normalize_dtype(dtype) or d.dtype
+    return ops.result(
+        "activation", d.shape, dt, lambda dst, a, b: nisa.dropout(dst, a, b), (d, r), mask
+    )
+
+
+def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = None, **kw: Any):
+    """Per partition, ``data``'s flattened free elements at ``indices`` (uint32): a tile shaped
+    as ``indices``, lowered onto ``nisa.nc_n_gather`` (the same operation in NKI 0.6). An index
+    outside the row is trnsim's ``n-gather-index`` error where the docstring says "garbage"."""
+    d = ops.tensor(data, "data", "nl.gather_flattened")
+    i = ops.tensor(indices, "indices", "nl.gather_flattened")
+    box = _index.box(mask, i.shape)  # over indices (the output's shape); data keeps its row
+    dt = ops.normalize_dtype(dtype) or d.dtype
+    return ops.result(
+        "activation", i.shape, dt, lambda dst, b: nisa.nc_n_gather(dst, ops.partitions(d, box), b),
+        (i,), mask,
+    )  # fmt: skip
+
+
 def _not_implemented(name: str):
     def fn(*args: Any, **kwargs: Any) -> Any:
         raise fail("not-implemented", f"neuronxcc.nki.language.{name} is not implemented by trnsim")
@@ -862,7 +889,7 @@ def _not_implemented(name: str):
 
 
 for _n in (
-    "all_reduce", "atomic_rmw", "dropout", "erf_dx", "gather_flattened", "gelu_dx",
+    "all_reduce", "atomic_rmw", "erf_dx", "gelu_dx",
     "random_seed", "rms_norm", "silu_dx", "softmax",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)

@@ -76,6 +76,14 @@ def cut(v: View, box: tuple[slice, ...] | None, shape: tuple[int, ...]) -> View:
     return Tile.__getitem__(as_tile(v), key)
 
 
+def partitions(v: Any, box: tuple[slice, ...] | None) -> Any:
+    """``v`` restricted to the partitions of a mask box (its free axes whole): the operands of
+    a masked call that do not share the masked tile's free axes."""
+    if box is None or not isinstance(v, View):
+        return v
+    return Tile.__getitem__(as_tile(v), (box[0],) + (slice(None),) * (len(v.shape) - 1))
+
+
 def empty_box(box: tuple[slice, ...] | None) -> bool:
     return box is not None and any(s.stop <= s.start for s in box)
 
@@ -92,29 +100,30 @@ def result(
     """A new tile, pending, computed by ``issue(dst, *operands)`` (cut to the mask)."""
     memory, _, memories, casts = D.RETURNS[call]
     shape = tuple(int(s) for s in shape)
-    box = ix.box(mask, shape)
-    for o in operands:
-        if isinstance(o, View):
-            check_inside(o, box if len(o.shape) == len(shape) else None)
+    boxes = ix.boxes(mask, shape) or [None]  # one instruction per box of the mask
+    for box in boxes:
+        for o in operands:
+            if isinstance(o, View):
+                check_inside(o, box if len(o.shape) == len(shape) else None)
     flush()
     out = _unplaced_tile(shape, dtype, memory)
 
+    def each_box(fn: Callable[..., None], dst: View) -> None:
+        for box in boxes:
+            check_inside(dst, box)
+            if empty_box(box):
+                continue
+            ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
+            fn(cut(dst, box, shape), *ops)
+
     def run(dst: View) -> None:
-        check_inside(dst, box)
-        if empty_box(box):
-            return
-        ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
-        issue(cut(dst, box, shape), *ops)
+        each_box(issue, dst)
 
     acc = None
     if accumulate is not None:
 
         def acc(dst: View) -> None:
-            check_inside(dst, box)
-            if empty_box(box):
-                return
-            ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
-            accumulate(cut(dst, box, shape), *ops)
+            each_box(accumulate, dst)
 
     return defer(
         Pending(

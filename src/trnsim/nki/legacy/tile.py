@@ -463,9 +463,27 @@ def assign(dst: View, value: Any) -> None:
         if dst.memory == HBM or value.memory == HBM:
             nisa.dma_copy(dst, value)
         else:
-            nisa.tensor_copy(dst, value)
+            v = value
+            _on_chip(dst, lambda d: nisa.tensor_copy(d, v))
         return
-    nisa.memset(dst, value)
+    _on_chip(dst, lambda d: nisa.memset(d, value))
+
+
+def _on_chip(dst: View, write: Callable[[View], None]) -> None:
+    """``write(dst)`` by a compute engine; where ``dst`` starts at a partition the compute
+    engines cannot start at (rule ``start-partition``, e.g. ``t[i, j] = x`` for one partition
+    ``i`` not a multiple of 32), the write goes to a new tile at partition 0 and a DMA (no
+    start-partition rule) moves it into place (``differences.STAGED``)."""
+    try:
+        write(dst)
+    except KernelError as e:
+        if e.rule != "start-partition" or dst.memory == PSUM:
+            raise
+        from trnsim.nki import language as new_nl
+
+        tmp = allocating(lambda: new_nl.ndarray(tuple(dst.shape), dst.dtype, new_nl.sbuf))
+        write(tmp)
+        nisa.dma_copy(dst, tmp)
 
 
 def _same_size_view(v: View, shape: tuple[int, ...]) -> View | None:

@@ -1,0 +1,176 @@
+"""Legacy ``nisa`` calls lowered onto the NKI 0.6 instructions (dropout, nc_match_replace8,
+nc_stream_shuffle, sequence_bounds, max8 with a mask), checked against NumPy references written
+from the SDK 2.26 docstrings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import trnsim.nki as tnki
+
+tnki.install()
+
+import neuronxcc.nki as nki  # noqa: E402
+import neuronxcc.nki.isa as nisa  # noqa: E402
+import neuronxcc.nki.language as nl  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def test_dropout_probability_zero_keeps_and_one_zeroes_per_partition() -> None:
+    @nki.jit
+    def k(a, p):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.dropout(nl.load(a), prob=nl.load(p)))
+        return out
+
+    a = RNG.uniform(1, 2, (4, 64)).astype(np.float32)
+    p = np.array([[0.0], [1.0], [0.0], [1.0]], np.float32)
+    out = k(a, p)
+    np.testing.assert_array_equal(out[[0, 2]], a[[0, 2]])
+    assert not out[[1, 3]].any()
+
+
+def test_dropout_scalar_probability_drops_about_that_fraction() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.dropout(nl.load(a), prob=0.25))
+        return out
+
+    a = RNG.uniform(1, 2, (128, 512)).astype(np.float32)
+    out = k(a)
+    kept = out != 0
+    np.testing.assert_array_equal(out[kept], a[kept])
+    assert abs(1 - kept.mean() - 0.25) < 0.02
+
+
+def _replace_first(data: np.ndarray, vals: np.ndarray, imm: float):
+    out, idx = data.copy(), np.zeros(vals.shape, np.uint32)
+    for p in range(data.shape[0]):
+        used: set[int] = set()
+        for j, v in enumerate(vals[p]):
+            i = next(i for i, x in enumerate(data[p]) if x == v and i not in used)
+            used.add(i)
+            idx[p, j] = i
+            out[p, i] = imm
+    return out, idx
+
+
+def test_max8_and_match_replace8_under_a_mask_touch_only_the_box() -> None:
+    @nki.jit
+    def k(a):
+        n, m = a.shape
+        out = nl.ndarray([n, m], dtype=a.dtype, buffer=nl.shared_hbm)
+        idx_out = nl.ndarray([n, 8], dtype=nl.uint32, buffer=nl.shared_hbm)
+        idx = nisa.memset(shape=(n, 8), value=0, dtype=nl.uint32)
+        ix, iy = nl.mgrid[0:n, 0:m]
+        t = nl.load(a)
+        top = nisa.max8(src=t[ix, iy], mask=(ix < 8) & (iy < 32))
+        r = nisa.nc_match_replace8(
+            dst_idx=idx[:, :], data=t[ix, iy], vals=top, imm=-1.0, mask=(ix < 8) & (iy < 32)
+        )
+        nl.store(out, r)
+        nl.store(idx_out, idx)
+        return out, idx_out
+
+    a = RNG.permutation(16 * 64).reshape(16, 64).astype(np.float32)
+    out, idx = k(a)
+    box = a[:8, :32]
+    want, want_idx = _replace_first(box, -np.sort(-box, axis=1)[:, :8], -1.0)
+    np.testing.assert_array_equal(out[:8, :32], want)
+    np.testing.assert_array_equal(idx[:8], want_idx)
+    assert not idx[8:].any()  # partitions outside the mask keep the memset zeros
+
+
+def test_stream_shuffle_rotates_partitions_within_each_quadrant() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        b = nl.ndarray(a.shape, dtype=a.dtype)
+        nisa.nc_stream_shuffle(src=t, dst=b, shuffle_mask=[(i + 3) % 32 for i in range(32)])
+        nl.store(out, b)
+        return out
+
+    a = RNG.uniform(-1, 1, (64, 16)).astype(np.float32)
+    src = np.array([q * 32 + (i + 3) % 32 for q in range(2) for i in range(32)])
+    np.testing.assert_array_equal(k(a), a[src])
+
+
+def test_sequence_bounds_gives_start_and_end_of_each_segment() -> None:
+    @nki.jit
+    def k(s):
+        out = nl.ndarray((1, 2, s.shape[1]), dtype=s.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.sequence_bounds(segment_ids=nl.load(s)))
+        return out
+
+    seg = np.array([[0, 4, 4, 2, 2, 2, 0, 5, 5, 5, 5]], np.int32)
+    n = seg.shape[1]
+    start = np.array([n if s == 0 else int(np.argmax(seg[0] == s)) for s in seg[0]])
+    end = np.array([-1 if s == 0 else n - int(np.argmax(seg[0][::-1] == s)) for s in seg[0]])
+    np.testing.assert_array_equal(k(seg)[0], np.stack([start, end]))
+
+
+def test_double_row_matmul_contracts_over_partitions_and_the_pair_axis() -> None:
+    import ml_dtypes
+
+    f8 = ml_dtypes.float8_e5m2
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray([a.shape[2], b.shape[2]], dtype=nl.float32, buffer=nl.shared_hbm)
+        c = nisa.nc_matmul(nl.load(a), nl.load(b), perf_mode="double_row_gen3")
+        nl.store(out, c)
+        return out
+
+    a = RNG.integers(-3, 4, (128, 2, 16)).astype(f8)
+    b = RNG.integers(-3, 4, (128, 2, 64)).astype(f8)
+    want = np.einsum("kpm,kpn->mn", a.astype(np.float32), b.astype(np.float32))
+    np.testing.assert_array_equal(k(a, b), want)
+
+
+def test_local_gather_returns_every_valid_index_of_the_core_per_partition() -> None:
+    @nki.jit
+    def k(src, idx):
+        out = nl.ndarray((src.shape[0], 16 * idx.shape[1] * 2), dtype=src.dtype,
+                         buffer=nl.shared_hbm)  # fmt: skip
+        nl.store(out, nisa.local_gather(nl.load(src), nl.load(idx), 2))
+        return out
+
+    src = RNG.uniform(-1, 1, (32, 40)).astype(np.float32)
+    idx = RNG.integers(0, 38, (32, 3)).astype(np.uint16)
+    want = np.empty((32, 96), np.float32)
+    for g in (0, 16):
+        ids = idx[g : g + 16].reshape(-1, order="F").astype(int)  # partition dim first
+        picks = (ids[:, None] + np.arange(2)).reshape(-1)
+        want[g : g + 16] = src[g : g + 16][:, picks]
+    np.testing.assert_array_equal(k(src, idx), want)
+
+
+def test_gather_flattened_and_single_partition_scalar_writes() -> None:
+    # t[i, j] = x for one partition i (not a legal compute start partition) is staged through
+    # a DMA; gather_flattened reads each partition's flattened row at the indices
+    @nki.jit
+    def k(d):
+        idx = nl.zeros((8, 3), dtype=nl.uint32)
+        for i in nl.static_range(8):
+            for j in nl.static_range(3):
+                idx[i, j] = (i + 2 * j) % 6
+        out = nl.ndarray((8, 3), dtype=d.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.gather_flattened(data=nl.load(d), indices=idx))
+        return out
+
+    d = RNG.uniform(-1, 1, (8, 2, 3)).astype(np.float32)
+    want = np.array([[d[i].reshape(-1)[(i + 2 * j) % 6] for j in range(3)] for i in range(8)])
+    np.testing.assert_array_equal(k(d), want)
+
+
+def test_nl_dropout_rate_one_zeroes_everything() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.dropout(nl.load(a), rate=1.0))
+        return out
+
+    assert not k(RNG.uniform(1, 2, (16, 32)).astype(np.float32)).any()
