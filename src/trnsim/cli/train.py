@@ -18,6 +18,7 @@ from trnsim.perf import PRECISIONS, CostInputs, estimate_training, plan_for_chip
 from trnsim.perf.planner import search_training
 from trnsim.perf.stacks import STACKS, resolve_stack
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
+from trnsim.perf.train import default_global_batch, default_global_batch_note
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
 from trnsim.report.tables import fit
@@ -30,7 +31,12 @@ DEFAULT_SYSTEM = "trn3-gen2"
 
 def resolve_system(name: str) -> SystemSpec:
     """``--system`` names a system preset, or a chip (then its smallest system in the catalog);
-    an unknown name is a usage error naming the flag."""
+    an unknown name is a usage error naming the flag. A name that is both a system and a chip
+    alias (``v5e``, ``v5p``, ``v6e``, ``trillium``: the pod and the chip) means the system."""
+    from trnsim.hw import SYSTEMS
+
+    if name in SYSTEMS:
+        return SYSTEMS.get(name)
     try:
         spec = lookup(name)
     except TrnsimError as exc:
@@ -38,8 +44,6 @@ def resolve_system(name: str) -> SystemSpec:
     if isinstance(spec, SystemSpec):
         return spec
     if isinstance(spec, ChipSpec):
-        from trnsim.hw import SYSTEMS
-
         for _, s in SYSTEMS:
             if s.chip == spec:
                 return s
@@ -178,7 +182,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cp", type=positive_int, help="context parallel degree")
     parser.add_argument(
-        "--global-batch", type=positive_int, default=1024, help="sequences per step"
+        "--global-batch",
+        type=positive_int,
+        help="sequences per step (default: 1,024, or 1,024 tokens per chip when more)",
     )
     parser.add_argument("--micro-batch", type=positive_int, help="sequences per micro-batch")
     parser.add_argument("--seq-len", type=positive_int, default=4096, help="tokens per sequence")
@@ -274,6 +280,10 @@ def run(args: argparse.Namespace) -> int:
     chips = check_train_args(args, sysm)
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
     chosen = None
+    gb_note = None
+    if args.global_batch is None:
+        args.global_batch = default_global_batch(chips, args.seq_len)
+        gb_note = default_global_batch_note(chips, args.seq_len)
     if plan_flags_given(args, TRAIN_PLAN_FLAGS):
         try:
             interleave = args.interleave or 1
@@ -335,6 +345,8 @@ def run(args: argparse.Namespace) -> int:
         compute_model=cm,
         stack=args.stack,
     )
+    if gb_note:
+        est.assumptions.insert(0, gb_note)
     if chosen:
         est.assumptions.insert(0, chosen)
     if args.json:

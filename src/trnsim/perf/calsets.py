@@ -346,7 +346,10 @@ def mape(results: Iterable[RowResult], set_name: str, metric: str | None = None)
 
 # Parameters each stack fits, with bounds (the others keep the stored profile's values). Few
 # parameters for few rows: NeMo on Neuron (4 rows) fits its matmul efficiency only;
-# NxD Inference (3 published numbers) its matmul, attention and HBM efficiency.
+# NxD Inference (3 published numbers) its matmul, attention and HBM efficiency. No stack fits
+# ``step_overhead_s``: in C it is not separable from ``op_overhead_s`` (fitted with both free,
+# the fixed cost moves from per op to per step and the MAPE does not move: RESULTS.md), and H
+# has as many parameters as published numbers already.
 FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
     "nxd-training": {
         "kernel_matmul": (0.05, 1.0),

@@ -6,7 +6,8 @@ generated tokens on ``tp x pp`` ranks (``dp`` replicas side by side):
 - **TTFT** = the prefill forward pass of batch x input_tokens tokens (op graph timed by the
   compute model) through all ``pp`` stages in turn, plus 2 all-reduces per layer of the
   activations (tokens x d; Megatron row-parallel outputs), one all-to-all dispatch and combine
-  per MoE layer with ``ep > 1``, and ``pp - 1`` point-to-point sends. The first token comes out
+  per MoE layer with ``ep > 1`` (``comm.moe_dispatch_bytes``: top_k x tokens x d, the busiest
+  rank's share), and ``pp - 1`` point-to-point sends. The first token comes out
   of the prefill pass.
 - **TPOT** = one decode step (batch new tokens, reading weights and the KV cache of the whole
   context so far), averaged over the generation: the mean of the step time at the midpoints of
@@ -160,7 +161,7 @@ def _comm_per_pass(
         tp_c = 2 * m.n_layers * comm.tp_time("all-reduce", act, plan, sysm)
     ep_c = 0.0
     if m.is_moe and plan.ep > 1:
-        a2a = tokens * m.top_k * m.d_model * prec.act_bytes
+        a2a = comm.moe_dispatch_bytes(tokens, m.top_k, m.d_model, prec.act_bytes, plan)
         ep_c = 2 * m.n_moe_layers * comm.ep_time("all-to-all", a2a, plan, sysm)
     pp_c = (plan.pp - 1) * comm.pp_time(act, plan, sysm)
     return tp_c, ep_c, pp_c
