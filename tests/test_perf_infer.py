@@ -190,3 +190,42 @@ def test_moe_imbalance_scales_training_all_to_all_and_compute():
     )
     assert skew.breakdown["ep_comm"] > base.breakdown["ep_comm"]
     assert skew.step_time_s > base.step_time_s
+
+
+def test_blockwise_moe_prefill_computes_every_provisioned_block():
+    """NxD Inference's dropless MoE prefill: ceil(T k / B) + E - 1 blocks of B rows, all
+    computed; decode and stacks without blocks size each expert's matmul by its tokens."""
+    from trnsim.perf import ParallelPlan
+    from trnsim.perf.compute import moe_blocks, rank_work
+    from trnsim.perf.precision import precision
+    from trnsim.workloads import forward_graph, model
+
+    assert moe_blocks(6, 3, 4) == 2 + 2  # the deep dive's 6 tokens, 3 experts, block 4
+    assert moe_blocks(2000, 8, 256) == 15  # and its 1,000 tokens x top-2 example
+    m = model("gpt-oss-120b")
+    g = forward_graph(m, 1, 512, 512, phase="prefill")
+    plan = ParallelPlan(tp=16, ranks_per_chip=4)
+    (op,) = [o for grp in g.groups for o in grp.ops if o.name == "expert_up"][:1]
+    plain = rank_work(op, g, plan, precision("bf16"))
+    block = rank_work(op, g, plan, precision("bf16"), moe_block=512)
+    blocks = moe_blocks(512 * m.top_k, m.n_experts, 512)
+    assert block.flops == pytest.approx(plain.flops * blocks * 512 / (512 * m.top_k))
+    assert block.m == 512 and block.count == pytest.approx(blocks)
+    kw = dict(batch=1, input_tokens=512, output_tokens=128)
+    nxd = estimate_inference("gpt-oss-120b", "trn2.48xlarge", plan, **kw)
+    tnx = estimate_inference(
+        "gpt-oss-120b", "trn2.48xlarge", plan, stack="transformers-neuronx", **kw
+    )
+    assert nxd.breakdown["prefill_compute"] > 2 * tnx.breakdown["prefill_compute"]
+    # the stack's block size is what changes the MoE prefill; dense models are untouched
+    from dataclasses import replace
+
+    from trnsim.perf.stacks import STACKS
+
+    no_block = replace(STACKS["nxd-inference"], moe_prefill_block=0)
+    nb = estimate_inference("gpt-oss-120b", "trn2.48xlarge", plan, stack=no_block, **kw)
+    assert nb.tpot_s == pytest.approx(nxd.tpot_s) and nb.ttft_s < nxd.ttft_s / 2
+    dense = ParallelPlan(tp=8, ranks_per_chip=4)
+    d0 = estimate_inference("llama-3.1-8b", "trn2.48xlarge", dense, stack=no_block, **kw)
+    d1 = estimate_inference("llama-3.1-8b", "trn2.48xlarge", dense, **kw)
+    assert d1.ttft_s == pytest.approx(d0.ttft_s)
