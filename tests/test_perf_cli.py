@@ -189,8 +189,10 @@ def test_default_global_batch_scales_with_the_chips(capsys):
     from trnsim.perf.train import default_global_batch
 
     assert default_global_batch(144, 4096) == 1024
-    assert default_global_batch(24576, 4096) == 8192  # 6,144 rounded up
+    assert default_global_batch(24576, 4096) == 6144  # 24,576 / 4
     assert default_global_batch(16384, 8192) == 2048  # Llama 3 405B: 16M tokens
+    assert default_global_batch(999936, 4096) == 249984  # 2^9 x 1,953 chips: / 4
+    assert default_global_batch(5000, 2048) == 2500  # 5,000 chips / 2
     assert main(["train", "--model", "llama-3.1-8b", "--chips", "64", "--tp", "8", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["global_batch"] == 1024

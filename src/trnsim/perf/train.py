@@ -132,10 +132,19 @@ DEFAULT_TOKENS_PER_CHIP = 1024
 
 
 def default_global_batch(chips: int, seq_len: int) -> int:
-    """Sequences per step when the user gives none: max(1,024, chips x 1,024 tokens / seq_len),
-    rounded up to a power of two (so that data-parallel degrees divide it); see above."""
-    want = max(DEFAULT_GLOBAL_BATCH, -(-chips * DEFAULT_TOKENS_PER_CHIP // seq_len))
-    return 1 << (want - 1).bit_length()
+    """Sequences per step when the user gives none: 1,024, or, when chips x 1,024 tokens /
+    seq_len is more, the smallest chips x 2^e (e may be negative while it divides the chips)
+    at least that, so that the data-parallel degree of every plan of tp x pp x dp = chips with
+    enough powers of two in tp x pp divides it; see above."""
+    want = -(-chips * DEFAULT_TOKENS_PER_CHIP // seq_len)
+    if want <= DEFAULT_GLOBAL_BATCH:
+        return DEFAULT_GLOBAL_BATCH
+    gb = chips
+    while gb % 2 == 0 and gb // 2 >= want:
+        gb //= 2
+    while gb < want:
+        gb *= 2
+    return gb
 
 
 def default_global_batch_note(chips: int, seq_len: int) -> str:
@@ -143,7 +152,7 @@ def default_global_batch_note(chips: int, seq_len: int) -> str:
     return (
         f"global batch: {gb:,} sequences (default: {DEFAULT_GLOBAL_BATCH:,}, or "
         f"{DEFAULT_TOKENS_PER_CHIP:,} tokens per chip when that is more, as Llama 3 405B's 16M "
-        "tokens on 16,384 GPUs, rounded up to a power of two; --global-batch sets it)"
+        "tokens on 16,384 GPUs, rounded up to chips x a power of two; --global-batch sets it)"
     )
 
 
