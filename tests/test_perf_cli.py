@@ -213,3 +213,15 @@ def test_system_name_that_is_also_a_chip_means_the_system(capsys):
     assert resolve_system("v5p").name == "tpu-v5p-pod"
     assert resolve_system("trillium").name == "tpu-v6e-256"
     assert resolve_system("tpu-v5e").name == "tpu-v5e-4"  # a chip: its smallest system
+
+
+def test_train_on_a_chip_name_takes_its_smallest_system_that_fits(capsys):
+    """Llama-3.1-8B does not fit on tpu-v5e-4 or -8: `--system tpu-v5e` plans on the smallest
+    v5e slice where a plan fits and says which it tried."""
+    d = _json(capsys, ["train", "--model", "llama-3.1-8b", "--system", "tpu-v5e", "--json"])
+    assert d["system"] == "tpu-v5e-16" and d["chips"] == 16 and d["fits"]
+    note = next(a for a in d["assumptions"] if a.startswith("system: "))
+    assert "tpu-v5e-4" in note and "tpu-v5e-8" in note
+    # with --chips the named chip's smallest system is used as it is, and refused if too small
+    assert main(["train", "--model", "llama-3.1-8b", "--system", "tpu-v5e", "--chips", "4"]) == 1
+    assert "no plan of llama-3.1-8b fits on 4 chips of tpu-v5e-4" in capsys.readouterr().err

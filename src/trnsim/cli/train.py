@@ -51,6 +51,22 @@ def resolve_system(name: str) -> SystemSpec:
     raise ConfigError(f"{name!r} is a NeuronCore preset; --system needs a chip or a system")
 
 
+def chip_systems(name: str) -> list[SystemSpec]:
+    """The systems built of the chip ``name`` names, smallest first ([] if ``name`` is a
+    system, or not a chip)."""
+    from trnsim.hw import SYSTEMS
+
+    if name in SYSTEMS:
+        return []
+    try:
+        spec = lookup(name)
+    except TrnsimError:
+        return []
+    if not isinstance(spec, ChipSpec):
+        return []
+    return sorted((s for _, s in SYSTEMS if s.chip == spec), key=lambda s: s.chips)
+
+
 def add_model(parser: argparse.ArgumentParser) -> None:
     """``--model`` (a preset or a Hugging Face config.json) or a synthetic Megatron-style GPT
     model given by ``--hidden --layers --heads [--ffn --vocab]``."""
@@ -281,7 +297,9 @@ def run(args: argparse.Namespace) -> int:
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
     chosen = None
     gb_note = None
-    if args.global_batch is None:
+    sys_note = None
+    gb_given = args.global_batch is not None
+    if not gb_given:
         args.global_batch = default_global_batch(chips, args.seq_len)
         gb_note = default_global_batch_note(chips, args.seq_len)
     if plan_flags_given(args, TRAIN_PLAN_FLAGS):
@@ -307,26 +325,45 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             raise UsageError(f"plan flags: {exc}") from None
     else:
-        res = search_training(
-            m,
-            sysm,
-            chips,
-            global_batch=args.global_batch,
-            seq_len=args.seq_len,
-            precision_name=args.precision,
-            top=1,
-            ranks_per_chip=args.ranks_per_chip,
-            progress=None if args.json else progress,
-            compute_model=cm,
-            stack=args.stack,
-        )
+        # --system naming a chip without --chips: the smallest of its systems where a plan fits
+        cands = (chip_systems(args.system) if args.chips is None else []) or [sysm]
+        tried = []
+        for cand in cands:
+            c_chips = chips if cand is sysm else cand.chips
+            if not gb_given:
+                args.global_batch = default_global_batch(c_chips, args.seq_len)
+            res = search_training(
+                m,
+                cand,
+                c_chips,
+                global_batch=args.global_batch,
+                seq_len=args.seq_len,
+                precision_name=args.precision,
+                top=1,
+                ranks_per_chip=args.ranks_per_chip,
+                progress=None if args.json else progress,
+                compute_model=cm,
+                stack=args.stack,
+            )
+            tried.append(f"{c_chips} chips of {cand.name}")
+            if res.top:
+                break
         if not res.top:
             print(
-                f"trnsim train: no plan of {m.name} fits on {chips} chips of {sysm.name}: "
+                f"trnsim train: no plan of {m.name} fits on {' or '.join(tried)}: "
                 + "; ".join(res.notes),
                 file=sys.stderr,
             )
             return 1
+        if cand is not sysm:
+            sysm, chips = cand, c_chips
+            if not gb_given:
+                gb_note = default_global_batch_note(chips, args.seq_len)
+        if len(cands) > 1:
+            sys_note = (
+                f"system: {sysm.name}, the smallest {sysm.chip.name} system on which a plan "
+                f"fits (--system {args.system} names a chip; tried {'; '.join(tried)})"
+            )
         plan = res.top[0].plan.replace(moe_imbalance=args.moe_imbalance)
         chosen = (
             f"plan: chosen by the planner (highest tokens/s of the {res.considered} plans "
@@ -347,6 +384,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if gb_note:
         est.assumptions.insert(0, gb_note)
+    if sys_note:
+        est.assumptions.insert(0, sys_note)
     if chosen:
         est.assumptions.insert(0, chosen)
     if args.json:
