@@ -75,7 +75,8 @@ def main() -> None:
         f"({gpu.over_capacity} over capacity) | {t_gpu:.2f} s | < 30 s |"
     )
     print(
-        f"| trnsim validate: {len(results)} rows of sets B, B2, C, F, G, H, I | {t_val:.2f} s | |"
+        f"| trnsim validate: {len(results)} rows of sets {', '.join(calsets.SETS)} "
+        f"| {t_val:.2f} s | |"
     )
     print(
         f"\nbest plan: {best.plan.describe()}, {best.tokens_per_s:,.0f} tokens/s, "

@@ -22,7 +22,7 @@ def test_every_set_has_rows_and_finite_errors(results):
         assert all(math.isfinite(r.error) for r in mine)
 
 
-@pytest.mark.parametrize("set_name", ["B", "B2", "F", "G", "H", "I"])
+@pytest.mark.parametrize("set_name", ["B", "B2", "F", "G", "H", "I", "X"])
 def test_sets_within_the_issue_target(results, set_name):
     """Issue 15: MAPE <= 15 % per set with one profile per stack (C's TTFT is not met: see
     benchmarks/RESULTS.md)."""
@@ -72,3 +72,24 @@ def test_a_profile_is_never_reused_on_another_vendor():
         resolve_stack("nxd-training", chip("h100"), "train")
     with pytest.raises(ConfigError, match="serve stack"):
         resolve_stack("nxd-inference", chip("trn2"), "train")
+
+
+def test_check_sets_are_never_fitted(monkeypatch):
+    """X's rows check the model: ``fit_stack`` leaves them out of the loss (a check row whose
+    prediction is asked for fails the fit)."""
+    from dataclasses import replace
+
+    real = calsets.rows
+    x_seen = []
+
+    def boom(eff):
+        raise AssertionError("a check row was fitted to")
+
+    def spy(compute="auto", sets=None):
+        out = real(compute, sets)
+        x_seen.extend(r for r in out if r.set == "X")
+        return [replace(r, predict=boom) if r.set in calsets.CHECK_SETS else r for r in out]
+
+    monkeypatch.setattr(calsets, "rows", spy)
+    eff = calsets.fit_stack("nxd-inference", iters=2)
+    assert x_seen and math.isfinite(eff.hbm)

@@ -181,3 +181,47 @@ def test_unknown_names_and_plan_flags_are_usage_errors(capsys):
         assert main(argv) != 0
         err = capsys.readouterr().err
         assert needle in err and err.count("\n") == 1, err
+
+
+def test_default_global_batch_scales_with_the_chips(capsys):
+    """1,024 sequences, or 1,024 tokens per chip when that is more (power of two); the
+    estimate says which it used and why."""
+    from trnsim.perf.train import default_global_batch
+
+    assert default_global_batch(144, 4096) == 1024
+    assert default_global_batch(24576, 4096) == 6144  # 24,576 / 4
+    assert default_global_batch(16384, 8192) == 2048  # Llama 3 405B: 16M tokens
+    assert default_global_batch(999936, 4096) == 249984  # 2^9 x 1,953 chips: / 4
+    assert default_global_batch(5000, 2048) == 2500  # 5,000 chips / 2
+    assert main(["train", "--model", "llama-3.1-8b", "--chips", "64", "--tp", "8", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["global_batch"] == 1024
+    assert any(a.startswith("global batch: 1,024 sequences") for a in d["assumptions"])
+    args = ["train", "--model", "llama-3.1-8b", "--global-batch", "512", "--chips", "64"]
+    args += ["--tp", "8", "--json"]
+    assert main(args) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["global_batch"] == 512
+    assert not any(a.startswith("global batch:") for a in d["assumptions"])
+
+
+def test_system_name_that_is_also_a_chip_means_the_system(capsys):
+    """README: ``v5e`` is the pod as a system (the chip in ``trnsim specs``)."""
+    from trnsim.cli.train import resolve_system
+
+    assert resolve_system("v5e").name == "tpu-v5e-256"
+    assert resolve_system("v5p").name == "tpu-v5p-pod"
+    assert resolve_system("trillium").name == "tpu-v6e-256"
+    assert resolve_system("tpu-v5e").name == "tpu-v5e-4"  # a chip: its smallest system
+
+
+def test_train_on_a_chip_name_takes_its_smallest_system_that_fits(capsys):
+    """Llama-3.1-8B does not fit on tpu-v5e-4 or -8: `--system tpu-v5e` plans on the smallest
+    v5e slice where a plan fits and says which it tried."""
+    d = _json(capsys, ["train", "--model", "llama-3.1-8b", "--system", "tpu-v5e", "--json"])
+    assert d["system"] == "tpu-v5e-16" and d["chips"] == 16 and d["fits"]
+    note = next(a for a in d["assumptions"] if a.startswith("system: "))
+    assert "tpu-v5e-4" in note and "tpu-v5e-8" in note
+    # with --chips the named chip's smallest system is used as it is, and refused if too small
+    assert main(["train", "--model", "llama-3.1-8b", "--system", "tpu-v5e", "--chips", "4"]) == 1
+    assert "no plan of llama-3.1-8b fits on 4 chips of tpu-v5e-4" in capsys.readouterr().err

@@ -143,3 +143,89 @@ def test_prefix_caching_prefills_only_the_uncached_tokens():
     assert warm.tpot_s == cold.tpot_s
     with pytest.raises(ConfigError, match="prefix_hit"):
         estimate_inference("llama-3.3-70b", "trn2.48xlarge", plan, prefix_hit=1.0, **kw)
+
+
+def test_moe_all_to_all_is_sized_by_routed_tokens_and_scaled_by_imbalance():
+    """Dispatch and combine carry top_k x tokens x d x bytes per rank over the EP group; the
+    busiest rank (``moe_imbalance``) receives more and the exchange waits for it."""
+    from trnsim.hw import system
+    from trnsim.perf import ParallelPlan, comm
+    from trnsim.perf.infer import _comm_per_pass
+    from trnsim.perf.precision import precision
+    from trnsim.workloads import model
+
+    m = model("mixtral-8x7b")
+    prec = precision("bf16")
+    sysm = system("trn2.48xlarge")
+    plan = ParallelPlan(tp=4, dp=4, ep=4, sequence_parallel=False)
+    assert comm.moe_dispatch_bytes(64, 2, 4096, 2, plan) == 64 * 2 * 4096 * 2
+    sp = plan.replace(sequence_parallel=True)
+    assert comm.moe_dispatch_bytes(64, 2, 4096, 2, sp) == 64 * 2 * 4096 * 2 / 4
+    skew = plan.replace(moe_imbalance=1.5)
+    assert comm.moe_dispatch_bytes(64, 2, 4096, 2, skew) == 1.5 * 64 * 2 * 4096 * 2
+    _, ep_c, _ = _comm_per_pass(m, plan, sysm, 64, prec)
+    a2a = 64 * m.top_k * m.d_model * prec.act_bytes
+    assert ep_c == pytest.approx(2 * m.n_moe_layers * comm.ep_time("all-to-all", a2a, plan, sysm))
+    _, ep_skew, _ = _comm_per_pass(m, skew, sysm, 64, prec)
+    assert ep_skew > ep_c
+    # twice the routed tokens: more bytes, so a longer exchange
+    _, ep_2x, _ = _comm_per_pass(m, plan, sysm, 128, prec)
+    assert ep_2x > ep_c
+    kw = dict(batch=64, input_tokens=1024, output_tokens=64)
+    base = estimate_inference("mixtral-8x7b", sysm, plan, **kw)
+    slow = estimate_inference("mixtral-8x7b", sysm, skew, **kw)
+    assert slow.breakdown["prefill_ep_comm"] > base.breakdown["prefill_ep_comm"]
+    assert slow.breakdown["decode_ep_comm"] > base.breakdown["decode_ep_comm"]
+    assert slow.breakdown["prefill_compute"] > base.breakdown["prefill_compute"]
+
+
+def test_moe_imbalance_scales_training_all_to_all_and_compute():
+    from trnsim.perf import ParallelPlan, estimate_training
+
+    kw = dict(global_batch=64, seq_len=2048)
+    plan = ParallelPlan(tp=4, dp=8, ep=8, micro_batch=1)
+    base = estimate_training("mixtral-8x7b", "trn2-ultraserver", plan, **kw)
+    skew = estimate_training(
+        "mixtral-8x7b", "trn2-ultraserver", plan.replace(moe_imbalance=2.0), **kw
+    )
+    assert skew.breakdown["ep_comm"] > base.breakdown["ep_comm"]
+    assert skew.step_time_s > base.step_time_s
+
+
+def test_blockwise_moe_prefill_computes_every_provisioned_block():
+    """NxD Inference's dropless MoE prefill: ceil(T k / B) + E - 1 blocks of B rows, all
+    computed; decode and stacks without blocks size each expert's matmul by its tokens."""
+    from trnsim.perf import ParallelPlan
+    from trnsim.perf.compute import moe_blocks, rank_work
+    from trnsim.perf.precision import precision
+    from trnsim.workloads import forward_graph, model
+
+    assert moe_blocks(6, 3, 4) == 2 + 2  # the deep dive's 6 tokens, 3 experts, block 4
+    assert moe_blocks(2000, 8, 256) == 15  # and its 1,000 tokens x top-2 example
+    m = model("gpt-oss-120b")
+    g = forward_graph(m, 1, 512, 512, phase="prefill")
+    plan = ParallelPlan(tp=16, ranks_per_chip=4)
+    (op,) = [o for grp in g.groups for o in grp.ops if o.name == "expert_up"][:1]
+    plain = rank_work(op, g, plan, precision("bf16"))
+    block = rank_work(op, g, plan, precision("bf16"), moe_block=512)
+    blocks = moe_blocks(512 * m.top_k, m.n_experts, 512)
+    assert block.flops == pytest.approx(plain.flops * blocks * 512 / (512 * m.top_k))
+    assert block.m == 512 and block.count == pytest.approx(blocks)
+    kw = dict(batch=1, input_tokens=512, output_tokens=128)
+    nxd = estimate_inference("gpt-oss-120b", "trn2.48xlarge", plan, **kw)
+    tnx = estimate_inference(
+        "gpt-oss-120b", "trn2.48xlarge", plan, stack="transformers-neuronx", **kw
+    )
+    assert nxd.breakdown["prefill_compute"] > 2 * tnx.breakdown["prefill_compute"]
+    # the stack's block size is what changes the MoE prefill; dense models are untouched
+    from dataclasses import replace
+
+    from trnsim.perf.stacks import STACKS
+
+    no_block = replace(STACKS["nxd-inference"], moe_prefill_block=0)
+    nb = estimate_inference("gpt-oss-120b", "trn2.48xlarge", plan, stack=no_block, **kw)
+    assert nb.tpot_s == pytest.approx(nxd.tpot_s) and nb.ttft_s < nxd.ttft_s / 2
+    dense = ParallelPlan(tp=8, ranks_per_chip=4)
+    d0 = estimate_inference("llama-3.1-8b", "trn2.48xlarge", dense, stack=no_block, **kw)
+    d1 = estimate_inference("llama-3.1-8b", "trn2.48xlarge", dense, **kw)
+    assert d1.ttft_s == pytest.approx(d0.ttft_s)

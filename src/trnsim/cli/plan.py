@@ -20,6 +20,7 @@ from trnsim.cli.train import (
 )
 from trnsim.errors import UsageError
 from trnsim.perf.planner import search_inference, search_training
+from trnsim.perf.train import default_global_batch, default_global_batch_note
 from trnsim.report.progress import progress
 from trnsim.report.tables import fit
 from trnsim.report.units import pretty
@@ -41,7 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="train: throughput or step_time; infer: throughput, latency or cost "
         "(default throughput)",
     )
-    parser.add_argument("--global-batch", type=positive_int, default=1024)
+    parser.add_argument(
+        "--global-batch",
+        type=positive_int,
+        help="sequences per step (default: 1,024, or 1,024 tokens per chip when more)",
+    )
     parser.add_argument("--seq-len", type=positive_int, default=4096)
     parser.add_argument("--input-tokens", type=positive_int, default=1024)
     parser.add_argument("--output-tokens", type=positive_int, default=256)
@@ -63,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     chips = resolve_chips(args, sysm)
     check_ranks_per_chip(args, sysm.chip)
     bar = None if args.json else progress
+    gb_note = None
+    if args.global_batch is None:
+        args.global_batch = default_global_batch(chips, args.seq_len)
+        gb_note = default_global_batch_note(chips, args.seq_len)
     if args.mode == "train":
         res = search_training(
             m,
@@ -93,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         dump(
             {
                 "objective": obj,
+                **({"global_batch": args.global_batch} if args.mode == "train" else {}),
                 "considered": res.considered,
                 "invalid": res.invalid,
                 "over_capacity": res.over_capacity,
@@ -135,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
                 pretty(e.memory.total * e.plan.ranks_per_chip, "B"),
             )
     console.print(fit(table))
+    if gb_note and args.mode == "train":
+        console.print(gb_note)
     for n in res.notes:
         console.print(f"[red]{n}[/red]")
     return 0 if res.top else 1

@@ -18,6 +18,7 @@ from trnsim.perf import PRECISIONS, CostInputs, estimate_training, plan_for_chip
 from trnsim.perf.planner import search_training
 from trnsim.perf.stacks import STACKS, resolve_stack
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
+from trnsim.perf.train import default_global_batch, default_global_batch_note
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
 from trnsim.report.tables import fit
@@ -30,7 +31,12 @@ DEFAULT_SYSTEM = "trn3-gen2"
 
 def resolve_system(name: str) -> SystemSpec:
     """``--system`` names a system preset, or a chip (then its smallest system in the catalog);
-    an unknown name is a usage error naming the flag."""
+    an unknown name is a usage error naming the flag. A name that is both a system and a chip
+    alias (``v5e``, ``v5p``, ``v6e``, ``trillium``: the pod and the chip) means the system."""
+    from trnsim.hw import SYSTEMS
+
+    if name in SYSTEMS:
+        return SYSTEMS.get(name)
     try:
         spec = lookup(name)
     except TrnsimError as exc:
@@ -38,13 +44,27 @@ def resolve_system(name: str) -> SystemSpec:
     if isinstance(spec, SystemSpec):
         return spec
     if isinstance(spec, ChipSpec):
-        from trnsim.hw import SYSTEMS
-
         for _, s in SYSTEMS:
             if s.chip == spec:
                 return s
         raise ConfigError(f"no system preset uses chip {spec.name!r}; name a system")
     raise ConfigError(f"{name!r} is a NeuronCore preset; --system needs a chip or a system")
+
+
+def chip_systems(name: str) -> list[SystemSpec]:
+    """The systems built of the chip ``name`` names, smallest first ([] if ``name`` is a
+    system, or not a chip)."""
+    from trnsim.hw import SYSTEMS
+
+    if name in SYSTEMS:
+        return []
+    try:
+        spec = lookup(name)
+    except TrnsimError:
+        return []
+    if not isinstance(spec, ChipSpec):
+        return []
+    return sorted((s for _, s in SYSTEMS if s.chip == spec), key=lambda s: s.chips)
 
 
 def add_model(parser: argparse.ArgumentParser) -> None:
@@ -178,7 +198,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cp", type=positive_int, help="context parallel degree")
     parser.add_argument(
-        "--global-batch", type=positive_int, default=1024, help="sequences per step"
+        "--global-batch",
+        type=positive_int,
+        help="sequences per step (default: 1,024, or 1,024 tokens per chip when more)",
     )
     parser.add_argument("--micro-batch", type=positive_int, help="sequences per micro-batch")
     parser.add_argument("--seq-len", type=positive_int, default=4096, help="tokens per sequence")
@@ -274,6 +296,12 @@ def run(args: argparse.Namespace) -> int:
     chips = check_train_args(args, sysm)
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
     chosen = None
+    gb_note = None
+    sys_note = None
+    gb_given = args.global_batch is not None
+    if not gb_given:
+        args.global_batch = default_global_batch(chips, args.seq_len)
+        gb_note = default_global_batch_note(chips, args.seq_len)
     if plan_flags_given(args, TRAIN_PLAN_FLAGS):
         try:
             interleave = args.interleave or 1
@@ -297,26 +325,45 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             raise UsageError(f"plan flags: {exc}") from None
     else:
-        res = search_training(
-            m,
-            sysm,
-            chips,
-            global_batch=args.global_batch,
-            seq_len=args.seq_len,
-            precision_name=args.precision,
-            top=1,
-            ranks_per_chip=args.ranks_per_chip,
-            progress=None if args.json else progress,
-            compute_model=cm,
-            stack=args.stack,
-        )
+        # --system naming a chip without --chips: the smallest of its systems where a plan fits
+        cands = (chip_systems(args.system) if args.chips is None else []) or [sysm]
+        tried = []
+        for cand in cands:
+            c_chips = chips if cand is sysm else cand.chips
+            if not gb_given:
+                args.global_batch = default_global_batch(c_chips, args.seq_len)
+            res = search_training(
+                m,
+                cand,
+                c_chips,
+                global_batch=args.global_batch,
+                seq_len=args.seq_len,
+                precision_name=args.precision,
+                top=1,
+                ranks_per_chip=args.ranks_per_chip,
+                progress=None if args.json else progress,
+                compute_model=cm,
+                stack=args.stack,
+            )
+            tried.append(f"{c_chips} chips of {cand.name}")
+            if res.top:
+                break
         if not res.top:
             print(
-                f"trnsim train: no plan of {m.name} fits on {chips} chips of {sysm.name}: "
+                f"trnsim train: no plan of {m.name} fits on {' or '.join(tried)}: "
                 + "; ".join(res.notes),
                 file=sys.stderr,
             )
             return 1
+        if cand is not sysm:
+            sysm, chips = cand, c_chips
+            if not gb_given:
+                gb_note = default_global_batch_note(chips, args.seq_len)
+        if len(cands) > 1:
+            sys_note = (
+                f"system: {sysm.name}, the smallest {sysm.chip.name} system on which a plan "
+                f"fits (--system {args.system} names a chip; tried {'; '.join(tried)})"
+            )
         plan = res.top[0].plan.replace(moe_imbalance=args.moe_imbalance)
         chosen = (
             f"plan: chosen by the planner (highest tokens/s of the {res.considered} plans "
@@ -335,6 +382,10 @@ def run(args: argparse.Namespace) -> int:
         compute_model=cm,
         stack=args.stack,
     )
+    if gb_note:
+        est.assumptions.insert(0, gb_note)
+    if sys_note:
+        est.assumptions.insert(0, sys_note)
     if chosen:
         est.assumptions.insert(0, chosen)
     if args.json:

@@ -66,7 +66,7 @@ def _sets(text: str | None) -> list[str]:
 def summary(results: list[calsets.RowResult], sets: list[str]) -> dict[str, float]:
     """MAPE per set (and per metric of C and H), with the keys of earlier versions."""
     out = {f"mape_{s}": calsets.mape(results, s) for s in sets}
-    for s in ("C", "H"):
+    for s in ("C", "H", "X"):
         if s in sets:
             out[f"mape_{s}_ttft"] = calsets.mape(results, s, "TTFT ms")
             out[f"mape_{s}_tpot"] = calsets.mape(results, s, "TPOT ms")

@@ -80,6 +80,23 @@ def group_time(
     return collective_time(op, nbytes * sharing, chips, view).time_s
 
 
+def moe_dispatch_bytes(
+    tokens: float, top_k: int, d_model: int, act_bytes: float, plan: ParallelPlan
+) -> float:
+    """Per-rank buffer (nccl-tests all-to-all size) of one MoE dispatch, or one combine, over
+    the EP group, as the busiest rank sees it.
+
+    Each of the rank's ``tokens`` tokens goes to its ``top_k`` routed experts: ``top_k x tokens
+    x d_model x act_bytes`` (one copy per assignment, as the token dispatchers of Megatron-Core
+    and NxD send them; 1/ep of it stays on the rank, which the fabric's (n-1)/n accounts for).
+    With sequence parallelism the TP ranks split the tokens, so each sends 1/tp of them. The
+    busiest rank receives ``moe_imbalance`` x the mean, and the exchange ends when it does: its
+    share scales the bytes (the latency term is unchanged).
+    """
+    per_rank = tokens / (plan.tp if plan.sequence_parallel else 1)
+    return per_rank * top_k * d_model * act_bytes * plan.moe_imbalance
+
+
 def tp_time(op: str, nbytes: float, plan: ParallelPlan, system: SystemSpec) -> float:
     return group_time(op, nbytes, plan.tp, 1, system, plan.ranks_per_chip)
 

@@ -213,7 +213,9 @@ def tile_padding(width: float, tile: int) -> float:
     return math.ceil(width / tile - 1e-9) * tile / width
 
 
-def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision, tile: int = 0) -> RankWork:
+def rank_work(
+    op: Op, g: Graph, plan: ParallelPlan, prec: Precision, tile: int = 0, moe_block: int = 0
+) -> RankWork:
     """Split one op of graph ``g`` over the plan (see ``trnsim.workloads.graph.Shard``).
 
     ``tp`` ops: FLOPs, weights and activations / tp; the KV cache / min(tp, n_kv_heads) (KV
@@ -224,6 +226,11 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision, tile: int =
 
     ``tile`` (the Tensor-engine array size, 0 for none): matmul FLOPs of ops that record the
     width TP splits (``Op.tp_width``: the FFN) are inflated by ``tile_padding(tp_width / tp)``.
+
+    ``moe_block`` (0: none): routed experts run as a blockwise matmul with a static shape, as
+    NxD Inference's prefill does (``moe_blocks``): the EP group's assignments are mapped to
+    ``ceil(assignments / block) + E - 1`` blocks of ``block`` rows, one expert per block, and
+    every provisioned block is computed, padding included.
     """
     m = g.model
     tp = plan.tp
@@ -250,13 +257,27 @@ def rank_work(op: Op, g: Graph, plan: ParallelPlan, prec: Precision, tile: int =
         local = touched / plan.ep
         w = w / expected_experts_touched(assignments, E, k) * local / tp
         imb = plan.moe_imbalance
-        flops, a = flops * imb / tp, a * imb / tp
         rows = assignments * plan.ep / touched * imb  # tokens per touched expert
+        if moe_block and assignments:
+            blocks = moe_blocks(assignments * plan.ep, E, moe_block) / plan.ep
+            flops = max(flops * imb, blocks * moe_block * flops / assignments)
+            rows = float(moe_block)
+        else:
+            flops = flops * imb
+        flops, a = flops / tp, a * imb / tp
     shape = _matmul_shape(op, g, flops, w, rows, tp)
     if op.tp_width and op.shard in ("tp", "ep"):
         flops *= tile_padding(op.tp_width / tp, tile)
     byts = w * prec.weight_bytes + a * prec.act_bytes
     return RankWork(op, flops, byts, kv * prec.kv_bytes, max(rows, 1.0), scores, *shape)
+
+
+def moe_blocks(assignments: float, n_experts: int, block: int) -> float:
+    """Blocks a dropless blockwise MoE matmul provisions for ``assignments`` token-expert pairs:
+    ``ceil(assignments / block) + (n_experts - 1)``, enough for any routing with one expert per
+    block (aws-neuron-sdk libraries/nxd-inference/developer_guides/moe-arch-deep-dive.rst,
+    "Blockwise matrix multiplication solution")."""
+    return math.ceil(assignments / block - 1e-9) + n_experts - 1
 
 
 HEAD_OPS = frozenset({"qkv_proj", "q_proj", "kv_up", "rope", "attention", "o_proj"})
@@ -324,8 +345,10 @@ def pass_time(
     eff: Efficiency,
     model: ComputeModel | None = None,
     moe_imbalance: float = 1.0,
+    moe_block: int = 0,
 ) -> PassTime:
-    """Forward-pass time of graph ``g`` on one rank (cached: planners call it many times)."""
+    """Forward-pass time of graph ``g`` on one rank (cached: planners call it many times);
+    ``moe_block``: routed experts as a blockwise matmul of that block size (``rank_work``)."""
     cm = model or RooflineComputeModel(ranks_per_chip)
     plan = ParallelPlan(
         tp=tp,
@@ -342,7 +365,8 @@ def pass_time(
     n_ops = 0
     for grp in g.groups:
         for op in grp.ops:
-            t = cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) * grp.count
+            work = rank_work(op, g, plan, prec, tile, moe_block)
+            t = cm.op_time(work, chip, prec, eff) * grp.count
             by_kind[op.kind] = by_kind.get(op.kind, 0.0) + t
             layers += t
             n_ops += grp.count

@@ -6,7 +6,8 @@ generated tokens on ``tp x pp`` ranks (``dp`` replicas side by side):
 - **TTFT** = the prefill forward pass of batch x input_tokens tokens (op graph timed by the
   compute model) through all ``pp`` stages in turn, plus 2 all-reduces per layer of the
   activations (tokens x d; Megatron row-parallel outputs), one all-to-all dispatch and combine
-  per MoE layer with ``ep > 1``, and ``pp - 1`` point-to-point sends. The first token comes out
+  per MoE layer with ``ep > 1`` (``comm.moe_dispatch_bytes``: top_k x tokens x d, the busiest
+  rank's share), and ``pp - 1`` point-to-point sends. The first token comes out
   of the prefill pass.
 - **TPOT** = one decode step (batch new tokens, reading weights and the KV cache of the whole
   context so far), averaged over the generation: the mean of the step time at the midpoints of
@@ -23,7 +24,9 @@ A fraction ``comm_overlap`` of the tensor/expert-parallel communication is hidde
 As the serving stacks run it (``trnsim.perf.stacks``): a stack with ``sequence_parallel_prefill``
 (NxD Inference) runs the prefill's norms and residuals split over the TP ranks and its TP
 all-reduces as reduce-scatter + all-gather; the stack's profile says whether attention keeps
-its scores on chip (flash-style kernels: ``score_bytes`` 0).
+its scores on chip (flash-style kernels: ``score_bytes`` 0); a stack with ``moe_prefill_block``
+(NxD Inference) runs the prefill's routed experts as a blockwise matmul whose statically
+provisioned blocks, padding included, are all computed (``trnsim.perf.compute.moe_blocks``).
 
 - **Prefix caching** (``prefix_hit``: the fraction of each prompt already in the KV cache): the
   prefill computes only the uncached ``(1 - hit) x input`` tokens, attending to the whole prompt.
@@ -160,7 +163,7 @@ def _comm_per_pass(
         tp_c = 2 * m.n_layers * comm.tp_time("all-reduce", act, plan, sysm)
     ep_c = 0.0
     if m.is_moe and plan.ep > 1:
-        a2a = tokens * m.top_k * m.d_model * prec.act_bytes
+        a2a = comm.moe_dispatch_bytes(tokens, m.top_k, m.d_model, prec.act_bytes, plan)
         ep_c = 2 * m.n_moe_layers * comm.ep_time("all-to-all", a2a, plan, sysm)
     pp_c = (plan.pp - 1) * comm.pp_time(act, plan, sysm)
     return tp_c, ep_c, pp_c
@@ -207,15 +210,17 @@ def estimate_inference(
 
     sp = sw.sequence_parallel_prefill and plan.tp > 1 and input_tokens >= plan.tp
 
-    def pass_total(g, seq_par: bool = False) -> float:
-        pt = pass_time(g, plan.tp, plan.ep, seq_par, rpc, chip, prec, eff, cm, plan.moe_imbalance)
+    def pass_total(g, seq_par: bool = False, block: int = 0) -> float:
+        pt = pass_time(
+            g, plan.tp, plan.ep, seq_par, rpc, chip, prec, eff, cm, plan.moe_imbalance, block
+        )
         return pt.layers + pt.pre + pt.post
 
     if not 0 <= prefix_hit < 1:
         raise ConfigError(f"inference: prefix_hit must be in [0, 1), got {prefix_hit}")
     new_tokens = max(1, round(input_tokens * (1 - prefix_hit)))
     pre_g = forward_graph(m, batch, new_tokens, input_tokens, phase="prefill")
-    t_pre = pass_total(pre_g, sp)
+    t_pre = pass_total(pre_g, sp, sw.moe_prefill_block)
     pre_plan = plan.replace(sequence_parallel=sp)
     tp_c, ep_c, pp_c = _comm_per_pass(m, pre_plan, sysm, batch * new_tokens, prec)
     ttft = t_pre + (tp_c + ep_c) * (1 - eff.comm_overlap) + pp_c + eff.step_overhead_s

@@ -42,6 +42,9 @@ class SoftwareStack:
             roofline profile is used with either model).
         source: the calibration rows the profiles were fitted to ("not fitted: ..." if none).
         sequence_parallel_prefill: (serve) the prefill runs sequence-parallel over TP.
+        moe_prefill_block: (serve) the prefill runs routed experts as a blockwise matmul with
+            this many tokens per block, every provisioned block computed (0: each expert's
+            matmul sized by its own tokens; ``trnsim.perf.compute.moe_blocks``).
     """
 
     name: str
@@ -52,6 +55,7 @@ class SoftwareStack:
     source: str
     table: Efficiency | None = None
     sequence_parallel_prefill: bool = False
+    moe_prefill_block: int = 0
 
     def profile(self, cm: ComputeModel) -> Efficiency:
         """The profile for compute model ``cm`` (``table`` or the roofline)."""
@@ -131,6 +135,10 @@ NXD_INFERENCE = SoftwareStack(
     ),
     source=f"fitted to {_P} H (trn2.48xlarge, NxD Inference behind vLLM)",
     sequence_parallel_prefill=True,
+    # Dropless MoE prefill as a blockwise matmul of 512-token blocks (the Trn2 GPT-OSS
+    # configuration of aws-neuron-sdk libraries/nxd-inference/developer_guides/
+    # moe-arch-deep-dive.rst, BlockwiseMatmulConfig block_size=512).
+    moe_prefill_block=512,
 )
 MEGATRON_CORE = SoftwareStack(
     name="megatron-core",

@@ -122,6 +122,40 @@ class TrainEstimate:
         }
 
 
+# The default global batch: at least DEFAULT_GLOBAL_BATCH sequences, and at least
+# DEFAULT_TOKENS_PER_CHIP tokens per chip on large systems. Llama 3 405B trained with 16M tokens
+# per step on 16,384 H100s, 1,024 tokens per GPU ("The Llama 3 Herd of Models",
+# arXiv:2407.21783, Table 4); a fixed 1,024 sequences on 24,576 GPUs leaves each data-parallel
+# rank a fraction of a micro-batch and the step is pipeline bubble and gradient sync.
+DEFAULT_GLOBAL_BATCH = 1024
+DEFAULT_TOKENS_PER_CHIP = 1024
+
+
+def default_global_batch(chips: int, seq_len: int) -> int:
+    """Sequences per step when the user gives none: 1,024, or, when chips x 1,024 tokens /
+    seq_len is more, the smallest chips x 2^e (e may be negative while it divides the chips)
+    at least that, so that the data-parallel degree of every plan of tp x pp x dp = chips with
+    enough powers of two in tp x pp divides it; see above."""
+    want = -(-chips * DEFAULT_TOKENS_PER_CHIP // seq_len)
+    if want <= DEFAULT_GLOBAL_BATCH:
+        return DEFAULT_GLOBAL_BATCH
+    gb = chips
+    while gb % 2 == 0 and gb // 2 >= want:
+        gb //= 2
+    while gb < want:
+        gb *= 2
+    return gb
+
+
+def default_global_batch_note(chips: int, seq_len: int) -> str:
+    gb = default_global_batch(chips, seq_len)
+    return (
+        f"global batch: {gb:,} sequences (default: {DEFAULT_GLOBAL_BATCH:,}, or "
+        f"{DEFAULT_TOKENS_PER_CHIP:,} tokens per chip when that is more, as Llama 3 405B's 16M "
+        "tokens on 16,384 GPUs, rounded up to chips x a power of two; --global-batch sets it)"
+    )
+
+
 def _resolve_system(system: SystemSpec | str) -> SystemSpec:
     return system if isinstance(system, SystemSpec) else lookup_system(system)
 
@@ -196,8 +230,7 @@ def estimate_training(
         tp_c = 2 * per * (fwd_passes + 1) * stage_layers
     ep_c = 0.0
     if m.is_moe and plan.ep > 1:
-        a2a = tokens * m.top_k * m.d_model * prec.act_bytes
-        a2a /= plan.tp if plan.sequence_parallel else 1
+        a2a = comm.moe_dispatch_bytes(tokens, m.top_k, m.d_model, prec.act_bytes, plan)
         ep_c = 2 * comm.ep_time("all-to-all", a2a, plan, sysm) * (fwd_passes + 1) * moe_layers
     cp_c = 0.0
     if plan.cp > 1:
