@@ -41,6 +41,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
 
 
+def chart_note(rows: list) -> str:
+    """The chart's footnote: the compute model and the stack profile each system's figures
+    came from (from the rows' own assumptions, so it names what was actually used)."""
+    used: dict[str, list[str]] = {}
+    for r in rows:
+        parts = [a for a in r.assumptions if a.startswith(("compute:", "stack:"))]
+        key = "; ".join(p.split(",")[0].split(" (")[0] for p in parts) or "no plan fits"
+        used.setdefault(key, []).append(r.system)
+    if len(used) == 1:
+        return f"best plan per system by trnsim's perf model; {next(iter(used))}"
+    return "best plan per system by trnsim's perf model; " + " | ".join(
+        f"{', '.join(names)}: {key}" for key, names in used.items()
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     if not systems:
@@ -75,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         from trnsim.report.plots import comparison_chart
 
-        comparison_chart(rows, args.png, f"{model_name} {args.mode} ({args.precision})")
+        comparison_chart(
+            rows, args.png, f"{model_name} {args.mode} ({args.precision})", chart_note(rows)
+        )
     if args.json:
         dump(
             {
