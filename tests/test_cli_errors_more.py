@@ -8,6 +8,9 @@ over examples of it.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -174,3 +177,25 @@ def test_compare_chart_note_names_each_systems_compute_model(capsys, tmp_path, m
         assert compute.split(",")[0] in note
     assert "table model" in note and "roofline model" in note
     assert compare_workload.chart_note([]) is not None
+
+
+# ---- stdout that cannot be written (a full disk): one line, exit 2, not an internal error ----
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["specs", "--json"], ["specs"]])
+def test_full_stdout_is_one_line(argv):
+    env = {**os.environ, "TRNSIM_PROGRESS": "0"}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "trnsim", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and "No space left on device" in lines[0], proc.stderr
