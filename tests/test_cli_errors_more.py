@@ -102,6 +102,11 @@ BAD_INPUTS = {
         "def make_inputs(rng):\n    x = np.ones((128, 4), np.float32)\n    return x, x, x\n",
         "gives 3 input(s) but kernel 'copy'(x)",
     ),
+    "generator": (
+        "def make_inputs(rng):\n    yield np.ones((128, 4), np.float32)\n",
+        "input 0 as a generator",
+    ),
+    "not callable": ("make_inputs = 5\n", "make_inputs is int 5, not a function"),
     "empty tensor": (
         "def make_inputs(rng):\n    return np.ones((0, 4), np.float32)\n",
         "shape [0, 4], an empty tensor",
@@ -116,6 +121,27 @@ def test_make_inputs_must_fit_the_kernel(tmp_path, capsys, verb, case):
     path = tmp_path / "k.py"
     path.write_text(HEADER + textwrap.dedent(body))
     usage_error([*verb, str(path)], capsys, "k.py", "make_inputs", needle)
+
+
+# ---- a golden that is not a numeric array (or not a function): the file's fault, exit 2 ----
+
+GOOD_INPUTS = "def make_inputs(rng):\n    return np.ones((128, 4), np.float32)\n\n\n"
+
+
+@pytest.mark.parametrize(
+    "golden,needle",
+    [
+        ("def golden(x):\n    return None\n", "golden 0 None: not a numeric array"),
+        ("def golden(x):\n    return x.astype(np.complex64)\n", "dtype complex64"),
+        ("def golden(x):\n    return x, 'a'\n", "golden 1 of dtype <U1"),
+        ("golden = 5\n", "golden is int 5, not a function"),
+    ],
+    ids=["none", "complex", "text", "not callable"],
+)
+def test_golden_must_be_numeric(tmp_path, capsys, golden, needle):
+    path = tmp_path / "k.py"
+    path.write_text(HEADER + GOOD_INPUTS + golden)
+    usage_error(["run", str(path)], capsys, "k.py", needle)
 
 
 # ---- flags that contradict each other --------------------------------------------------------

@@ -42,6 +42,7 @@ import signal
 import sys
 import threading
 import traceback
+import types
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -284,6 +285,7 @@ def inputs_for(
     path = str(mod.__file__)
     fn = getattr(mod, f"make_inputs_{kernel}", None) or getattr(mod, "make_inputs", None)
     if fn is not None:
+        _check_callable(fn, path, "make_inputs")
         try:
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
@@ -331,6 +333,17 @@ def inputs_for(
     return args
 
 
+def _check_callable(fn: Any, path: str, name: str) -> None:
+    if not callable(fn):
+        raise UsageError(
+            f"{os.path.basename(path)}: {name} is {type(fn).__name__} {fn!r:.40}, not a function"
+        )
+
+
+# Inputs no kernel can take: a generator (make_inputs that yields), a dict, a set.
+_NOT_INPUTS = (types.GeneratorType, dict, set, frozenset)
+
+
 def _check_arity(mod: ModuleType, kernel: str, args: tuple[Any, ...], source: str) -> None:
     """The inputs must fit the kernel's parameters and none may be None (a ``make_inputs``
     that forgot to return): a ``UsageError`` naming both, before the kernel runs."""
@@ -338,6 +351,11 @@ def _check_arity(mod: ModuleType, kernel: str, args: tuple[Any, ...], source: st
     for i, a in enumerate(args):
         if a is None:
             raise UsageError(f"{base}: {source} gives input {i} = None (did it return its arrays?)")
+        if isinstance(a, _NOT_INPUTS):
+            raise UsageError(
+                f"{base}: {source} gives input {i} as a {type(a).__name__}, not an array or "
+                "a Python value (did it yield, or return a dict?)"
+            )
     target = getattr(getattr(mod, kernel, None), "fn", None)
     if target is None:
         return
@@ -634,10 +652,19 @@ def run_file(
         gold = getattr(mod, f"golden_{name}", None) or getattr(mod, "golden", None)
         goldens = None
         if gold is not None:
+            _check_callable(
+                gold, path, f"golden_{name}" if hasattr(mod, f"golden_{name}") else "golden"
+            )
             try:
                 goldens = _flat(gold(*args))
             except (Exception, SystemExit) as exc:
                 raise _usage(exc, path, f"in {gold.__name__}()") from None
+            for i, g in enumerate(goldens):
+                if g.dtype.kind not in "biuf" and not g.dtype.name.startswith(("bfloat", "float")):
+                    raise UsageError(
+                        f"{os.path.basename(path)}: {gold.__name__}() gives golden {i} "
+                        f"{_short(g)}: not a numeric array"
+                    )
     outputs = _flat(res.outputs)
     out = FileRun(
         path=path,
