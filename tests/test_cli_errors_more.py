@@ -225,3 +225,34 @@ def test_full_stdout_is_one_line(argv):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and "No space left on device" in lines[0], proc.stderr
+
+
+# ---- every typed flag of every verb refuses what no number flag can take ---------------------
+
+
+def _typed_flags():
+    import argparse
+
+    from trnsim.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for verb, parser in sub.choices.items():
+        positionals = ["x"] * sum(1 for a in parser._actions if not a.option_strings)
+        for action in parser._actions:
+            if action.option_strings and action.type is not None and not action.choices:
+                yield verb, positionals, action
+
+
+TYPED = list(_typed_flags())
+
+
+@pytest.mark.parametrize("verb,positionals,action", TYPED, ids=lambda v: getattr(v, "dest", v))
+def test_every_typed_flag_uses_a_checked_type(verb, positionals, action):
+    assert action.type not in (int, float), f"{verb} {action.option_strings[-1]}: bare type"
+
+
+@pytest.mark.parametrize("bad", ["nan", "-1", "abc", "1e400", ""])
+def test_every_typed_flag_refuses_non_values(capsys, bad):
+    for verb, positionals, action in TYPED:
+        flag = action.option_strings[-1]
+        usage_error([verb, *positionals, f"{flag}={bad}"], capsys, flag)
