@@ -147,9 +147,14 @@ def test_golden_must_be_numeric(tmp_path, capsys, golden, needle):
 # ---- flags that contradict each other --------------------------------------------------------
 
 CONTRADICTIONS = [
-    (["collective", "--plot", "x.png"], "--plot only apply with --sweep"),
+    (["collective", "--plot", "x.png"], "--plot only applies with --sweep"),
     (["collective", "--min-size", "1KiB", "--factor", "2"], "--min-size, --factor only apply"),
     (["collective", "--sweep", "--size", "1MiB"], "--size does not apply with --sweep"),
+    (["plan", "--model", "llama-3.1-8b", "--mode", "infer", "--seq-len", "8"], "--seq-len only"),
+    (
+        ["compare-workload", "--model", "llama-3.1-8b", "--output-tokens", "4"],
+        "--output-tokens only applies with --mode infer, not train",
+    ),
     (["profile", SOFTMAX, "--no-files", "--png", "t.png"], "--no-files contradicts --png"),
     (["profile", SOFTMAX, "--no-files", "--out-dir", "."], "--no-files contradicts --out-dir"),
     (["train", "--model", "llama-3.1-8b", "--moe-imbalance", "2"], "llama-3.1-8b is dense"),

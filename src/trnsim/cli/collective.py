@@ -200,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     note = _scale_out_note(spec, ranks)
     sweep_only = [f"--{f.replace('_', '-')}" for f in SWEEP_ONLY if getattr(args, f) is not None]
     if not args.sweep and sweep_only:
-        raise UsageError(f"{', '.join(sweep_only)} only apply with --sweep")
+        verb = "applies" if len(sweep_only) == 1 else "apply"
+        raise UsageError(f"{', '.join(sweep_only)} only {verb} with --sweep")
     if args.sweep and args.size is not None:
         raise UsageError("--size does not apply with --sweep (use --min-size and --max-size)")
     if not args.sweep:

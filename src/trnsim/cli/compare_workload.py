@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.cli.argtypes import positive_int
+from trnsim.cli.plan import add_mode_flags, apply_mode_defaults
 from trnsim.cli.train import add_precision, dump
 from trnsim.errors import TrnsimError, UsageError
 from trnsim.hw import system as lookup_system
@@ -17,6 +18,13 @@ from trnsim.report.progress import progress
 from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 from trnsim.workloads import resolve_model
+
+COMPARE_DEFAULTS = {
+    "global_batch": 1152,
+    "seq_len": 4096,
+    "input_tokens": 2048,
+    "output_tokens": 512,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,10 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         help="chips per system (default: each system's rack/UltraServer, 64 for a pod)",
     )
-    parser.add_argument("--global-batch", type=positive_int, default=1152)
-    parser.add_argument("--seq-len", type=positive_int, default=4096)
-    parser.add_argument("--input-tokens", type=positive_int, default=2048)
-    parser.add_argument("--output-tokens", type=positive_int, default=512)
+    add_mode_flags(parser, COMPARE_DEFAULTS)
     add_precision(parser)
     parser.add_argument("--png", help="write a bar chart to this PNG file")
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
@@ -57,6 +62,7 @@ def chart_note(rows: list) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_mode_defaults(args, COMPARE_DEFAULTS)
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     if not systems:
         raise UsageError(f"--systems {args.systems!r}: name at least one system preset")

@@ -84,12 +84,23 @@ def main(argv: list[str] | None = None) -> int:
     0 success, 1 a check failed, 2 bad usage or input, 3 an internal error (a bug; the
     traceback with ``TRNSIM_TRACEBACK=1``), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM),
     141 stdout closed early (e.g. piped into ``head``). Errors are one line on stderr."""
-    parser = build_parser()
+    in_main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    try:  # Ctrl-C or SIGTERM while the verbs' modules load (a second or two): no traceback
+        parser = build_parser()
+    except KeyboardInterrupt:
+        _say("trnsim: interrupted")
+        return EXIT_INTERRUPTED
+    except Terminated:
+        _say("trnsim: terminated (SIGTERM)")
+        return EXIT_TERMINATED
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
     args = parser.parse_args(argv)  # bad usage: argparse prints one line, exits 2
     if args.verb is None:
         parser.print_help()
         return EXIT_USAGE
-    in_main = threading.current_thread() is threading.main_thread()
     old_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     prefix = f"trnsim {args.verb}:"
     try:
