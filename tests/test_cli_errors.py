@@ -231,14 +231,22 @@ LOOP = GOOD.replace("    t = nl.load(x)\n", "    while True:\n        pass\n")
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_and_terminate(sig, code, tmp_path):
-    path = kernel_file(tmp_path, LOOP)
+    started = tmp_path / "started"  # make_inputs touches it: the kernel is about to loop
+    body = LOOP.replace(
+        "def make_inputs(rng, rows=128, cols=64):\n",
+        f"def make_inputs(rng, rows=128, cols=64):\n    open({str(started)!r}, 'w').close()\n",
+    )
+    path = kernel_file(tmp_path, body)
     proc = subprocess.Popen(
         [sys.executable, "-m", "trnsim", "run", path],
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2.0)
+    deadline = time.monotonic() + 60  # a loaded machine may take a while to import
+    while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.3)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err

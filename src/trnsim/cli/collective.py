@@ -98,6 +98,10 @@ def human_bytes(n: float) -> str:
     return f"{n:g} B"
 
 
+DEFAULT_SIZE, SWEEP_MIN, SWEEP_MAX, SWEEP_FACTOR = 2**30, 2**10, 2**30, 4
+SWEEP_ONLY = ("min_size", "max_size", "factor", "plot")  # flags that mean nothing without --sweep
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # "-5MiB" is a value (to be refused by its type), not an unknown flag
     parser._negative_number_matcher = re.compile(r"^-\d|^-\.\d")
@@ -108,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ranks", type=ranks_arg, help="chips taking part, >= 2 (default: the system's)"
     )
     parser.add_argument(
-        "--size", type=size_arg, default=2**30, help=f"nccl-tests size per rank, {SIZE_RULE}"
+        "--size", type=size_arg, help=f"nccl-tests size per rank, {SIZE_RULE} (default 1GiB)"
     )
     parser.add_argument(
         "--algo",
@@ -123,10 +127,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--placement", default="packed", choices=("packed", "spread"))
     parser.add_argument("--evaluator", default="closed", choices=("closed", "flow"))
     parser.add_argument("--sweep", action="store_true", help="1 KiB .. 1 GiB table and plot")
-    parser.add_argument("--min-size", type=size_arg, default=2**10, help="sweep start (1KiB)")
-    parser.add_argument("--max-size", type=size_arg, default=2**30, help="sweep end (1GiB)")
+    parser.add_argument("--min-size", type=size_arg, help="sweep start (default 1KiB)")
+    parser.add_argument("--max-size", type=size_arg, help="sweep end (default 1GiB)")
     parser.add_argument(
-        "--factor", type=positive_int, default=4, choices=(2, 4), help="sweep step factor"
+        "--factor", type=positive_int, choices=(2, 4), help="sweep step factor (default 4)"
     )
     parser.add_argument(
         "--plot",
@@ -194,9 +198,16 @@ def run(args: argparse.Namespace) -> int:
     if ranks < 2:
         raise UsageError(f"--ranks: system {spec.name!r} has {ranks} chip; a collective needs 2")
     note = _scale_out_note(spec, ranks)
+    sweep_only = [f"--{f.replace('_', '-')}" for f in SWEEP_ONLY if getattr(args, f) is not None]
+    if not args.sweep and sweep_only:
+        verb = "applies" if len(sweep_only) == 1 else "apply"
+        raise UsageError(f"{', '.join(sweep_only)} only {verb} with --sweep")
+    if args.sweep and args.size is not None:
+        raise UsageError("--size does not apply with --sweep (use --min-size and --max-size)")
     if not args.sweep:
-        check_size(op, args.size, ranks)
-        res = evaluate(args, args.size, ranks)
+        size = args.size if args.size is not None else DEFAULT_SIZE
+        check_size(op, size, ranks)
+        res = evaluate(args, size, ranks)
         if note:
             err.print(note)
         if args.json:
@@ -204,7 +215,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             _print_one(console, res)
         return 0
-    lo, hi = args.min_size, args.max_size
+    lo = args.min_size if args.min_size is not None else SWEEP_MIN
+    hi = args.max_size if args.max_size is not None else SWEEP_MAX
+    factor = args.factor or SWEEP_FACTOR
     if lo > hi:
         raise UsageError(f"--min-size ({lo:g} B) must not exceed --max-size ({hi:g} B)")
     check_size(op, lo, ranks, "--min-size")
@@ -215,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     s = lo
     while s <= hi * (1 + 1e-12):
         sizes.append(s)
-        s *= args.factor
+        s *= factor
     results = []
     with progress(f"sweeping {len(sizes)} sizes", total=len(sizes)) as bar:
         for size in sizes:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.cli.argtypes import positive_int
+from trnsim.cli.plan import add_mode_flags, apply_mode_defaults
 from trnsim.cli.train import add_precision, dump
 from trnsim.errors import TrnsimError, UsageError
 from trnsim.hw import system as lookup_system
@@ -17,6 +18,13 @@ from trnsim.report.progress import progress
 from trnsim.report.tables import fit
 from trnsim.report.units import pretty
 from trnsim.workloads import resolve_model
+
+COMPARE_DEFAULTS = {
+    "global_batch": 1152,
+    "seq_len": 4096,
+    "input_tokens": 2048,
+    "output_tokens": 512,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,16 +40,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         help="chips per system (default: each system's rack/UltraServer, 64 for a pod)",
     )
-    parser.add_argument("--global-batch", type=positive_int, default=1152)
-    parser.add_argument("--seq-len", type=positive_int, default=4096)
-    parser.add_argument("--input-tokens", type=positive_int, default=2048)
-    parser.add_argument("--output-tokens", type=positive_int, default=512)
+    add_mode_flags(parser, COMPARE_DEFAULTS)
     add_precision(parser)
     parser.add_argument("--png", help="write a bar chart to this PNG file")
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
 
 
+def chart_note(rows: list) -> str:
+    """The chart's footnote: the compute model and the stack profile each system's figures
+    came from (from the rows' own assumptions, so it names what was actually used)."""
+    used: dict[str, list[str]] = {}
+    for r in rows:
+        parts = [a for a in r.assumptions if a.startswith(("compute:", "stack:"))]
+        key = "; ".join(p.split(",")[0].split(" (")[0] for p in parts) or "no plan fits"
+        used.setdefault(key, []).append(r.system)
+    if len(used) == 1:
+        return f"best plan per system by trnsim's perf model; {next(iter(used))}"
+    return "best plan per system by trnsim's perf model; " + " | ".join(
+        f"{', '.join(names)}: {key}" for key, names in used.items()
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    apply_mode_defaults(args, COMPARE_DEFAULTS)
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     if not systems:
         raise UsageError(f"--systems {args.systems!r}: name at least one system preset")
@@ -75,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         from trnsim.report.plots import comparison_chart
 
-        comparison_chart(rows, args.png, f"{model_name} {args.mode} ({args.precision})")
+        comparison_chart(
+            rows, args.png, f"{model_name} {args.mode} ({args.precision})", chart_note(rows)
+        )
     if args.json:
         dump(
             {

@@ -15,6 +15,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from trnsim.cli.argtypes import nonneg_int
 from trnsim.conformance.runner import OUTCOMES, Result, run_checkout
 from trnsim.errors import UsageError
 from trnsim.report.output import print_json
@@ -24,7 +25,9 @@ from trnsim.report.progress import progress
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="a checkout of nki-library or nki-samples")
     parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name has TEXT")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the inputs' generator")
+    parser.add_argument(
+        "--seed", type=nonneg_int, default=0, help="seed of the inputs' generator (>= 0)"
+    )
     parser.add_argument(
         "--profile", action="store_true", help="also time each passing kernel (timing model)"
     )

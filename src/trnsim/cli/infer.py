@@ -11,6 +11,7 @@ from rich.console import Console
 from trnsim.cli.argtypes import fraction, positive_int
 from trnsim.cli.train import (
     add_common,
+    check_moe_imbalance,
     check_ranks_per_chip,
     check_stack,
     cost_inputs,
@@ -69,6 +70,7 @@ INFER_PLAN_FLAGS = ("tp", "pp", "ep")
 
 def run(args: argparse.Namespace) -> int:
     m = model_from_args(args)
+    check_moe_imbalance(args, m)
     sysm = resolve_system(args.system)
     chips = resolve_chips(args, sysm)
     check_ranks_per_chip(args, sysm.chip)
@@ -89,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
             draft = resolve_model(args.draft_model)
         except TrnsimError as exc:
             raise UsageError(f"--draft-model {args.draft_model}: {exc}") from None
+        if args.spec_tokens > args.output_tokens:
+            raise UsageError(
+                f"--spec-tokens {args.spec_tokens}: more than --output-tokens "
+                f"{args.output_tokens} to generate"
+            )
         spec = Speculative(draft, args.spec_tokens, args.spec_acceptance)
     ranks = chips * args.ranks_per_chip
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import signal
@@ -83,12 +84,23 @@ def main(argv: list[str] | None = None) -> int:
     0 success, 1 a check failed, 2 bad usage or input, 3 an internal error (a bug; the
     traceback with ``TRNSIM_TRACEBACK=1``), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM),
     141 stdout closed early (e.g. piped into ``head``). Errors are one line on stderr."""
-    parser = build_parser()
+    in_main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    try:  # Ctrl-C or SIGTERM while the verbs' modules load (a second or two): no traceback
+        parser = build_parser()
+    except KeyboardInterrupt:
+        _say("trnsim: interrupted")
+        return EXIT_INTERRUPTED
+    except Terminated:
+        _say("trnsim: terminated (SIGTERM)")
+        return EXIT_TERMINATED
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
     args = parser.parse_args(argv)  # bad usage: argparse prints one line, exits 2
     if args.verb is None:
         parser.print_help()
         return EXIT_USAGE
-    in_main = threading.current_thread() is threading.main_thread()
     old_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     prefix = f"trnsim {args.verb}:"
     try:
@@ -107,22 +119,37 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno not in OUT_OF_SPACE:
+            return _internal(prefix, exc)
+        _quiet_stdout()  # the final flush would fail again
+        _say(f"{prefix} error: cannot write the output: {exc.strerror} (errno {exc.errno})")
+        return EXIT_USAGE
     except SystemExit as exc:  # rich's Console meets a closed pipe with SystemExit(1)
         if exc.code == 1 and _stdout_is_devnull():
             return EXIT_BROKEN_PIPE
         raise
     except Exception as exc:
-        if os.environ.get("TRNSIM_TRACEBACK") == "1":
-            raise
-        text = (str(exc).strip().splitlines() or [""])[0]
-        _say(
-            f"{prefix} internal error: {type(exc).__name__}: {text} (a bug in trnsim; "
-            "TRNSIM_TRACEBACK=1 shows the traceback)"
-        )
-        return EXIT_INTERNAL
+        return _internal(prefix, exc)
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+
+
+# A full disk or a failing device under stdout or an output file: the user's environment, not
+# a bug (exit 2, one line), unlike any other OSError that escapes the checks before work.
+OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
+
+
+def _internal(prefix: str, exc: Exception) -> int:
+    if os.environ.get("TRNSIM_TRACEBACK") == "1":
+        raise exc
+    text = (str(exc).strip().splitlines() or [""])[0]
+    _say(
+        f"{prefix} internal error: {type(exc).__name__}: {text} (a bug in trnsim; "
+        "TRNSIM_TRACEBACK=1 shows the traceback)"
+    )
+    return EXIT_INTERNAL
 
 
 def _stop_kernel_threads(exc_type: type[BaseException]) -> None:

@@ -29,6 +29,42 @@ TRAIN_OBJECTIVES = ("throughput", "step_time")
 INFER_OBJECTIVES = ("throughput", "latency", "cost")
 
 
+# Workload flags by mode: the other mode's are refused (they would be silently ignored).
+MODE_FLAGS = {"train": ("global_batch", "seq_len"), "infer": ("input_tokens", "output_tokens")}
+# None: computed from the chips (``default_global_batch``: 1,024, or 1,024 tokens per chip when
+# more), after the mode check
+PLAN_DEFAULTS = {"global_batch": None, "seq_len": 4096, "input_tokens": 1024, "output_tokens": 256}
+MODE_HELP = {
+    "global_batch": "sequences per step (train)",
+    "seq_len": "tokens per sequence (train)",
+    "input_tokens": "prompt tokens (infer)",
+    "output_tokens": "generated tokens (infer)",
+}
+
+
+def add_mode_flags(parser: argparse.ArgumentParser, defaults: dict[str, int | None]) -> None:
+    """``--global-batch --seq-len`` (train) and ``--input-tokens --output-tokens`` (infer)."""
+    for dest, default in defaults.items():
+        shown = "1,024, or 1,024 tokens per chip when more" if default is None else f"{default}"
+        parser.add_argument(
+            f"--{dest.replace('_', '-')}",
+            type=positive_int,
+            help=f"{MODE_HELP[dest]}; default {shown}",
+        )
+
+
+def apply_mode_defaults(args: argparse.Namespace, defaults: dict[str, int | None]) -> None:
+    """Refuse the other mode's workload flags (before any work), then fill in defaults."""
+    other = "infer" if args.mode == "train" else "train"
+    given = [f"--{f.replace('_', '-')}" for f in MODE_FLAGS[other] if getattr(args, f) is not None]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise UsageError(f"{', '.join(given)} only {verb} with --mode {other}, not {args.mode}")
+    for dest, default in defaults.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model(parser)
     parser.add_argument(
@@ -42,14 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="train: throughput or step_time; infer: throughput, latency or cost "
         "(default throughput)",
     )
-    parser.add_argument(
-        "--global-batch",
-        type=positive_int,
-        help="sequences per step (default: 1,024, or 1,024 tokens per chip when more)",
-    )
-    parser.add_argument("--seq-len", type=positive_int, default=4096)
-    parser.add_argument("--input-tokens", type=positive_int, default=1024)
-    parser.add_argument("--output-tokens", type=positive_int, default=256)
+    add_mode_flags(parser, PLAN_DEFAULTS)
     add_precision(parser)
     parser.add_argument("--top", type=positive_int, default=5)
     parser.add_argument("--ranks-per-chip", type=positive_int, default=1)
@@ -58,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     obj = args.objective or "throughput"
+    apply_mode_defaults(args, PLAN_DEFAULTS)
     allowed = TRAIN_OBJECTIVES if args.mode == "train" else INFER_OBJECTIVES
     if obj not in allowed:
         raise UsageError(

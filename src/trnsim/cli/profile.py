@@ -169,6 +169,11 @@ def profile_file(
 def planned_files(args: argparse.Namespace, kernel: str) -> dict[str, Path]:
     """The files this run writes ({"trace": path, "png": path}), each checked writable."""
     if args.no_files:
+        given = [f for f, v in (("--trace", args.trace), ("--png", args.png)) if v is not None]
+        if args.out_dir is not None:
+            given.append("--out-dir")
+        if given:
+            raise UsageError(f"--no-files contradicts {', '.join(given)}: give one or the other")
         return {}
     if args.json and not (args.trace or args.png or args.out_dir):
         return {}

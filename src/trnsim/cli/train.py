@@ -191,6 +191,15 @@ def check_stack(args: argparse.Namespace, chip: ChipSpec, mode: str) -> None:
         raise UsageError(f"--stack {args.stack}: {exc}") from None
 
 
+def check_moe_imbalance(args: argparse.Namespace, m: ModelArgs) -> None:
+    """``--moe-imbalance`` is busiest EP rank / mean: at most the EP ranks, which are at most
+    the model's experts (all tokens on one rank); a dense model has no such imbalance."""
+    limit = max(1, m.n_experts)
+    if args.moe_imbalance > limit:
+        what = f"{m.name} has {m.n_experts} experts" if m.n_experts else f"{m.name} is dense"
+        raise UsageError(f"--moe-imbalance {args.moe_imbalance:g}: {what} (must be 1..{limit})")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
     parser.add_argument(
@@ -292,6 +301,7 @@ def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
 
 def run(args: argparse.Namespace) -> int:
     m = model_from_args(args)
+    check_moe_imbalance(args, m)
     sysm = resolve_system(args.system)
     chips = check_train_args(args, sysm)
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)

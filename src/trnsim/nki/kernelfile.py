@@ -42,6 +42,7 @@ import signal
 import sys
 import threading
 import traceback
+import types
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -284,6 +285,7 @@ def inputs_for(
     path = str(mod.__file__)
     fn = getattr(mod, f"make_inputs_{kernel}", None) or getattr(mod, "make_inputs", None)
     if fn is not None:
+        _check_callable(fn, path, "make_inputs")
         try:
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
@@ -311,7 +313,14 @@ def inputs_for(
             f"define make_inputs_{kernel}(rng), make_inputs(rng) or INPUTS"
         )
     args = tuple(args) if isinstance(args, tuple | list) else (args,)
+    _check_arity(mod, kernel, args, fn.__name__ if fn is not None else "INPUTS")
     for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and a.size == 0:
+            source = fn.__name__ if fn is not None else "INPUTS"
+            raise UsageError(
+                f"{os.path.basename(path)}: {source} gives input {i} of shape "
+                f"{list(a.shape)}, an empty tensor (every dimension must be >= 1)"
+            )
         if isinstance(a, np.ndarray):
             try:
                 get_format(a.dtype)
@@ -322,6 +331,45 @@ def inputs_for(
                     "not an NKI dtype (e.g. float32, bfloat16, float8_e4m3fn, int32)"
                 ) from None
     return args
+
+
+def _check_callable(fn: Any, path: str, name: str) -> None:
+    if not callable(fn):
+        raise UsageError(
+            f"{os.path.basename(path)}: {name} is {type(fn).__name__} {fn!r:.40}, not a function"
+        )
+
+
+# Inputs no kernel can take: a generator (make_inputs that yields), a dict, a set.
+_NOT_INPUTS = (types.GeneratorType, dict, set, frozenset)
+
+
+def _check_arity(mod: ModuleType, kernel: str, args: tuple[Any, ...], source: str) -> None:
+    """The inputs must fit the kernel's parameters and none may be None (a ``make_inputs``
+    that forgot to return): a ``UsageError`` naming both, before the kernel runs."""
+    base = os.path.basename(_given_path(mod))
+    for i, a in enumerate(args):
+        if a is None:
+            raise UsageError(f"{base}: {source} gives input {i} = None (did it return its arrays?)")
+        if isinstance(a, _NOT_INPUTS):
+            raise UsageError(
+                f"{base}: {source} gives input {i} as a {type(a).__name__}, not an array or "
+                "a Python value (did it yield, or return a dict?)"
+            )
+    target = getattr(getattr(mod, kernel, None), "fn", None)
+    if target is None:
+        return
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*args)
+    except TypeError as exc:
+        raise UsageError(
+            f"{base}: {source} gives {len(args)} input(s) but kernel {kernel!r}{sig} "
+            f"cannot take them ({exc})"
+        ) from None
 
 
 def _given_path(mod: ModuleType) -> str:
@@ -352,6 +400,10 @@ def time_limit(seconds: float | None, kernel_path: str | None = None) -> Iterato
             if others:
                 file, line = frame_location(others[0][1], kernel_path)
         stop_kernel_threads(_timeout_type(message, file, line))
+        if kernel_path and os.path.abspath(file) != os.path.abspath(kernel_path):
+            # stopped inside trnsim (loading, simulating, comparing): no kernel line to name
+            where = f"{os.path.basename(kernel_path)}, stopped in trnsim outside the file's code"
+            raise KernelError("timeout", f"{message} ({where})")
         raise KernelError("timeout", message, file, line)
 
     old = signal.signal(signal.SIGALRM, on_alarm)
@@ -600,10 +652,19 @@ def run_file(
         gold = getattr(mod, f"golden_{name}", None) or getattr(mod, "golden", None)
         goldens = None
         if gold is not None:
+            _check_callable(
+                gold, path, f"golden_{name}" if hasattr(mod, f"golden_{name}") else "golden"
+            )
             try:
                 goldens = _flat(gold(*args))
             except (Exception, SystemExit) as exc:
                 raise _usage(exc, path, f"in {gold.__name__}()") from None
+            for i, g in enumerate(goldens):
+                if g.dtype.kind not in "biuf" and not g.dtype.name.startswith(("bfloat", "float")):
+                    raise UsageError(
+                        f"{os.path.basename(path)}: {gold.__name__}() gives golden {i} "
+                        f"{_short(g)}: not a numeric array"
+                    )
     outputs = _flat(res.outputs)
     out = FileRun(
         path=path,

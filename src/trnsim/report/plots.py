@@ -125,7 +125,7 @@ def comparison_chart(
             )
     fig.suptitle(title, fontsize=11)
     if note:
-        fig.get_layout_engine().set(rect=(0, 0.06, 1, 0.94))
+        fig.get_layout_engine().set(rect=(0, 0.09, 1, 0.91))  # room for a 2-line note
         fig.text(0.5, 0.01, note, ha="center", va="bottom", fontsize=7, wrap=True)
     return save(fig, path, "--png")
 

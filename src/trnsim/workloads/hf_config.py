@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,18 +109,29 @@ def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
         )
     fam = FAMILIES[mtype]
 
+    def whole(key: str, value: Any) -> int:
+        """A dimension: a whole, finite number in [0, MAX_DIM] (NaN, 1.5, 1e300 rejected)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: field {key!r} must be a number, got {value!r}")
+        if not math.isfinite(value) or value != int(value) or not 0 <= value <= MAX_DIM:
+            raise ConfigError(
+                f"{where}: field {key!r} must be a whole number in 0..{MAX_DIM}, got {value!r}"
+            )
+        return int(value)
+
     def need(key: str) -> Any:
         if cfg.get(key) is None:
             raise ConfigError(f"{where}: field {key!r} is missing (model_type {mtype})")
-        value = cfg[key]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: field {key!r} must be a number, got {value!r}")
-        return int(value)
+        return whole(key, cfg[key])
+
+    def opt(key: str, default: int = 0) -> int:
+        value = cfg.get(key)
+        return default if value is None else whole(key, value)
 
     d = need("hidden_size")
     heads = need("num_attention_heads")
-    kv = cfg.get("num_key_value_heads") or heads
-    head_dim = cfg.get("head_dim") or 0
+    kv = opt("num_key_value_heads") or heads
+    head_dim = opt("head_dim")
     kw: dict[str, Any] = {}
     if fam.experts:
         kw.update(
@@ -130,9 +142,9 @@ def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
         if mtype == "gpt_oss" and cfg.get("num_experts_per_tok") is None:
             kw["top_k"] = need("experts_per_token")
         if fam.shared_experts:
-            kw["n_shared_experts"] = int(cfg.get(fam.shared_experts) or 0)
+            kw["n_shared_experts"] = opt(fam.shared_experts)
         if fam.dense_layers:
-            kw["n_dense_layers"] = int(cfg.get(fam.dense_layers) or 0)
+            kw["n_dense_layers"] = opt(fam.dense_layers)
     if fam.mla:
         kw["mla"] = MLAArgs(
             q_lora_rank=need("q_lora_rank"),
@@ -142,11 +154,18 @@ def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
             v_head_dim=need("v_head_dim"),
         )
         head_dim = head_dim or need("v_head_dim")
+    if fam.experts and not 1 <= kw["top_k"] <= kw["n_experts"] and fam.top_k:
+        raise ConfigError(
+            f"{where}: experts per token ({kw['top_k']}) must be in 1..{kw['n_experts']} "
+            "(the number of experts)"
+        )
     window = cfg.get("sliding_window")
     if fam.window_flag and not cfg.get(fam.window_flag):
         window = None
     if window and fam.window_every:
-        kw.update(sliding_window=int(window), local_layers_every=fam.window_every)
+        kw.update(
+            sliding_window=whole("sliding_window", window), local_layers_every=fam.window_every
+        )
     return ModelArgs(
         name=name,
         d_model=d,
@@ -158,11 +177,14 @@ def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
         vocab=need("vocab_size"),
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         bias=fam.bias or bool(cfg.get("attention_bias", False) and mtype != "llama"),
-        max_seq_len=int(cfg.get("max_position_embeddings") or 4096),
+        max_seq_len=opt("max_position_embeddings") or 4096,
         source=source or f"Hugging Face config of {name}",
         **kw,
     )
 
+
+# The largest dimension a config may give (2**40): beyond it the model's sizes overflow floats.
+MAX_DIM = 2**40
 
 # The vocabulary of the Megatron-Core scaling table (calibration set F): 131,072.
 MEGATRON_VOCAB = 131072
