@@ -147,9 +147,8 @@ def regions_overlap(a: Region, b: Region) -> bool:
     return a.core == b.core and a.p0 < b.p1 and b.p0 < a.p1 and a.b0 < b.b1 and b.b0 < a.b1
 
 
-@dataclass(frozen=True, slots=True)
-class OperandInfo:
-    """What the scheduler keeps per distinct operand."""
+class OperandInfo(NamedTuple):
+    """What the scheduler keeps per distinct operand (a tuple: the hot loop unpacks it)."""
 
     region: int  # region id
     signature: int  # id of the operand's shape signature (part of the cost-entry key)
@@ -521,8 +520,8 @@ def _run(
     get_entry, new_entry = cost.entries.get, cost.entry
     get_attrs, uses = cost.attr_ids.get, cost.uses
     free, last, busy, count = tracks.free, tracks.last, tracks.busy, tracks.count
-    for idx, ins in enumerate(instrs):
-        opcode, engine, dst, src, attrs, _, _, c = ins
+    pipes_core, pipes = -1, _DmaPipes()  # the last core's DMA pipes (looked up when it changes)
+    for idx, (opcode, engine, dst, src, attrs, _, _, c) in enumerate(instrs):
         # ---- operands -> regions and the time the inputs are ready; the shape's cost entry ---
         aid = get_attrs(id(attrs))
         if aid is None:
@@ -531,36 +530,37 @@ def _run(
         ready, dep = 0.0, -1
         src_ids = []
         for o in src:
-            info = get_info(id(o)) or new_info(o)
-            src_ids.append(info.region)
-            key.append(info.signature)
-            for q in info.overlapping:  # read after write
+            rid, sig, overlapping = get_info(id(o)) or new_info(o)
+            src_ids.append(rid)
+            key.append(sig)
+            for q in overlapping:  # read after write
                 if write_end[q] > ready:
                     ready, dep = write_end[q], writer[q]
         dst_ids = []
         for o in dst:
-            info = get_info(id(o)) or new_info(o)
-            dst_ids.append(info.region)
-            key.append(info.signature)
-            for q in info.overlapping:  # write after read or write
+            rid, sig, overlapping = get_info(id(o)) or new_info(o)
+            dst_ids.append(rid)
+            key.append(sig)
+            for q in overlapping:  # write after read or write
                 if access_end[q] > ready:
                     ready, dep = access_end[q], accessor[q]
         key = tuple(key)
-        entry = get_entry(key) or new_entry(key, ins)
+        entry = get_entry(key) or new_entry(key, instrs[idx])
+        uses[entry.stats] += 1
         # ---- issue on its track -------------------------------------------------------------
         kind = type(entry)
         if kind is _ComputeEntry:
-            uses[entry.stats] += 1
             tid = entry.track
             t0 = ready
             if free[tid] > t0:
                 t0, dep = free[tid], last[tid]
             t1 = t0 + entry.seconds
         elif kind is _DmaEntry:
-            uses[entry.stats] += 1
-            pipes = pipes_of.get(c)
-            if pipes is None:
-                pipes = pipes_of[c] = _DmaPipes()
+            if c != pipes_core:
+                pipes = pipes_of.get(c)
+                if pipes is None:
+                    pipes = pipes_of[c] = _DmaPipes()
+                pipes_core = c
             queue = entry.queue
             if queue is None:
                 queue = pipes.next_queue % n_queues
@@ -575,17 +575,17 @@ def _run(
             t_data = t0 + entry.latency_s
             if pipes.pipe_free > t_data:  # the core's DMA bandwidth
                 t_data, dep = pipes.pipe_free, pipes.pipe_last
-            if entry.hbm_s > 0.0:  # the core's share of the chip's HBM bandwidth
+            hbm_s = entry.hbm_s
+            if hbm_s > 0.0:  # the core's share of the chip's HBM bandwidth
                 if pipes.hbm_free > t_data:
                     t_data, dep = pipes.hbm_free, pipes.hbm_last
-                pipes.hbm_free = t_data + entry.hbm_s
+                pipes.hbm_free = t_data + hbm_s
                 pipes.hbm_last = idx
             pipes.pipe_free = t_data + entry.occupancy_s
             pipes.pipe_last = idx
             t1 = t_data + entry.data_s
             dma_spans.append((t0, t1))
         else:  # a barrier: waits for every earlier instruction, every track waits for it
-            uses[entry.stats] += 1
             tid = tracks.get((c, "sync"), f"core{c}.sync" if multi else "sync")
             if last_end > ready:
                 ready, dep = last_end, last_idx
