@@ -4,16 +4,19 @@ rule is in the table (a rule added without a case fails ``test_every_rule_has_a_
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import trnsim.nki as nki
+import trnsim.nki.collectives as ncc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import argrules, indirect, machine, rules
+from trnsim.core import argrules, indirect, machine, rules, semantics
 from trnsim.core.call import Call
 from trnsim.core.isa import Engine, Op
 from trnsim.core.memory import View
@@ -1106,6 +1109,190 @@ ARG_CASES += [
     ("dynamic-range-bound", l_dynamic_range_bound, (), 1, {}, "not-implemented", ("1.5",)),
     ("dynamic-range-step", l_dynamic_range_step, (), 1, {}, "dynamic-range", ("got 0",)),
 ]
+
+
+# ---- semantics behind the checker (trnsim.core.semantics) ----------------------------------------
+
+
+def s_reduce_init_value():
+    mark()
+    semantics._acc_start("load_reduce", "add", 8, None, None)  # a safety net: rule reduce-init
+
+
+def s_reduce_continue():
+    mark()
+    nisa.tensor_scalar_reduce(
+        sb((8, 4)), sb((8, 4)), nl.add, 1.0, nl.add, reduce_cmd=nisa.reduce_cmd.reduce
+    )
+
+
+def s_match_replace8_unmatched():
+    data, vals = sb((1, 8)), sb((1, 8))
+    nisa.memset(data, 1.0)
+    nisa.memset(vals, 2.0)
+    mark()
+    nisa.nc_match_replace8(
+        dst=sb((1, 8)), data=data, vals=vals, imm=0.0, dst_idx=sb((1, 8), nl.uint32)
+    )
+
+
+def s_n_gather_index():
+    d, ind = sb((4, 8)), sb((4, 3), nl.uint32)
+    nisa.memset(d, 1.0)
+    nisa.memset(ind, 8)
+    mark()
+    nisa.nc_n_gather(sb((4, 3)), d, ind)
+
+
+# ---- nki.collectives (trnsim.nki.collectives), in an LNC=2 launch --------------------------------
+
+RG = ncc.ReplicaGroup([[0, 1]])
+
+
+def _hbm(shape=(4, 4)):
+    return nl.ndarray(shape, nl.float32, buffer=nl.hbm)
+
+
+def c_replica_group_disjoint():
+    mark()
+    ncc.ReplicaGroup([[0, 1], [1]])
+
+
+def c_replica_group_type():
+    t = _hbm()
+    mark()
+    ncc.all_reduce([t], [t], [[0, 1]], nl.add)
+
+
+def c_replica_group_cover():
+    t = _hbm()
+    mark()
+    ncc.all_reduce([t], [t], ncc.ReplicaGroup([[0]]), nl.add)
+
+
+def c_collective_pairs():
+    t = _hbm()
+    mark()
+    ncc.all_reduce([t, t], [t], RG, nl.add)
+
+
+def c_collective_operand():
+    t = _hbm()
+    mark()
+    ncc.all_reduce([3], [t], RG, nl.add)
+
+
+def c_collective_coalesced_hbm():
+    a, b = sb((4, 4)), sb((4, 4))
+    mark()
+    ncc.all_reduce([a, b], [a, b], RG, nl.add)
+
+
+def c_collective_join():
+    t = _hbm()
+    if ncc.rank_id() == 0:
+        mark()
+        ncc.all_reduce([t], [t], RG, nl.add)
+    else:
+        nisa.core_barrier()  # rank 1 never joins the collective
+
+
+def c_collective_permute_ranks():
+    t = _hbm()
+    mark()
+    ncc.collective_permute([t], [t], [(0, 5)])
+
+
+def c_collective_permute_one():
+    t = _hbm()
+    mark()
+    ncc.collective_permute([t, t], [t, t], [(0, 1), (1, 0)])
+
+
+def c_collectives_missing():
+    mark()
+    ncc.all_gather_v([], [], RG, None)
+
+
+ARG_CASES += [
+    ("reduce-init-value", s_reduce_init_value, (), 1, {}, "reduce-init", ("got None",)),
+    ("reduce-continue", s_reduce_continue, (), 1, {}, "reduce-cmd", ("holds none",)),
+    (
+        "match-replace8-unmatched",
+        s_match_replace8_unmatched,
+        (),
+        1,
+        {},
+        "not-implemented",
+        ("vals[0, 7] = 2.0",),
+    ),
+    ("n-gather-index", s_n_gather_index, (), 1, {}, "n-gather-index", ("= 8 outside [0, 8)",)),
+    (
+        "replica-group-disjoint",
+        c_replica_group_disjoint,
+        (),
+        2,
+        {},
+        "replica-group",
+        ("rank 1 is in two",),
+    ),
+    ("replica-group-type", c_replica_group_type, (), 2, {}, "replica-group", ("[[0, 1]]",)),
+    ("replica-group-cover", c_replica_group_cover, (), 2, {}, "replica-group", ("[[0]]", "[0, 1]")),
+    ("collective-pairs", c_collective_pairs, (), 2, {}, "collective", ("2 srcs and 1 dsts",)),
+    ("collective-operand", c_collective_operand, (), 2, {}, "operand", ("got int",)),
+    (
+        "collective-coalesced-hbm",
+        c_collective_coalesced_hbm,
+        (),
+        2,
+        {},
+        "collective",
+        ("coalesced",),
+    ),
+    ("collective-join", c_collective_join, (), 2, {}, "collective", ("ranks [1] did not join",)),
+    (
+        "collective-permute-ranks",
+        c_collective_permute_ranks,
+        (),
+        2,
+        {},
+        "collective",
+        ("target ranks [5]",),
+    ),
+    ("collective-permute-one", c_collective_permute_one, (), 2, {}, "collective", ("exactly one",)),
+    (
+        "collectives-missing",
+        c_collectives_missing,
+        (),
+        2,
+        {},
+        "not-implemented",
+        ("all_gather_v is not emulated",),
+    ),
+]
+
+
+# ---- no bare fail() outside the rule tables ----------------------------------------------------
+# Every refusal of the core and the nki front end goes through a named rule: the checker
+# (``rules.py``), an argument rule (``argrules.broken``), or the legacy front end's own table.
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "trnsim"
+BARE_FAIL_ALLOWED = {"core/rules.py", "core/argrules.py", "core/location.py"}
+
+
+def test_no_bare_fail_outside_the_rule_tables():
+    bare = []
+    for pkg in ("core", "nki"):
+        for path in sorted((SRC / pkg).rglob("*.py")):
+            rel = path.relative_to(SRC).as_posix()
+            if rel in BARE_FAIL_ALLOWED or rel.startswith("nki/legacy/"):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"(?<!\w)fail\(", line) or "import fail" in line:
+                    bare.append(f"{rel}:{n}: {line.strip()}")
+    assert not bare, "register these as argrules entries and raise broken(key, ...):\n" + "\n".join(
+        bare
+    )
 
 
 def test_every_arg_rule_has_a_case():

@@ -185,3 +185,28 @@ _add("nl-reduce-axis", "not-implemented", ARGUMENT, "an nl reduction not along a
 _add("load-transpose2d", "load-transpose2d", ARGUMENT, "nl.load_transpose2d of a non-2-D HBM")
 _add("dynamic-range-bound", "not-implemented", ARGUMENT, "nl.dynamic_range of non-int bounds")
 _add("dynamic-range-step", "dynamic-range", ARGUMENT, "nl.dynamic_range step not a positive int")
+
+# ---- semantics behind the checker (trnsim.core.semantics) ----------------------------------------
+
+_add("reduce-init-value", "reduce-init", SAFETY, "load_reduce with no initial value")
+_add("reduce-continue", "reduce-cmd", DATA, "reduce_cmd=reduce with no accumulator of its rows")
+_add(
+    "match-replace8-unmatched",
+    "not-implemented",
+    DATA,
+    "nc_match_replace8 with dst_idx and a value without an unmatched occurrence",
+)
+_add("n-gather-index", "n-gather-index", DATA, "an nc_n_gather index outside the partition")
+
+# ---- nki.collectives (trnsim.nki.collectives) ----------------------------------------------------
+
+_add("replica-group-disjoint", "replica-group", ARGUMENT, "a rank in two sub-groups")
+_add("replica-group-type", "replica-group", ARGUMENT, "a replica_group not a ReplicaGroup")
+_add("replica-group-cover", "replica-group", LAUNCH, "groups not covering the launch's ranks")
+_add("collective-pairs", "collective", ARGUMENT, "not one dst per src")
+_add("collective-operand", "operand", ARGUMENT, "a collective src/dst that is not a tensor")
+_add("collective-coalesced-hbm", "collective", ARGUMENT, "a coalesced collective off HBM")
+_add("collective-join", "collective", LAUNCH, "a rank of the group not joining a collective")
+_add("collective-permute-ranks", "collective", LAUNCH, "permute pairs not distinct launch ranks")
+_add("collective-permute-one", "collective", ARGUMENT, "collective_permute of several tensors")
+_add("collectives-missing", "not-implemented", ARGUMENT, "an nki.collectives function not emulated")
