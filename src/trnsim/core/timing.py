@@ -147,8 +147,9 @@ def regions_overlap(a: Region, b: Region) -> bool:
     return a.core == b.core and a.p0 < b.p1 and b.p0 < a.p1 and a.b0 < b.b1 and b.b0 < a.b1
 
 
-class OperandInfo(NamedTuple):
-    """What the scheduler keeps per distinct operand (a tuple: the hot loop unpacks it)."""
+@dataclass(frozen=True, slots=True)
+class OperandInfo:
+    """What the scheduler keeps per distinct operand."""
 
     region: int  # region id
     signature: int  # id of the operand's shape signature (part of the cost-entry key)
@@ -172,22 +173,24 @@ class _Regions:
         self.access_end: list[float] = []
         self.accessor: list[int] = []
         self.operands: dict[Operand, OperandInfo] = {}
-        # The same, keyed by the operand object's id(): an int hashes far faster than an
-        # Operand, and the recorder shares one object between equal operands (the caller keeps
-        # them all alive for the call, so an id is not reused meanwhile).
-        self.by_id: dict[int, OperandInfo] = {}
+        # The same as plain (region, signature, overlapping) tuples (the hot loop unpacks them;
+        # a tuple subclass unpacks far slower), keyed by the operand object's id(): an int
+        # hashes far faster than an Operand, and the recorder shares one object between equal
+        # operands (the caller keeps them all alive for the call, so an id is not reused).
+        self.by_id: dict[int, tuple[int, int, list[int]]] = {}
         self.signatures: dict[tuple, int] = {}
 
-    def info(self, o: Operand) -> OperandInfo:
-        """The ``OperandInfo`` of an operand object not seen before (``by_id`` caches it)."""
+    def info(self, o: Operand) -> tuple[int, int, list[int]]:
+        """The ``OperandInfo`` fields of an operand object not seen before (``by_id`` caches
+        them)."""
         info = self.operands.get(o)
         if info is None:
             rid = self.intern(region_of(o))
             sig = (o.role, o.memory, o.dtype, o.itemsize, o.partition_pattern, o.pattern)
             sid = self.signatures.setdefault(sig, len(self.signatures))
             info = self.operands[o] = OperandInfo(rid, sid, self.overlaps[rid])
-        self.by_id[id(o)] = info
-        return info
+        fields = self.by_id[id(o)] = (info.region, info.signature, info.overlapping)
+        return fields
 
     def _bucket_keys(self, r: Region) -> list[tuple] | None:
         if isinstance(r, HbmRegion):
@@ -516,21 +519,26 @@ def _run(
     # hot loop: the parts' lists and lookups bound to locals
     write_end, writer = regions.write_end, regions.writer
     access_end, accessor = regions.access_end, regions.accessor
-    get_info, new_info = regions.by_id.get, regions.info
-    get_entry, new_entry = cost.entries.get, cost.entry
-    get_attrs, uses = cost.attr_ids.get, cost.uses
+    # (subscripts in try blocks, not dict.get calls: a miss is rare, and try costs nothing)
+    by_id, new_info = regions.by_id, regions.info
+    entries, new_entry = cost.entries, cost.entry
+    attr_ids, uses = cost.attr_ids, cost.uses
     free, last, busy, count = tracks.free, tracks.last, tracks.busy, tracks.count
     pipes_core, pipes = -1, _DmaPipes()  # the last core's DMA pipes (looked up when it changes)
     for idx, (opcode, engine, dst, src, attrs, _, _, c) in enumerate(instrs):
         # ---- operands -> regions and the time the inputs are ready; the shape's cost entry ---
-        aid = get_attrs(id(attrs))
-        if aid is None:
+        try:
+            aid = attr_ids[id(attrs)]
+        except KeyError:
             aid = cost.attrs_id(attrs)
         key = [opcode, engine, aid, c]
         ready, dep = 0.0, -1
         src_ids = []
         for o in src:
-            rid, sig, overlapping = get_info(id(o)) or new_info(o)
+            try:
+                rid, sig, overlapping = by_id[id(o)]
+            except KeyError:
+                rid, sig, overlapping = new_info(o)
             src_ids.append(rid)
             key.append(sig)
             for q in overlapping:  # read after write
@@ -538,14 +546,20 @@ def _run(
                     ready, dep = write_end[q], writer[q]
         dst_ids = []
         for o in dst:
-            rid, sig, overlapping = get_info(id(o)) or new_info(o)
+            try:
+                rid, sig, overlapping = by_id[id(o)]
+            except KeyError:
+                rid, sig, overlapping = new_info(o)
             dst_ids.append(rid)
             key.append(sig)
             for q in overlapping:  # write after read or write
                 if access_end[q] > ready:
                     ready, dep = access_end[q], accessor[q]
         key = tuple(key)
-        entry = get_entry(key) or new_entry(key, instrs[idx])
+        try:
+            entry = entries[key]
+        except KeyError:
+            entry = new_entry(key, instrs[idx])
         uses[entry.stats] += 1
         # ---- issue on its track -------------------------------------------------------------
         kind = type(entry)
