@@ -4,16 +4,19 @@ rule is in the table (a rule added without a case fails ``test_every_rule_has_a_
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import trnsim.nki as nki
+import trnsim.nki.collectives as ncc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import argrules, indirect, machine, rules
+from trnsim.core import argrules, indirect, machine, rules, semantics
 from trnsim.core.call import Call
 from trnsim.core.isa import Engine, Op
 from trnsim.core.memory import View
@@ -782,6 +785,507 @@ ARG_CASES = [
         ("timing-only",),
     ),
 ]
+
+
+# ---- memory: allocations and views (trnsim.core.memory) ------------------------------------------
+
+
+def m_partition_dim_alloc():
+    mark()
+    nl.ndarray((256, 4), nl.float32, buffer=nl.sbuf)
+
+
+def m_sbuf_capacity():
+    mark()
+    nl.ndarray((128, 300 * 1024), nl.uint8, buffer=nl.sbuf)
+
+
+def m_psum_capacity():
+    mark()
+    nl.ndarray((128, 5000), nl.float32, buffer=nl.psum)
+
+
+def m_psum_bank_alignment():
+    mark()
+    nl.ndarray((128, 16), nl.float32, buffer=nl.psum, address=(0, 1024))
+
+
+def m_sbuf_alignment():
+    mark()
+    nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf, address=(0, 2))
+
+
+def m_psum_alignment():
+    psum = current().core.psum
+    mark()
+    psum.allocate(128, 64, align=4096, address=(0, 2048))  # a safety net: NKI aligns to banks
+
+
+def m_partition_dim_address():
+    mark()
+    nl.ndarray((64, 4), nl.float32, buffer=nl.sbuf, address=(100, 0))
+
+
+def m_sbuf_capacity_address():
+    mark()
+    nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf, address=(0, 256 * 1024 - 128))
+
+
+def m_psum_capacity_address():
+    mark()
+    nl.ndarray((128, 1024), nl.float32, buffer=nl.psum, address=(0, 14336))
+
+
+def _no_room(mem, shape, dtype, buffer):
+    """A safety net: evicting the least recently used tensors always makes room (each new
+    tensor fits an empty memory), so stub the eviction out to reach the refusal behind it."""
+    mem._reuse_least_recent = lambda *a: (None, [])
+    first = nl.ndarray(shape, dtype, buffer=buffer)  # live while referenced
+    mark()
+    nl.ndarray(shape, dtype, buffer=buffer)
+    return first
+
+
+def m_sbuf_capacity_full():
+    return _no_room(current().core.sbuf, (128, 200 * 1024), nl.uint8, nl.sbuf)
+
+
+def m_psum_capacity_full():
+    return _no_room(current().core.psum, (128, 3000), nl.float32, nl.psum)
+
+
+def m_hbm_capacity():
+    mark()
+    nl.ndarray((2**40,), nl.float32, buffer=nl.shared_hbm)
+
+
+def m_overlap():
+    a = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf, address=(0, 0), name="a")
+    nisa.memset(a, 1.0)
+    b = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf, address=(0, 128), name="b")
+    nisa.memset(b, 2.0)
+    mark()
+    nisa.memset(a, 3.0)
+
+
+def m_view_partitions_oob():
+    t = sb((128, 4))
+    mark()
+    t.ap([[4, 200], [1, 4]])
+
+
+def m_view_oob(a):
+    mark()
+    a.ap([[64, 128], [1, 128]])
+
+
+# ---- tensor views (trnsim.nki.tensor) ------------------------------------------------------------
+
+
+def t_index_count():
+    t = sb((128, 4))
+    mark()
+    t[0, 0, 0]
+
+
+def t_index_step():
+    t = sb((128, 4))
+    mark()
+    t[:, ::-1]
+
+
+def t_slice_oob():
+    t = sb((128, 64))
+    mark()
+    t[:, 60:70]
+
+
+def t_index_oob():
+    t = sb((128, 64))
+    mark()
+    t[:, 70]
+
+
+def t_index_type():
+    t = sb((128, 64))
+    mark()
+    t[:, "a"]
+
+
+def t_reshape_size():
+    t = sb((128, 4))
+    mark()
+    t.reshape((128, 5))
+
+
+def t_reshape_partition():
+    t = sb((128, 4))
+    mark()
+    t.reshape((64, 8))
+
+
+def t_reshape_contiguous():
+    t = sb((128, 4, 8)).permute(0, 2, 1)
+    mark()
+    t.reshape((128, 32))
+
+
+def t_permute():
+    t = sb((128, 4))
+    mark()
+    t.permute(1, 0)
+
+
+def t_broadcast():
+    t = sb((128, 4))
+    mark()
+    t.broadcast(1, 8)
+
+
+def t_ap_const_dim(a):
+    mark()
+    a.ap([[64, 1], [1, 64]], scalar_offset=3, indirect_dim=5)
+
+
+def t_ap_dtype():
+    t = sb((128, 3), nl.uint8)
+    mark()
+    t.ap([[3, 128], [1, 3]], dtype=nl.float32)
+
+
+def t_ap_partition_pair():
+    t = sb((128, 4))
+    mark()
+    t.ap([])
+
+
+def t_ap_partition_step():
+    t = sb((128, 4))
+    mark()
+    t.ap([[8, 128], [1, 4]])
+
+
+def t_ap_negative_offset():
+    t = sb((128, 4))
+    mark()
+    t.ap([[4, 128], [1, 4]], offset=-1)
+
+
+def t_view_dtype():
+    t = sb((128, 3), nl.uint8)
+    mark()
+    t.view(nl.float32)
+
+
+def t_view_dtype_offset():
+    t = sb((128, 8), nl.uint8)[:, 1:5]
+    mark()
+    t.view(nl.float32)
+
+
+# ---- nki.language (trnsim.nki.language) ----------------------------------------------------------
+
+
+def l_buffer():
+    mark()
+    nl.ndarray((4, 4), nl.float32, buffer="sbuf")
+
+
+def l_nl_operand():
+    mark()
+    nl.add(1.0, 2.0)
+
+
+def l_nl_matmul_transpose():
+    t = sb((128, 128))
+    mark()
+    nl.matmul(t, t, transpose_x=False)
+
+
+def l_nl_missing():
+    mark()
+    nl.gather_flattened()
+
+
+def l_nl_invert_dtype():
+    t = sb((128, 4))
+    mark()
+    nl.invert(t)
+
+
+def l_nl_reduce_axis():
+    t = sb((128, 4, 4))
+    mark()
+    nl.softmax(t, axis=1)
+
+
+def l_load_transpose2d():
+    t = sb((128, 4))
+    mark()
+    nl.load_transpose2d(t)
+
+
+def l_dynamic_range_bound():
+    mark()
+    nl.dynamic_range(1.5)
+
+
+def l_dynamic_range_step():
+    mark()
+    nl.dynamic_range(0, 4, 0)
+
+
+ARG_CASES += [
+    ("partition-dim-alloc", m_partition_dim_alloc, (), 1, {}, "partition-dim", ("256", "128")),
+    ("sbuf-capacity", m_sbuf_capacity, (), 1, {}, "sbuf-capacity", ("300 KiB", "256 KiB")),
+    ("psum-capacity", m_psum_capacity, (), 1, {}, "psum-capacity", ("16 KiB",)),
+    ("psum-bank-alignment", m_psum_bank_alignment, (), 1, {}, "psum-alignment", ("1024", "2048")),
+    ("sbuf-alignment", m_sbuf_alignment, (), 1, {}, "sbuf-alignment", ("byte 2",)),
+    ("psum-alignment", m_psum_alignment, (), 1, {}, "psum-alignment", ("4096 bytes",)),
+    (
+        "partition-dim-address",
+        m_partition_dim_address,
+        (),
+        1,
+        {},
+        "partition-dim",
+        ("partition 100", "64 partitions"),
+    ),
+    ("sbuf-capacity-address", m_sbuf_capacity_address, (), 1, {}, "sbuf-capacity", ("runs past",)),
+    ("psum-capacity-address", m_psum_capacity_address, (), 1, {}, "psum-capacity", ("14336",)),
+    ("sbuf-capacity-full", m_sbuf_capacity_full, (), 1, {}, "sbuf-capacity", ("does not fit",)),
+    ("psum-capacity-full", m_psum_capacity_full, (), 1, {}, "psum-capacity", ("does not fit",)),
+    ("hbm-capacity", m_hbm_capacity, (), 1, {}, "hbm-capacity", (str(2**42),)),
+    ("overlap", m_overlap, (), 1, {}, "overlap", ("'a'", "'b'", "used again")),
+    (
+        "view-partitions-oob",
+        m_view_partitions_oob,
+        (),
+        1,
+        {},
+        "out-of-bounds",
+        ("partitions 0..199",),
+    ),
+    ("view-oob", m_view_oob, (A,), 1, {}, "out-of-bounds", ("outside 0..8191",)),
+    ("index-count", t_index_count, (), 1, {}, "index", ("3 indices",)),
+    ("index-step", t_index_step, (), 1, {}, "index", ("step -1",)),
+    ("slice-oob", t_slice_oob, (), 1, {}, "out-of-bounds", ("60:70",)),
+    ("index-oob", t_index_oob, (), 1, {}, "out-of-bounds", ("index 70",)),
+    ("index-type", t_index_type, (), 1, {}, "index", ("'a'",)),
+    ("reshape-size", t_reshape_size, (), 1, {}, "shape", ("[128, 5]",)),
+    ("reshape-partition", t_reshape_partition, (), 1, {}, "shape", ("partition dim 128",)),
+    ("reshape-contiguous", t_reshape_contiguous, (), 1, {}, "shape", ("non-contiguous",)),
+    ("permute", t_permute, (), 1, {}, "shape", ("(1, 0)",)),
+    ("broadcast", t_broadcast, (), 1, {}, "shape", ("dim 1",)),
+    ("ap-const-dim", t_ap_const_dim, (A,), 1, {}, "indirect", ("indirect_dim 5",)),
+    ("ap-dtype", t_ap_dtype, (), 1, {}, "ap-dtype", ("float32", "uint8")),
+    ("ap-partition-pair", t_ap_partition_pair, (), 1, {}, "ap-partition", ("partition pair",)),
+    ("ap-partition-step", t_ap_partition_step, (), 1, {}, "ap-partition", ("partition step 8",)),
+    ("ap-negative-offset", t_ap_negative_offset, (), 1, {}, "out-of-bounds", ("offset -1",)),
+    ("view-dtype", t_view_dtype, (), 1, {}, "dtype", ("uint8[128, 3]",)),
+    ("view-dtype-offset", t_view_dtype_offset, (), 1, {}, "dtype", ("not aligned",)),
+    ("buffer", l_buffer, (), 1, {}, "buffer", ("'sbuf'",)),
+    ("nl-operand", l_nl_operand, (), 1, {}, "operand", ("nl.add",)),
+    (
+        "nl-matmul-transpose",
+        l_nl_matmul_transpose,
+        (),
+        1,
+        {},
+        "not-implemented",
+        ("transpose_x=False",),
+    ),
+    ("nl-missing", l_nl_missing, (), 1, {}, "not-implemented", ("nl.gather_flattened",)),
+    ("nl-invert-dtype", l_nl_invert_dtype, (), 1, {}, "dtype", ("float32",)),
+    ("nl-reduce-axis", l_nl_reduce_axis, (), 1, {}, "not-implemented", ("axis 1",)),
+    ("load-transpose2d", l_load_transpose2d, (), 1, {}, "load-transpose2d", ("[128, 4]",)),
+    ("dynamic-range-bound", l_dynamic_range_bound, (), 1, {}, "dynamic-range", ("1.5",)),
+    ("dynamic-range-step", l_dynamic_range_step, (), 1, {}, "dynamic-range", ("got 0",)),
+]
+
+
+# ---- semantics behind the checker (trnsim.core.semantics) ----------------------------------------
+
+
+def s_reduce_init_value():
+    mark()
+    semantics._acc_start("load_reduce", "add", 8, None, None)  # a safety net: rule reduce-init
+
+
+def s_reduce_continue():
+    mark()
+    nisa.tensor_scalar_reduce(
+        sb((8, 4)), sb((8, 4)), nl.add, 1.0, nl.add, reduce_cmd=nisa.reduce_cmd.reduce
+    )
+
+
+def s_match_replace8_unmatched():
+    data, vals = sb((1, 8)), sb((1, 8))
+    nisa.memset(data, 1.0)
+    nisa.memset(vals, 2.0)
+    mark()
+    nisa.nc_match_replace8(
+        dst=sb((1, 8)), data=data, vals=vals, imm=0.0, dst_idx=sb((1, 8), nl.uint32)
+    )
+
+
+def s_n_gather_index():
+    d, ind = sb((4, 8)), sb((4, 3), nl.uint32)
+    nisa.memset(d, 1.0)
+    nisa.memset(ind, 8)
+    mark()
+    nisa.nc_n_gather(sb((4, 3)), d, ind)
+
+
+# ---- nki.collectives (trnsim.nki.collectives), in an LNC=2 launch --------------------------------
+
+RG = ncc.ReplicaGroup([[0, 1]])
+
+
+def _hbm(shape=(4, 4)):
+    return nl.ndarray(shape, nl.float32, buffer=nl.hbm)
+
+
+def c_replica_group_disjoint():
+    mark()
+    ncc.ReplicaGroup([[0, 1], [1]])
+
+
+def c_replica_group_type():
+    t = _hbm()
+    mark()
+    ncc.all_reduce([t], [t], [[0, 1]], nl.add)
+
+
+def c_replica_group_cover():
+    t = _hbm()
+    mark()
+    ncc.all_reduce([t], [t], ncc.ReplicaGroup([[0]]), nl.add)
+
+
+def c_collective_pairs():
+    t = _hbm()
+    mark()
+    ncc.all_reduce([t, t], [t], RG, nl.add)
+
+
+def c_collective_operand():
+    t = _hbm()
+    mark()
+    ncc.all_reduce([3], [t], RG, nl.add)
+
+
+def c_collective_coalesced_hbm():
+    a, b = sb((4, 4)), sb((4, 4))
+    mark()
+    ncc.all_reduce([a, b], [a, b], RG, nl.add)
+
+
+def c_collective_join():
+    t = _hbm()
+    if ncc.rank_id() == 0:
+        mark()
+        ncc.all_reduce([t], [t], RG, nl.add)
+    else:
+        nisa.core_barrier()  # rank 1 never joins the collective
+
+
+def c_collective_permute_ranks():
+    t = _hbm()
+    mark()
+    ncc.collective_permute([t], [t], [(0, 5)])
+
+
+def c_collective_permute_one():
+    t = _hbm()
+    mark()
+    ncc.collective_permute([t, t], [t, t], [(0, 1), (1, 0)])
+
+
+def c_collectives_missing():
+    mark()
+    ncc.all_gather_v([], [], RG, None)
+
+
+ARG_CASES += [
+    ("reduce-init-value", s_reduce_init_value, (), 1, {}, "reduce-init", ("got None",)),
+    ("reduce-continue", s_reduce_continue, (), 1, {}, "reduce-cmd", ("holds none",)),
+    (
+        "match-replace8-unmatched",
+        s_match_replace8_unmatched,
+        (),
+        1,
+        {},
+        "not-implemented",
+        ("vals[0, 7] = 2.0",),
+    ),
+    ("n-gather-index", s_n_gather_index, (), 1, {}, "n-gather-index", ("= 8 outside [0, 8)",)),
+    (
+        "replica-group-disjoint",
+        c_replica_group_disjoint,
+        (),
+        2,
+        {},
+        "replica-group",
+        ("rank 1 is in two",),
+    ),
+    ("replica-group-type", c_replica_group_type, (), 2, {}, "replica-group", ("[[0, 1]]",)),
+    ("replica-group-cover", c_replica_group_cover, (), 2, {}, "replica-group", ("[[0]]", "[0, 1]")),
+    ("collective-pairs", c_collective_pairs, (), 2, {}, "collective", ("2 srcs and 1 dsts",)),
+    ("collective-operand", c_collective_operand, (), 2, {}, "operand", ("got int",)),
+    (
+        "collective-coalesced-hbm",
+        c_collective_coalesced_hbm,
+        (),
+        2,
+        {},
+        "collective",
+        ("coalesced",),
+    ),
+    ("collective-join", c_collective_join, (), 2, {}, "collective", ("ranks [1] did not join",)),
+    (
+        "collective-permute-ranks",
+        c_collective_permute_ranks,
+        (),
+        2,
+        {},
+        "collective",
+        ("target ranks [5]",),
+    ),
+    ("collective-permute-one", c_collective_permute_one, (), 2, {}, "collective", ("exactly one",)),
+    (
+        "collectives-missing",
+        c_collectives_missing,
+        (),
+        2,
+        {},
+        "not-implemented",
+        ("all_gather_v is not emulated",),
+    ),
+]
+
+
+# ---- no bare fail() outside the rule tables ----------------------------------------------------
+# Every refusal of the core and the nki front end goes through a named rule: the checker
+# (``rules.py``), an argument rule (``argrules.broken``), or the legacy front end's own table.
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "trnsim"
+BARE_FAIL_ALLOWED = {"core/rules.py", "core/argrules.py", "core/location.py"}
+
+
+def test_no_bare_fail_outside_the_rule_tables():
+    bare = []
+    for pkg in ("core", "nki"):
+        for path in sorted((SRC / pkg).rglob("*.py")):
+            rel = path.relative_to(SRC).as_posix()
+            if rel in BARE_FAIL_ALLOWED or rel.startswith("nki/legacy/"):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"(?<!\w)fail\(", line) or "import fail" in line:
+                    bare.append(f"{rel}:{n}: {line.strip()}")
+    assert not bare, "register these as argrules entries and raise broken(key, ...):\n" + "\n".join(
+        bare
+    )
 
 
 def test_every_arg_rule_has_a_case():

@@ -22,16 +22,18 @@ from dataclasses import dataclass
 from trnsim.core.location import fail
 from trnsim.errors import DuplicateNameError, KernelError
 
-ARGUMENT, VIEW, LAUNCH, OPTION, DATA, SAFETY = (
+ARGUMENT, VIEW, LAUNCH, OPTION, DATA, SAFETY, ALLOCATION = (
     "argument",
     "view",
     "launch",
     "option",
     "data",
     "safety",
+    "allocation",
 )
 """When a rule is checked: binding an NKI call's arguments, building a view, an LNC launch's
-shape, setting up a core, the data read at run time, or a safety net behind another rule."""
+shape, setting up a core, the data read at run time, a safety net behind another rule, or
+allocating a tensor."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,3 +134,78 @@ _add(
     DATA,
     "reduce_cmd=reduce with no reset_reduce of as many partitions before it",
 )
+
+# ---- memory: allocations and views (trnsim.core.memory) ------------------------------------------
+
+_add("partition-dim-alloc", "partition-dim", ALLOCATION, "an on-chip tensor of too many partitions")
+_add("sbuf-capacity", "sbuf-capacity", ALLOCATION, "an SBUF tensor larger than a partition")
+_add("psum-capacity", "psum-capacity", ALLOCATION, "a PSUM tensor larger than a partition")
+_add("psum-bank-alignment", "psum-alignment", ALLOCATION, "a PSUM address off a bank boundary")
+_add("sbuf-alignment", "sbuf-alignment", ALLOCATION, "an SBUF address off the dtype alignment")
+_add("psum-alignment", "psum-alignment", SAFETY, "a PSUM address off an alignment above a bank")
+_add("partition-dim-address", "partition-dim", ALLOCATION, "an address past the last partition")
+_add("sbuf-capacity-address", "sbuf-capacity", ALLOCATION, "an SBUF address past the partition")
+_add("psum-capacity-address", "psum-capacity", ALLOCATION, "a PSUM address past the partition")
+_add("sbuf-capacity-full", "sbuf-capacity", ALLOCATION, "an SBUF tensor no placement can hold")
+_add("psum-capacity-full", "psum-capacity", ALLOCATION, "a PSUM tensor no placement can hold")
+_add("hbm-capacity", "hbm-capacity", ALLOCATION, "an HBM tensor beyond the device's HBM")
+_add("overlap", "overlap", DATA, "a tensor used after another reused its addresses")
+_add("view-partitions-oob", "out-of-bounds", VIEW, "a view's partitions outside its tensor")
+_add("view-oob", "out-of-bounds", VIEW, "a view's elements outside its allocation")
+
+# ---- tensor views (trnsim.nki.tensor) ------------------------------------------------------------
+
+_add("index-count", "index", VIEW, "more indices than dims")
+_add("index-step", "index", VIEW, "a slice step <= 0")
+_add("slice-oob", "out-of-bounds", VIEW, "a slice past the end of a dim")
+_add("index-oob", "out-of-bounds", VIEW, "an int index outside its dim")
+_add("index-type", "index", VIEW, "an index that is not an int or a slice")
+_add("reshape-size", "shape", VIEW, "a reshape to another number of elements")
+_add("reshape-partition", "shape", VIEW, "a reshape of an on-chip tensor's partition dim")
+_add("reshape-contiguous", "shape", VIEW, "a reshape no strides can express")
+_add("permute", "shape", VIEW, "a permutation that is not one or moves the partition dim")
+_add("broadcast", "shape", VIEW, "a broadcast of a dim other than a size-1 free dim")
+_add("ap-const-dim", "indirect", VIEW, "a constant scalar_offset's indirect_dim outside the dims")
+_add("ap-dtype", "ap-dtype", VIEW, "an .ap(dtype=) the storage is not a whole number of")
+_add("ap-partition-pair", "ap-partition", VIEW, "an on-chip .ap without a partition pair")
+_add("ap-partition-step", "ap-partition", VIEW, "an on-chip .ap partition step not one row")
+_add("ap-negative-offset", "out-of-bounds", VIEW, "an on-chip .ap before the tensor's start")
+_add("view-dtype", "dtype", VIEW, "a .view(dtype) the last dim's bytes do not divide into")
+_add("view-dtype-offset", "dtype", VIEW, "a .view(dtype) at an offset not of the new size")
+
+# ---- nki.language (trnsim.nki.language) ----------------------------------------------------------
+
+_add("buffer", "buffer", ARGUMENT, "a buffer= that is not nl.sbuf / nl.psum / nl.shared_hbm")
+_add("nl-operand", "operand", ARGUMENT, "an nl elementwise function of no tensor")
+_add("nl-matmul-transpose", "not-implemented", ARGUMENT, "nl.matmul(transpose_x=False)")
+_add("nl-missing", "not-implemented", ARGUMENT, "an nki.language function trnsim lacks")
+_add("nl-invert-dtype", "dtype", ARGUMENT, "nl.invert of a non-integer tensor")
+_add("nl-reduce-axis", "not-implemented", ARGUMENT, "an nl reduction not along all free dims")
+_add("load-transpose2d", "load-transpose2d", ARGUMENT, "nl.load_transpose2d of a non-2-D HBM")
+_add("dynamic-range-bound", "dynamic-range", ARGUMENT, "nl.dynamic_range bound not int/register")
+_add("dynamic-range-step", "dynamic-range", ARGUMENT, "nl.dynamic_range step not a positive int")
+
+# ---- semantics behind the checker (trnsim.core.semantics) ----------------------------------------
+
+_add("reduce-init-value", "reduce-init", SAFETY, "load_reduce with no initial value")
+_add("reduce-continue", "reduce-cmd", DATA, "reduce_cmd=reduce with no accumulator of its rows")
+_add(
+    "match-replace8-unmatched",
+    "not-implemented",
+    DATA,
+    "nc_match_replace8 with dst_idx and a value without an unmatched occurrence",
+)
+_add("n-gather-index", "n-gather-index", DATA, "an nc_n_gather index outside the partition")
+
+# ---- nki.collectives (trnsim.nki.collectives) ----------------------------------------------------
+
+_add("replica-group-disjoint", "replica-group", ARGUMENT, "a rank in two sub-groups")
+_add("replica-group-type", "replica-group", ARGUMENT, "a replica_group not a ReplicaGroup")
+_add("replica-group-cover", "replica-group", LAUNCH, "groups not covering the launch's ranks")
+_add("collective-pairs", "collective", ARGUMENT, "not one dst per src")
+_add("collective-operand", "operand", ARGUMENT, "a collective src/dst that is not a tensor")
+_add("collective-coalesced-hbm", "collective", ARGUMENT, "a coalesced collective off HBM")
+_add("collective-join", "collective", LAUNCH, "a rank of the group not joining a collective")
+_add("collective-permute-ranks", "collective", LAUNCH, "permute pairs not distinct launch ranks")
+_add("collective-permute-one", "collective", ARGUMENT, "collective_permute of several tensors")
+_add("collectives-missing", "not-implemented", ARGUMENT, "an nki.collectives function not emulated")

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from trnsim.core.argrules import broken
 from trnsim.core.arraypool import ArrayPool
 from trnsim.core.instruction import Operand
-from trnsim.core.location import fail, kernel_location
+from trnsim.core.location import kernel_location
 from trnsim.numerics import Format, get_format
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
@@ -174,13 +175,13 @@ class OnChipMemory:
         later with ``fill``) or the memory's ``fill_sentinel`` is off."""
         unit = self.kind.upper()
         if partitions > self.partitions:
-            raise fail(
-                "partition-dim",
+            raise broken(
+                "partition-dim-alloc",
                 f"{unit} tensor {name!r} has {partitions} partitions; "
                 f"{self.generation_name} has {self.partitions}",
             )
         if nbytes > self.bytes_per_partition:
-            raise fail(
+            raise broken(
                 f"{self.kind}-capacity",
                 f"{unit} allocation {name!r} of {_kib(nbytes)}/partition exceeds "
                 f"{_kib(self.bytes_per_partition)} on {self.generation_name}",
@@ -191,25 +192,25 @@ class OnChipMemory:
         if address is not None:
             pstart, offset = int(address[0]), int(address[1])
             if self.kind == PSUM and offset % self.bank_bytes:  # type: ignore[operator]
-                raise fail(
-                    "psum-alignment",
+                raise broken(
+                    "psum-bank-alignment",
                     f"PSUM allocation {name!r} at byte {offset} does not start on a bank "
                     f"boundary (banks are {self.bank_bytes} bytes/partition)",
                 )
             if offset % align:
-                raise fail(
+                raise broken(
                     f"{self.kind}-alignment",
                     f"{unit} allocation {name!r} at byte {offset} is not aligned to {align} bytes",
                 )
             if pstart < 0 or pstart + partitions > self.partitions:
-                raise fail(
-                    "partition-dim",
+                raise broken(
+                    "partition-dim-address",
                     f"{unit} allocation {name!r} at partition {pstart} with {partitions} "
                     f"partitions runs past partition {self.partitions - 1}",
                 )
             if offset < 0 or offset + nbytes > self.bytes_per_partition:
-                raise fail(
-                    f"{self.kind}-capacity",
+                raise broken(
+                    f"{self.kind}-capacity-address",
                     f"{unit} allocation {name!r} at byte {offset} + {nbytes} bytes runs past "
                     f"{self.bytes_per_partition} bytes/partition on {self.generation_name}",
                 )
@@ -229,8 +230,8 @@ class OnChipMemory:
                 offset, reused = self._reuse_least_recent(partitions, nbytes, align)
             if offset is None:
                 used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
-                raise fail(
-                    f"{self.kind}-capacity",
+                raise broken(
+                    f"{self.kind}-capacity-full",
                     f"{unit} allocation {name!r} of {_kib(nbytes)}/partition does not fit: "
                     f"{len(self.live)} live allocations use {_kib(used)} of "
                     f"{_kib(self.bytes_per_partition)}/partition on {self.generation_name}",
@@ -346,7 +347,7 @@ class Hbm:
         """A new buffer of ``nbytes``, sentinel-filled unless ``fill`` is False (the caller
         writes every byte) or the memory's ``fill_sentinel`` is off."""
         if self.used + nbytes > self.capacity:
-            raise fail(
+            raise broken(
                 "hbm-capacity",
                 f"HBM allocation {name!r} of {nbytes} bytes exceeds the {self.capacity} bytes "
                 f"of {self.name} ({self.used} in use)",
@@ -406,7 +407,7 @@ def _note_use(alloc: Allocation) -> None:
         for other in alloc.sharers:
             if other.last_seq > alloc.last_seq:
                 unit = alloc.kind.upper()
-                raise fail(
+                raise broken(
                     "overlap",
                     f"{unit} tensor {alloc.name!r} (partitions {alloc.partition_start}.."
                     f"{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}.."
@@ -604,14 +605,14 @@ class View:
             phi = self.p0 + (self.shape[0] - 1) * self.strides[0]
             bad = min(plo, phi) < 0 or max(plo, phi) >= alloc.partitions
             if bad:
-                raise fail(
-                    "out-of-bounds",
+                raise broken(
+                    "view-partitions-oob",
                     f"{alloc.kind.upper()} tensor {alloc.name!r}: partitions {min(plo, phi)}.."
                     f"{max(plo, phi)} outside its {alloc.partitions} partitions",
                 )
         if bad:
-            raise fail(
-                "out-of-bounds",
+            raise broken(
+                "view-oob",
                 f"{alloc.kind.upper()} tensor {alloc.name!r}: elements {lo}..{hi} outside "
                 f"0..{limit - 1} (shape {list(self.shape)}, strides {list(self.strides)}, "
                 f"offset {self.offset})",

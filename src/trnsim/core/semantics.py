@@ -667,19 +667,21 @@ def _acc_start(
     """The accumulator a ``reduce_cmd`` starts from: reset to the identity of ``op``, loaded
     from ``init`` (a constant or ``[P, 1]``), or continued (``reduce``: the one left by the
     previous accumulating Vector instruction, which must cover the same partitions)."""
-    from trnsim.core.location import fail
+    from trnsim.core.argrules import broken
 
     if cmd == "reset_reduce":
         ident = 0.0 if op == "subtract" else REDUCE_IDENTITY[op]  # cumulative docstring
         return np.full((rows, 1), ident, dtype=F32)
     if cmd == "load_reduce":
         if init is None:
-            raise fail("reduce-init", "reduce_cmd=load_reduce needs an initial value, got None")
+            raise broken(
+                "reduce-init-value", "reduce_cmd=load_reduce needs an initial value, got None"
+            )
         return np.broadcast_to(np.asarray(init, dtype=F32).reshape(-1, 1), (rows, 1)).copy()
     if acc is None or acc.shape != (rows, 1):
         have = "none" if acc is None else f"{acc.shape[0]} partitions"
-        raise fail(
-            "reduce-cmd",
+        raise broken(
+            "reduce-continue",
             f"reduce_cmd=reduce continues the Vector engine's accumulation over {rows} "
             f"partitions, but the accumulator holds {have} (reset_reduce or load_reduce first)",
         )
@@ -806,7 +808,7 @@ def nc_match_replace8(
     positions from the highest slot down, the docstring's example). A value without an
     unmatched occurrence replaces nothing; with ``dst_idx`` wanted it is refused
     (``not-implemented``: the docstring does not say what ``dst_idx`` then holds)."""
-    from trnsim.core.location import fail
+    from trnsim.core.argrules import broken
 
     want_idx = "dst_idx" in dsts
     x = data.astype(F32).copy()
@@ -820,8 +822,8 @@ def nc_match_replace8(
                 taken[hit[0]] = True
                 idx[p, i] = hit[0]
             elif want_idx:
-                raise fail(
-                    "not-implemented",
+                raise broken(
+                    "match-replace8-unmatched",
                     f"nc_match_replace8: vals[{p}, {i}] = {v[p, i]} has no unmatched "
                     "occurrence in data; the docstring does not say what dst_idx then holds",
                 )
@@ -832,13 +834,13 @@ def nc_match_replace8(
 def nc_n_gather(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """``nc_n_gather``: per partition, ``dst[p, j] = data[p, indices[p, j]]`` over the
     flattened free dimensions (raw values; dst has data's dtype)."""
-    from trnsim.core.location import fail
+    from trnsim.core.argrules import broken
 
     idx = indices.reshape(indices.shape[0], -1).astype(np.int64)
     bad = np.argwhere(idx >= data.shape[1])
     if bad.size:
         p, j = (int(v) for v in bad[0])
-        raise fail(
+        raise broken(
             "n-gather-index",
             f"nc_n_gather indices[{p}, {j}] = {idx[p, j]} outside [0, {data.shape[1]}) "
             f"(data's elements per partition); {len(bad)} such indices",

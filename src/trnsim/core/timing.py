@@ -173,22 +173,24 @@ class _Regions:
         self.access_end: list[float] = []
         self.accessor: list[int] = []
         self.operands: dict[Operand, OperandInfo] = {}
-        # The same, keyed by the operand object's id(): an int hashes far faster than an
-        # Operand, and the recorder shares one object between equal operands (the caller keeps
-        # them all alive for the call, so an id is not reused meanwhile).
-        self.by_id: dict[int, OperandInfo] = {}
+        # The same as plain (region, signature, overlapping) tuples (the hot loop unpacks them;
+        # a tuple subclass unpacks far slower), keyed by the operand object's id(): an int
+        # hashes far faster than an Operand, and the recorder shares one object between equal
+        # operands (the caller keeps them all alive for the call, so an id is not reused).
+        self.by_id: dict[int, tuple[int, int, list[int]]] = {}
         self.signatures: dict[tuple, int] = {}
 
-    def info(self, o: Operand) -> OperandInfo:
-        """The ``OperandInfo`` of an operand object not seen before (``by_id`` caches it)."""
+    def info(self, o: Operand) -> tuple[int, int, list[int]]:
+        """The ``OperandInfo`` fields of an operand object not seen before (``by_id`` caches
+        them)."""
         info = self.operands.get(o)
         if info is None:
             rid = self.intern(region_of(o))
             sig = (o.role, o.memory, o.dtype, o.itemsize, o.partition_pattern, o.pattern)
             sid = self.signatures.setdefault(sig, len(self.signatures))
             info = self.operands[o] = OperandInfo(rid, sid, self.overlaps[rid])
-        self.by_id[id(o)] = info
-        return info
+        fields = self.by_id[id(o)] = (info.region, info.signature, info.overlapping)
+        return fields
 
     def _bucket_keys(self, r: Region) -> list[tuple] | None:
         if isinstance(r, HbmRegion):
@@ -517,50 +519,62 @@ def _run(
     # hot loop: the parts' lists and lookups bound to locals
     write_end, writer = regions.write_end, regions.writer
     access_end, accessor = regions.access_end, regions.accessor
-    get_info, new_info = regions.by_id.get, regions.info
-    get_entry, new_entry = cost.entries.get, cost.entry
-    get_attrs, uses = cost.attr_ids.get, cost.uses
+    # (subscripts in try blocks, not dict.get calls: a miss is rare, and try costs nothing)
+    by_id, new_info = regions.by_id, regions.info
+    entries, new_entry = cost.entries, cost.entry
+    attr_ids, uses = cost.attr_ids, cost.uses
     free, last, busy, count = tracks.free, tracks.last, tracks.busy, tracks.count
-    for idx, ins in enumerate(instrs):
-        opcode, engine, dst, src, attrs, _, _, c = ins
+    pipes_core, pipes = -1, _DmaPipes()  # the last core's DMA pipes (looked up when it changes)
+    for idx, (opcode, engine, dst, src, attrs, _, _, c) in enumerate(instrs):
         # ---- operands -> regions and the time the inputs are ready; the shape's cost entry ---
-        aid = get_attrs(id(attrs))
-        if aid is None:
+        try:
+            aid = attr_ids[id(attrs)]
+        except KeyError:
             aid = cost.attrs_id(attrs)
         key = [opcode, engine, aid, c]
         ready, dep = 0.0, -1
         src_ids = []
         for o in src:
-            info = get_info(id(o)) or new_info(o)
-            src_ids.append(info.region)
-            key.append(info.signature)
-            for q in info.overlapping:  # read after write
+            try:
+                rid, sig, overlapping = by_id[id(o)]
+            except KeyError:
+                rid, sig, overlapping = new_info(o)
+            src_ids.append(rid)
+            key.append(sig)
+            for q in overlapping:  # read after write
                 if write_end[q] > ready:
                     ready, dep = write_end[q], writer[q]
         dst_ids = []
         for o in dst:
-            info = get_info(id(o)) or new_info(o)
-            dst_ids.append(info.region)
-            key.append(info.signature)
-            for q in info.overlapping:  # write after read or write
+            try:
+                rid, sig, overlapping = by_id[id(o)]
+            except KeyError:
+                rid, sig, overlapping = new_info(o)
+            dst_ids.append(rid)
+            key.append(sig)
+            for q in overlapping:  # write after read or write
                 if access_end[q] > ready:
                     ready, dep = access_end[q], accessor[q]
         key = tuple(key)
-        entry = get_entry(key) or new_entry(key, ins)
+        try:
+            entry = entries[key]
+        except KeyError:
+            entry = new_entry(key, instrs[idx])
+        uses[entry.stats] += 1
         # ---- issue on its track -------------------------------------------------------------
         kind = type(entry)
         if kind is _ComputeEntry:
-            uses[entry.stats] += 1
             tid = entry.track
             t0 = ready
             if free[tid] > t0:
                 t0, dep = free[tid], last[tid]
             t1 = t0 + entry.seconds
         elif kind is _DmaEntry:
-            uses[entry.stats] += 1
-            pipes = pipes_of.get(c)
-            if pipes is None:
-                pipes = pipes_of[c] = _DmaPipes()
+            if c != pipes_core:
+                pipes = pipes_of.get(c)
+                if pipes is None:
+                    pipes = pipes_of[c] = _DmaPipes()
+                pipes_core = c
             queue = entry.queue
             if queue is None:
                 queue = pipes.next_queue % n_queues
@@ -575,17 +589,17 @@ def _run(
             t_data = t0 + entry.latency_s
             if pipes.pipe_free > t_data:  # the core's DMA bandwidth
                 t_data, dep = pipes.pipe_free, pipes.pipe_last
-            if entry.hbm_s > 0.0:  # the core's share of the chip's HBM bandwidth
+            hbm_s = entry.hbm_s
+            if hbm_s > 0.0:  # the core's share of the chip's HBM bandwidth
                 if pipes.hbm_free > t_data:
                     t_data, dep = pipes.hbm_free, pipes.hbm_last
-                pipes.hbm_free = t_data + entry.hbm_s
+                pipes.hbm_free = t_data + hbm_s
                 pipes.hbm_last = idx
             pipes.pipe_free = t_data + entry.occupancy_s
             pipes.pipe_last = idx
             t1 = t_data + entry.data_s
             dma_spans.append((t0, t1))
         else:  # a barrier: waits for every earlier instruction, every track waits for it
-            uses[entry.stats] += 1
             tid = tracks.get((c, "sync"), f"core{c}.sync" if multi else "sync")
             if last_end > ready:
                 ready, dep = last_end, last_idx

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from trnsim.core import semantics as S
+from trnsim.core.argrules import broken
 from trnsim.core.isa import Op
-from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.core.spec import DST, SRC
 from trnsim.nki.context import Program, current
@@ -41,7 +41,9 @@ class ReplicaGroup(NKIObject):
         for g in self.groups:
             for r in g:
                 if r in seen:
-                    raise fail("replica-group", f"rank {r} is in two sub-groups of {self.groups}")
+                    raise broken(
+                        "replica-group-disjoint", f"rank {r} is in two sub-groups of {self.groups}"
+                    )
                 seen.add(r)
 
 
@@ -53,12 +55,12 @@ def rank_id(name: str | None = None) -> int:
 def _group(rg: Any, prog: Program) -> tuple[int, ...]:
     """The sub-group of ``rg`` this program belongs to (checked against the launch)."""
     if not isinstance(rg, ReplicaGroup):
-        raise fail("replica-group", f"replica_group must be a ReplicaGroup, got {rg!r}")
+        raise broken("replica-group-type", f"replica_group must be a ReplicaGroup, got {rg!r}")
     n = prog.launch.lnc
     ranks = sorted(r for g in rg.groups for r in g)
     if ranks != list(range(n)):
-        raise fail(
-            "replica-group",
+        raise broken(
+            "replica-group-cover",
             f"replica groups {rg.groups} must cover the launch's ranks {list(range(n))} "
             f"exactly once (a kernel[{n}] launch; each rank must take part)",
         )
@@ -69,13 +71,17 @@ def _pairs(srcs: Any, dsts: Any, name: str) -> list[tuple[View, View]]:
     srcs = list(srcs) if isinstance(srcs, list | tuple) else [srcs]
     dsts = list(dsts) if isinstance(dsts, list | tuple) else [dsts]
     if len(srcs) != len(dsts) or not srcs:
-        raise fail("collective", f"{name}: {len(srcs)} srcs and {len(dsts)} dsts; one dst per src")
+        raise broken(
+            "collective-pairs", f"{name}: {len(srcs)} srcs and {len(dsts)} dsts; one dst per src"
+        )
     for v in srcs + dsts:
         if not isinstance(v, View):
-            raise fail("operand", f"{name} srcs/dsts must be tensors, got {type(v).__name__}")
+            raise broken(
+                "collective-operand", f"{name} srcs/dsts must be tensors, got {type(v).__name__}"
+            )
     if len(srcs) > 1 and any(v.memory != "hbm" for v in srcs + dsts):
-        raise fail(
-            "collective",
+        raise broken(
+            "collective-coalesced-hbm",
             f"{name} with {len(srcs)} tensors (coalesced) needs every tensor in HBM",
         )
     return list(zip(srcs, dsts, strict=True))
@@ -92,7 +98,7 @@ def _exchange(prog: Program, payload: Any, group: tuple[int, ...]) -> dict[int, 
     with launch.lock:
         missing = [r for r in group if ("cc", seq, r) not in launch.mailbox]
         if missing:
-            raise fail("collective", f"ranks {missing} did not join collective #{seq}")
+            raise broken("collective-join", f"ranks {missing} did not join collective #{seq}")
         got = {r: launch.mailbox[("cc", seq, r)] for r in group}
     launch.barrier.wait()  # everyone has read: clear this rank's slot
     with launch.lock:
@@ -239,13 +245,15 @@ def collective_permute(
     for what, ranks in (("source", [s for s, _ in pairs]), ("target", [t for _, t in pairs])):
         bad = [r for r in ranks if r not in range(n)]
         if bad or len(set(ranks)) != len(ranks):
-            raise fail(
-                "collective",
+            raise broken(
+                "collective-permute-ranks",
                 f"collective_permute {what} ranks {ranks}: each must be a distinct rank of "
                 f"this kernel[{n}] launch",
             )
     if len(srcs if isinstance(srcs, list | tuple) else [srcs]) != 1:
-        raise fail("collective", "collective_permute takes exactly one src and one dst tensor")
+        raise broken(
+            "collective-permute-one", "collective_permute takes exactly one src and one dst tensor"
+        )
     group = tuple(range(n))
     me = prog.program_id
     _collective(
@@ -267,8 +275,8 @@ def _opt(attrs: dict[str, Any], priority: Any) -> dict[str, Any]:
 
 def _not_emulated(fn_name: str):
     def fn(*args: Any, **kwargs: Any) -> Any:
-        raise fail(
-            "not-implemented",
+        raise broken(
+            "collectives-missing",
             f"nki.collectives.{fn_name} is not emulated by trnsim (supported: all_reduce, "
             "all_gather, reduce_scatter, all_to_all, collective_permute, rank_id)",
         )

@@ -11,7 +11,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from trnsim.core.location import fail, kernel_location
+from trnsim.core.argrules import broken
+from trnsim.core.location import kernel_location
 from trnsim.core.memory import HBM, PSUM, SBUF, View
 from trnsim.hw import core as _core_spec
 from trnsim.nki.buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
@@ -45,7 +46,7 @@ def _buffer(buffer: Any) -> _Buffer:
     if buffer is None:
         return sbuf
     if not isinstance(buffer, _Buffer):
-        raise fail("buffer", f"buffer must be nl.sbuf / nl.psum / nl.shared_hbm, got {buffer!r}")
+        raise broken("buffer", f"buffer must be nl.sbuf / nl.psum / nl.shared_hbm, got {buffer!r}")
     return buffer
 
 
@@ -212,7 +213,7 @@ class _Op:
                 out = ndarray(y.shape, dtype or y.dtype, sbuf)
                 isa.tensor_scalar(out, y, self, float(x), reverse0=True)
                 return out
-            raise fail("operand", f"nl.{self.name} needs at least one tensor")
+            raise broken("nl-operand", f"nl.{self.name} needs at least one tensor")
         out = ndarray(x.shape, dtype or x.dtype, sbuf)
         isa.activation(out, self, x)
         return out
@@ -324,7 +325,9 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
     from trnsim.nki import isa
 
     if not transpose_x:
-        raise fail("not-implemented", "nl.matmul(transpose_x=False); pass x as [K, M] with True")
+        raise broken(
+            "nl-matmul-transpose", "nl.matmul(transpose_x=False); pass x as [K, M] with True"
+        )
     out = ndarray((x.free_size, y.free_size), float32, psum)
     isa.nc_matmul(out, x, y)
     return out
@@ -373,7 +376,7 @@ def mean(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> 
 
 def _not_here(name: str):
     def fn(*args: Any, **kwargs: Any) -> Any:
-        raise fail("not-implemented", f"nl.{name} is not implemented by trnsim yet")
+        raise broken("nl-missing", f"nl.{name} is not implemented by trnsim yet")
 
     fn.__name__ = name
     return fn
@@ -502,7 +505,7 @@ def invert(x: NkiTensor, dtype: Any = None) -> NkiTensor:
 
     dt = np.dtype(x.dtype)
     if dt.kind not in "iu":
-        raise fail("dtype", f"nl.invert needs an integer tensor, got {dt}")
+        raise broken("nl-invert-dtype", f"nl.invert needs an integer tensor, got {dt}")
     out = ndarray(x.shape, dtype or x.dtype, sbuf)
     isa.tensor_scalar(out, x, "bitwise_xor", -1 if dt.kind == "i" else int(np.iinfo(dt).max))
     return out
@@ -520,8 +523,8 @@ def all(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> N
 def _free_axes(x: NkiTensor, axis: Any, fn: str) -> None:
     axes = sorted(a % x.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
     if axes != list(range(1, x.ndim)):
-        raise fail(
-            "not-implemented",
+        raise broken(
+            "nl-reduce-axis",
             f"nl.{fn} along axis {axis} of {list(x.shape)}: trnsim reduces along all free "
             f"dims (axes 1..{x.ndim - 1}) only",
         )
@@ -590,7 +593,7 @@ def load_transpose2d(src: NkiTensor, dtype: Any = None) -> NkiTensor:
     from trnsim.nki import isa
 
     if src.on_chip or src.ndim != 2:
-        raise fail(
+        raise broken(
             "load-transpose2d",
             f"nl.load_transpose2d needs a 2-D HBM tensor, got {src.memory} {list(src.shape)}",
         )
@@ -608,14 +611,14 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> range:
     bounds = []
     for v in (start, stop):
         if isinstance(v, bool) or not hasattr(v, "__index__"):
-            raise fail(
-                "dynamic-range",
+            raise broken(
+                "dynamic-range-bound",
                 f"nl.dynamic_range bound must be an integer or a register, got {v!r}",
             )
         bounds.append(v.__index__())
     if not isinstance(step, int | np.integer) or isinstance(step, bool) or step <= 0:
-        raise fail(
-            "dynamic-range",
+        raise broken(
+            "dynamic-range-step",
             f"nl.dynamic_range step must be a compile-time positive int (not a register), "
             f"got {step!r}",
         )

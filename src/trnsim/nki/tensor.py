@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from trnsim.core import indirect
+from trnsim.core.argrules import broken
 from trnsim.core.indirect import IndirectView, TensorIndirectView
-from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.nki.buffers import OF_MEMORY, Buffer
 from trnsim.numerics import get_format
@@ -73,7 +73,9 @@ class NkiTensor(View):
             fill = (slice(None),) * (self.ndim - len(key) + 1)
             key = key[:i] + fill + key[i + 1 :]
         if len(key) > self.ndim:
-            raise fail("index", f"{len(key)} indices for a {self.ndim}-d tensor {list(self.shape)}")
+            raise broken(
+                "index-count", f"{len(key)} indices for a {self.ndim}-d tensor {list(self.shape)}"
+            )
         key = key + (slice(None),) * (self.ndim - len(key))
         shape, strides = [], []
         offset, p0 = self.offset, self.p0
@@ -96,11 +98,11 @@ class NkiTensor(View):
                 else:
                     start, stop, step = k.indices(n)
                     if step <= 0:
-                        raise fail("index", f"slice step {step} must be positive")
+                        raise broken("index-step", f"slice step {step} must be positive")
                     count = max(0, -(-(stop - start) // step))
                     if k.stop is not None and (k.stop > n or (k.start or 0) < -n):
-                        raise fail(
-                            "out-of-bounds",
+                        raise broken(
+                            "slice-oob",
                             f"slice {k.start}:{k.stop} of dim {dim} (size {n}) of "
                             f"{list(self.shape)}",
                         )
@@ -113,7 +115,7 @@ class NkiTensor(View):
             elif isinstance(k, (int, np.integer)):  # a tuple: faster than a union
                 i = int(k)
                 if not -n <= i < n:
-                    raise fail("out-of-bounds", f"index {i} of dim {dim} (size {n})")
+                    raise broken("index-oob", f"index {i} of dim {dim} (size {n})")
                 i %= n
                 if partition_dim:
                     p0 += i * s
@@ -122,7 +124,7 @@ class NkiTensor(View):
                 else:
                     offset += i * s
             else:
-                raise fail("index", f"unsupported index {k!r} (use ints and slices)")
+                raise broken("index-type", f"unsupported index {k!r} (use ints and slices)")
         # Every index above lies inside its dim, so a slice of an in-bounds view is in bounds.
         t = NkiTensor.trusted(
             self.storage,
@@ -155,11 +157,11 @@ class NkiTensor(View):
             known = prod(s for s in shape if s != -1)
             shape = tuple(self.size // known if s == -1 else s for s in shape)
         if prod(shape) != self.size:
-            raise fail("shape", f"cannot reshape {list(self.shape)} to {list(shape)}")
+            raise broken("reshape-size", f"cannot reshape {list(self.shape)} to {list(shape)}")
         lead = 1 if self.on_chip else 0
         if self.on_chip and shape[0] != self.shape[0]:
-            raise fail(
-                "shape",
+            raise broken(
+                "reshape-partition",
                 f"reshape of an on-chip tensor must keep the partition dim {self.shape[0]}, "
                 f"got {list(shape)}",
             )
@@ -169,8 +171,9 @@ class NkiTensor(View):
         try:
             r = np.reshape(dummy, shape[lead:], copy=False)
         except ValueError:
-            raise fail(
-                "shape", f"reshape of non-contiguous view {list(self.shape)} to {list(shape)}"
+            raise broken(
+                "reshape-contiguous",
+                f"reshape of non-contiguous view {list(self.shape)} to {list(shape)}",
             ) from None
         return self._derive(
             shape, (*self.strides[:lead], *r.strides) if lead else r.strides, self.offset
@@ -180,14 +183,16 @@ class NkiTensor(View):
         if len(axes) == 1 and isinstance(axes[0], tuple | list):
             axes = tuple(axes[0])
         if sorted(axes) != list(range(self.ndim)) or (self.on_chip and axes[0] != 0):
-            raise fail("shape", f"bad permutation {axes} of {list(self.shape)}")
+            raise broken("permute", f"bad permutation {axes} of {list(self.shape)}")
         return self._derive(
             [self.shape[a] for a in axes], [self.strides[a] for a in axes], self.offset
         )
 
     def broadcast(self, dim: int, size: int) -> NkiTensor:
         if self.shape[dim] != 1 or (self.on_chip and dim == 0):
-            raise fail("shape", f"broadcast needs a size-1 free dim; dim {dim} of {self.shape}")
+            raise broken(
+                "broadcast", f"broadcast needs a size-1 free dim; dim {dim} of {self.shape}"
+            )
         shape, strides = list(self.shape), list(self.strides)
         shape[dim], strides[dim] = size, 0
         return self._derive(shape, strides, self.offset)
@@ -238,7 +243,9 @@ class NkiTensor(View):
             # a compile-time constant offset: no runtime indirection (migration guide rule)
             dim = int(indirect_dim)
             if not 0 <= dim < self.ndim:
-                raise fail("indirect", f"indirect_dim {dim} is not a dim of {list(self.shape)}")
+                raise broken(
+                    "ap-const-dim", f"indirect_dim {dim} is not a dim of {list(self.shape)}"
+                )
             offset = offset + int(scalar_offset) * prod(self.shape[dim + 1 :])
             scalar_offset = None
         old, new = self.fmt.dtype.itemsize, fmt.dtype.itemsize
@@ -246,7 +253,7 @@ class NkiTensor(View):
         row_bytes = alloc.nbytes if self.on_chip else 0
         base_bytes = self.p0 * row_bytes + self.offset * old
         if base_bytes % new or row_bytes % new:
-            raise fail(
+            raise broken(
                 "ap-dtype",
                 f".ap(dtype={fmt.name}) on {self.fmt.name} tensor {alloc.name!r}: its storage "
                 f"offset ({base_bytes} bytes) or partition size ({row_bytes} bytes) is not a "
@@ -257,16 +264,16 @@ class NkiTensor(View):
         if self.on_chip:
             row = row_bytes // new
             if not shape:
-                raise fail("ap-partition", f".ap on {alloc.name!r} needs the partition pair")
+                raise broken("ap-partition-pair", f".ap on {alloc.name!r} needs the partition pair")
             if shape[0] > 1 and strides[0] != row:
-                raise fail(
-                    "ap-partition",
+                raise broken(
+                    "ap-partition-step",
                     f".ap on {alloc.kind.upper()} tensor {alloc.name!r}: partition step "
                     f"{strides[0]} elements; it must be the {row} elements of one partition "
                     f"(partitions are accessed contiguously)",
                 )
             if flat < 0:
-                raise fail("out-of-bounds", f".ap on {alloc.name!r}: offset {flat} < 0")
+                raise broken("ap-negative-offset", f".ap on {alloc.name!r}: offset {flat} < 0")
             p0, flat = divmod(flat, row)
             strides[0] = 1
         if scalar_offset is None and vector_offset is None:
@@ -287,7 +294,9 @@ class NkiTensor(View):
         if old == new:
             return self._derive(self.shape, self.strides, self.offset, fmt=fmt)
         if self.strides[-1] != 1 or (self.shape[-1] * old) % new:
-            raise fail("dtype", f"cannot view {self.fmt.name}{list(self.shape)} as {fmt.name}")
+            raise broken(
+                "view-dtype", f"cannot view {self.fmt.name}{list(self.shape)} as {fmt.name}"
+            )
         factor_num, factor_den = old, new
         shape = list(self.shape)
         shape[-1] = shape[-1] * factor_num // factor_den
@@ -297,7 +306,7 @@ class NkiTensor(View):
         ]
         strides[-1] = 1
         if (self.offset * old) % new:
-            raise fail("dtype", f"view as {fmt.name}: offset not aligned")
+            raise broken("view-dtype-offset", f"view as {fmt.name}: offset not aligned")
         return self._derive(shape, strides, self.offset * old // new, fmt=fmt)
 
     reinterpret_cast = view
