@@ -21,6 +21,7 @@ import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core import rules
 from trnsim.core.isa import DEFAULT_ENGINE, Op
+from trnsim.core.live import live
 from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import View
 from trnsim.core.options import CoreOptions
@@ -66,7 +67,7 @@ def test_cached_rule_verdicts_equal_plain_check(target):
     cases = _matmul_cases(nc) * 2  # the second pass hits the cache for every legal signature
     seen_errors = set()
     for op, dst, src, attrs in cases:
-        call = rules.Call(op, DEFAULT_ENGINE[op], dst, src, attrs, nc.spec)
+        call = live(op, DEFAULT_ENGINE[op], dst, src, attrs, nc.spec)
         plain = _verdict(lambda call=call: rules.check(call))
         fast = _verdict(lambda op=op, d=dst, s=src, a=attrs: nc.execute(op, d, s, a))
         assert fast == plain

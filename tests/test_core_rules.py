@@ -17,8 +17,8 @@ import trnsim.nki.collectives as ncc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core import argrules, indirect, machine, rules, semantics
-from trnsim.core.call import Call
 from trnsim.core.isa import Engine, Op
+from trnsim.core.live import live
 from trnsim.core.memory import View
 from trnsim.core.options import CoreOptions
 from trnsim.errors import KernelError
@@ -81,7 +81,7 @@ def k_partition_dim():
     wide = View(t.storage, (256, 4), (1, 1), 0, 0, t.fmt)
     mark()
     rules.check_rules(
-        Call(Op.TENSOR_COPY, Engine.VECTOR, {"dst": wide}, {"src": wide}, {}, nc.spec)
+        live(Op.TENSOR_COPY, Engine.VECTOR, {"dst": wide}, {"src": wide}, {}, nc.spec)
     )
 
 

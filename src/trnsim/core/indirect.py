@@ -126,7 +126,6 @@ T9. Record: a TI operand names the **whole** view ``t`` (conservative region: th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from math import prod
 from typing import TYPE_CHECKING, Any
 
@@ -139,8 +138,8 @@ from trnsim.core.memory import HBM, PSUM, SBUF, OnChipMemory, Storage, View
 from trnsim.core.spec import INDEX_DTYPES, SPECS
 
 if TYPE_CHECKING:
-    from trnsim.core.call import Call
-    from trnsim.core.call import Core as NeuronCore
+    from trnsim.core.live import Core as NeuronCore
+    from trnsim.core.live import LiveInstruction
     from trnsim.hw import CoreSpec
 
 VECTOR, SCALAR = "vector", "scalar"
@@ -373,9 +372,11 @@ def annotate(dst: View, srcs: dict[str, View], attrs: dict[str, Any]) -> None:
     )
 
 
-def indirect_roles(call: Call) -> list[str]:
+def indirect_roles(call: LiveInstruction) -> list[str]:
     """Roles of ``call`` whose view is indirect."""
-    return [r for d in (call.dst, call.src) for r, v in d.items() if type(v) is IndirectView]
+    return [
+        r for d in (call.dst_views, call.src_views) for r, v in d.items() if type(v) is IndirectView
+    ]
 
 
 # ---- execution (functional runs) ---------------------------------------------------------------
@@ -399,14 +400,16 @@ def _convert(nc: NeuronCore, raw: np.ndarray, src: View, dst: View) -> np.ndarra
     return nc.cast(raw.astype(np.float32), dst.fmt)
 
 
-def _valid_rows(call: Call, v: IndirectView, values: np.ndarray, addr: np.ndarray) -> np.ndarray:
+def _valid_rows(
+    call: LiveInstruction, v: IndirectView, values: np.ndarray, addr: np.ndarray
+) -> np.ndarray:
     """Rows whose index is in bounds (choice 3); raises for the first bad one unless
     ``oob_mode`` is ``skip``."""
     limit = v.storage.alloc.nbytes // v.itemsize
     vals = values.astype(np.int64).reshape(-1)[: addr.shape[0]]
     rows = addr.reshape(addr.shape[0], -1)
     ok = (vals >= 0) & (vals < v.bound) & (rows.min(axis=1) >= 0) & (rows.max(axis=1) < limit)
-    if ok.all() or call.attrs.get("oob_mode") == "skip":
+    if ok.all() or call.args.get("oob_mode") == "skip":
         return ok
     r = int(np.flatnonzero(~ok)[0])
     where = (
@@ -426,24 +429,24 @@ def _valid_rows(call: Call, v: IndirectView, values: np.ndarray, addr: np.ndarra
     )
 
 
-def execute(nc: NeuronCore, call: Call) -> None:
+def execute(nc: NeuronCore, call: LiveInstruction) -> None:
     """The functional semantics of an indirect ``dma_copy`` (gather or scatter)."""
-    role = call.attrs["indirect"]
-    v: IndirectView = call.dst["dst"] if role == "dst" else call.src["src"]  # type: ignore[assignment]
-    values = nc.read_raw(call.src["index"])
+    role = call.args["indirect"]
+    v: IndirectView = call.dst_views["dst"] if role == "dst" else call.src_views["src"]  # type: ignore[assignment]
+    values = nc.read_raw(call.src_views["index"])
     addr = v.addresses(values)
     if v.kind != VECTOR:  # choice 3: blocks (steps of the first pattern pair) checked one by one
         addr = addr.reshape(v.shape[0], -1)
     ok = _valid_rows(call, v, values, addr)
     flat = _flat(v)
     if role == "src":  # gather: dst <- table rows
-        dst = call.dst["dst"]
+        dst = call.dst_views["dst"]
         old = np.array(nc.read_raw(dst)).reshape(addr.shape[0], -1)
         safe = np.where(ok.reshape(-1, *([1] * (addr.ndim - 1))), addr, 0)
         got = _convert(nc, flat[safe].reshape(old.shape), v, dst)
         nc.write_raw(dst, np.where(ok[:, None], got, old).reshape(dst.shape))
         return
-    src = call.src["src"]  # scatter: table rows <- src
+    src = call.src_views["src"]  # scatter: table rows <- src
     vals = _convert(nc, np.asarray(nc.read_raw(src)).reshape(-1), src, v)
     a = addr.reshape(-1)
     keep = np.repeat(ok, addr[0].size)
@@ -779,13 +782,13 @@ def _scratch(nc: NeuronCore, v: TensorIndirectView) -> View:
 
 def run(
     nc: NeuronCore,
-    call: Call,
+    call: LiveInstruction,
     tis: list[tuple[str, TensorIndirectView, bool, int]],
-    executor: Callable[[NeuronCore, Call], None],
+    executor: Callable[[NeuronCore, LiveInstruction], None],
 ) -> None:
     """The functional semantics of an instruction with TI operands (T7, T8)."""
-    offs = [_offsets(nc, call.op, role, v, g) for role, v, _, g in tis]
-    dst, src = dict(call.dst), dict(call.src)
+    offs = [_offsets(nc, call.opcode, role, v, g) for role, v, _, g in tis]
+    dst, src = dict(call.dst_views), dict(call.src_views)
     scatters = []
     for (role, v, is_dst, _), off in zip(tis, offs, strict=True):
         cells = _cells(v, off)
@@ -796,7 +799,7 @@ def run(
         (dst if is_dst else src)[role] = s
         if is_dst:
             scatters.append((v, off, s))
-    executor(nc, replace(call, dst=dst, src=src))
+    executor(nc, call.with_views(dst, src, call.args))
     for v, off, s in scatters:
         keep = _last_writes(off, v.base.free_size)
         cells = tuple(c.reshape(-1)[keep] for c in _cells(v, off))

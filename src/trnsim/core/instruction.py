@@ -11,6 +11,10 @@ hashable all the same, but built by ``tuple.__new__`` (about 4x cheaper than a f
 dataclass's ``__init__``), which matters at one or two per executed instruction (timing-only
 recording runs at tens of thousands of instructions per second; ``benchmarks/bench_timing.py``).
 The timing model also uses an ``Operand`` itself as a dictionary key.
+
+While it executes, the same record is a ``trnsim.core.live.LiveInstruction``: an
+``Instruction`` that also carries its live operand views (what the checker and the executors
+read).
 """
 
 from __future__ import annotations

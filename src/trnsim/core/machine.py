@@ -3,7 +3,9 @@
 ``NeuronCore.execute(op, dst, src, attrs)`` checks the rules (``trnsim.core.rules``; a
 signature that passed once is not re-checked, see ``rules.Checker``), appends one
 ``Instruction`` to ``record``, and (unless ``functional=False``, a timing-only run that
-skips the data) runs the executor of the op: decode the operands to float32, call the
+skips the data) runs the executor of the op. The checker and the executor receive that same
+record as a ``LiveInstruction`` (equal to it, plus the live views and the attributes as
+passed; ``trnsim.core.live``). An executor: decode the operands to float32, call the
 semantics function (``trnsim.core.semantics``, the specification), cast on write through
 ``trnsim.numerics`` with the run's rounding mode ("rne", or "stochastic" like
 ``NEURON_RT_STOCHASTIC_ROUNDING_EN=1`` on hardware).
@@ -25,9 +27,9 @@ from trnsim.core import semantics as S
 from trnsim.core.accel.decode import AccMemo, DecodeCache
 from trnsim.core.accel.deferred import Deferred
 from trnsim.core.argrules import broken
-from trnsim.core.call import Call
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
+from trnsim.core.live import LiveInstruction, live_from
 from trnsim.core.location import kernel_location, warn
 from trnsim.core.memory import (
     PSUM,
@@ -244,36 +246,43 @@ class NeuronCore:
                 d = v.described(r)
                 src_ops.append(d[0])
                 signature.append(d[1])
-        call = None
+        # the record's fields; ``ins``: the same record with its live views (LiveInstruction),
+        # built when the checker or an executor needs it
+        ins = None
         ti = None
         if plain:
             frozen = signature[2] = _freeze_attrs(attrs, self._frozen)
             key = tuple(signature)
+            file, line = kernel_location()
+            fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
             if not self.checker.known(key):
-                call = Call(op, chosen, dst, src, attrs, self.spec)
-                self.checker.check_rules(call, key)
+                ins = live_from(fields, dst, src, attrs, self.spec)
+                self.checker.check_rules(ins, key)
         else:
-            # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect)
+            # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect);
+            # the check reads the live views only, so it runs before the operands are described
+            # (describing notes the use of each allocation, as after a plain check)
             ti = indirect.prepare(op, chosen, dst, src, attrs, self.spec)
             frozen = _freeze_attrs(attrs, self._frozen)
-            call = Call(op, chosen, dst, src, attrs, self.spec)
-            check(call)
+            file, line = kernel_location()
+            fields = (op, chosen, (), (), frozen, file, line, self.index)
+            check(live_from(fields, dst, src, attrs, self.spec))
             dst_ops = [v.operand(r) for r, v in dst.items()]
             src_ops = [v.operand(r) for r, v in src.items()]
-        file, line = kernel_location()
-        fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
+            fields = (op, chosen, tuple(dst_ops), tuple(src_ops), frozen, file, line, self.index)
         self.record.append(tuple.__new__(Instruction, fields))  # = Instruction(*fields)
         if self.functional:
-            call = call or Call(op, chosen, dst, src, attrs, self.spec)
+            if ins is None:
+                ins = live_from(fields, dst, src, attrs, self.spec)
             if deferred is not None:
                 if plain and not _views_in(attrs):
-                    deferred.submit(call, (file, line))
+                    deferred.submit(ins, (file, line))
                     return
                 self.sync()  # offsets read from data, or views with their own addressing
             if ti:
-                indirect.run(self, call, ti, EXECUTORS[op])
+                indirect.run(self, ins, ti, EXECUTORS[op])
             else:
-                EXECUTORS[op](self, call)
+                EXECUTORS[op](self, ins)
 
     # ---- data helpers ---------------------------------------------------------------------
 
@@ -428,7 +437,7 @@ def _freeze(v: Any) -> Any:
 # Executors: decode -> semantics -> cast on write. One per op.
 # ---------------------------------------------------------------------------------------------
 
-Executor = Callable[[NeuronCore, Call], None]
+Executor = Callable[[NeuronCore, LiveInstruction], None]
 EXECUTORS: dict[Op, Executor] = {}
 
 
@@ -479,12 +488,12 @@ def _psum_accumulate(nc: NeuronCore, dst: View, result: np.ndarray, accumulate: 
 
 
 @executor(Op.NC_MATMUL)
-def _nc_matmul(nc: NeuronCore, c: Call) -> None:
-    st, mv, dst = c.src[STATIONARY], c.src[MOVING], c.dst[DST]
-    if c.attrs.get("is_transpose"):
+def _nc_matmul(nc: NeuronCore, c: LiveInstruction) -> None:
+    st, mv, dst = c.src_views[STATIONARY], c.src_views[MOVING], c.dst_views[DST]
+    if c.args.get("is_transpose"):
         nc.write_raw(dst, S.nc_transpose(nc.read_raw(st)).reshape(dst.shape))
         return
-    double = c.attrs.get("perf_mode") == "double_row"
+    double = c.args.get("perf_mode") == "double_row"
     decode = nc.decode
     if decode is not None and not double:
         # the same values, decoded once per write of the tile, the stationary one already in
@@ -492,33 +501,33 @@ def _nc_matmul(nc: NeuronCore, c: Call) -> None:
         res = S.nc_matmul(decode.read(st, transposed=True), decode.read(mv), False)
     else:
         res = S.nc_matmul(nc.read(st), nc.read(mv), double)
-    _psum_accumulate(nc, dst, res, c.attrs.get("accumulate"))
+    _psum_accumulate(nc, dst, res, c.args.get("accumulate"))
 
 
 @executor(Op.NC_MATMUL_MX)
-def _nc_matmul_mx(nc: NeuronCore, c: Call) -> None:
-    st, mv = c.src[STATIONARY], c.src[MOVING]
+def _nc_matmul_mx(nc: NeuronCore, c: LiveInstruction) -> None:
+    st, mv = c.src_views[STATIONARY], c.src_views[MOVING]
     k = st.partitions
     rows = S.mx_scale_rows(k)
     scales = []
     for role in (STATIONARY_SCALE, MOVING_SCALE):
-        raw = _p2(nc.read_raw(c.src[role]).view(np.uint8))[rows]
+        raw = _p2(nc.read_raw(c.src_views[role]).view(np.uint8))[rows]
         scales.append(np.exp2(raw.astype(np.float64) - 127))
     a = nc.read(st).reshape(k, -1, 4)
     b = nc.read(mv).reshape(k, -1, 4)
     res = S.nc_matmul_mx(a, b, scales[0], scales[1])
-    _psum_accumulate(nc, c.dst[DST], res, c.attrs.get("accumulate"))
+    _psum_accumulate(nc, c.dst_views[DST], res, c.args.get("accumulate"))
 
 
 @executor(Op.NC_TRANSPOSE)
-def _nc_transpose(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst[DST]
-    nc.write_raw(dst, S.nc_transpose(nc.read_raw(c.src[DATA])))
+def _nc_transpose(nc: NeuronCore, c: LiveInstruction) -> None:
+    dst = c.dst_views[DST]
+    nc.write_raw(dst, S.nc_transpose(nc.read_raw(c.src_views[DATA])))
 
 
 @executor(Op.QUANTIZE_MX)
-def _quantize_mx(nc: NeuronCore, c: Call) -> None:
-    src, dst, scale = c.src[SRC], c.dst[DST], c.dst[DST_SCALE]
+def _quantize_mx(nc: NeuronCore, c: LiveInstruction) -> None:
+    src, dst, scale = c.src_views[SRC], c.dst_views[DST], c.dst_views[DST_SCALE]
     elem = dst.fmt.element
     assert elem is not None
     vals, codes = S.quantize_mx(_p2(nc.read(src)), elem.emax, elem.max)
@@ -529,35 +538,37 @@ def _quantize_mx(nc: NeuronCore, c: Call) -> None:
     nc.write_raw(scale, out.view(scale.fmt.dtype))
 
 
-def _reduce_into(nc: NeuronCore, c: Call, red: np.ndarray | None) -> None:
-    res = c.dst.get(REDUCE_RES)
+def _reduce_into(nc: NeuronCore, c: LiveInstruction, red: np.ndarray | None) -> None:
+    res = c.dst_views.get(REDUCE_RES)
     if res is not None and red is not None:
         nc.write(res, red)
 
 
 @executor(Op.ACTIVATION)
-def _activation(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
-    bias = c.src.get("bias")
-    scale = c.src.get("scale")
+def _activation(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
+    bias = c.src_views.get("bias")
+    scale = c.src_views.get("scale")
     out, red = S.activation(
         a["op"],
-        nc.read(c.src[DATA]),
+        nc.read(c.src_views[DATA]),
         None if bias is None else nc.read(bias),
         nc.read(scale) if scale is not None else a.get("scale", 1.0),
         a.get("reduce_op"),
     )
-    nc.write(c.dst[DST], out)
+    nc.write(c.dst_views[DST], out)
     _reduce_into(nc, c, red)
 
 
 @executor(Op.ACTIVATE2)
-def _activate2(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
-    imm = [nc.operand_value(c.src[k]) if k in c.src else a.get(k) for k in ("imm0", "imm1")]
+def _activate2(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
+    imm = [
+        nc.operand_value(c.src_views[k]) if k in c.src_views else a.get(k) for k in ("imm0", "imm1")
+    ]
     out, red = S.activate2(
         a["op"],
-        nc.read(c.src[DATA]),
+        nc.read(c.src_views[DATA]),
         a["op0"],
         imm[0],
         a["op1"],
@@ -566,18 +577,18 @@ def _activate2(nc: NeuronCore, c: Call) -> None:
         a.get("reverse1", False),
         a.get("reduce_op"),
     )
-    nc.write(c.dst[DST], out)
+    nc.write(c.dst_views[DST], out)
     _reduce_into(nc, c, red)
 
 
 @executor(Op.EXPONENTIAL)
-def _exponential(nc: NeuronCore, c: Call) -> None:
-    mx = c.src.get("max_value")
+def _exponential(nc: NeuronCore, c: LiveInstruction) -> None:
+    mx = c.src_views.get("max_value")
     out, sums = S.exponential(
-        nc.read(c.src[SRC]), nc.read(mx) if mx is not None else c.attrs.get("max_value", 0.0)
+        nc.read(c.src_views[SRC]), nc.read(mx) if mx is not None else c.args.get("max_value", 0.0)
     )
-    nc.write(c.dst[DST], out)
-    _reduce_into(nc, c, sums + F32(c.attrs.get("reduce_init", 0.0)))
+    nc.write(c.dst_views[DST], out)
+    _reduce_into(nc, c, sums + F32(c.args.get("reduce_init", 0.0)))
 
 
 def _is_int(v: View) -> bool:
@@ -585,9 +596,9 @@ def _is_int(v: View) -> bool:
 
 
 @executor(Op.TENSOR_TENSOR)
-def _tensor_tensor(nc: NeuronCore, c: Call) -> None:
-    op = c.attrs["op"]
-    d1, d2, dst = c.src["data1"], c.src["data2"], c.dst[DST]
+def _tensor_tensor(nc: NeuronCore, c: LiveInstruction) -> None:
+    op = c.args["op"]
+    d1, d2, dst = c.src_views["data1"], c.src_views["data2"], c.dst_views[DST]
     if op in S.BITVEC_OPS:
         a, b = _p2(nc.read_raw(d1)), _p2(nc.read_raw(d2))
         nc.write_raw(dst, S.tensor_tensor(op, a, b.astype(a.dtype)).astype(dst.fmt.dtype))
@@ -600,14 +611,22 @@ def _tensor_tensor(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.TENSOR_SCALAR)
-def _tensor_scalar(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
-    data, dst = c.src[DATA], c.dst[DST]
+def _tensor_scalar(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
+    data, dst = c.src_views[DATA], c.dst_views[DST]
     ops = {a.get("op0"), a.get("op1")}
     bitvec = bool(ops & set(S.BITVEC_OPS))
     x = _p2(nc.read_raw(data)) if bitvec else _p2(nc.read(data))
-    o0 = nc.operand_value(c.src["operand0"]) if "operand0" in c.src else a.get("operand0")
-    o1 = nc.operand_value(c.src["operand1"]) if "operand1" in c.src else a.get("operand1")
+    o0 = (
+        nc.operand_value(c.src_views["operand0"])
+        if "operand0" in c.src_views
+        else a.get("operand0")
+    )
+    o1 = (
+        nc.operand_value(c.src_views["operand1"])
+        if "operand1" in c.src_views
+        else a.get("operand1")
+    )
     if bitvec:
         o0 = None if o0 is None else np.asarray(o0).astype(x.dtype)
         o1 = None if o1 is None else np.asarray(o1).astype(x.dtype)
@@ -621,9 +640,9 @@ def _tensor_scalar(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.TENSOR_REDUCE)
-def _tensor_reduce(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
-    data, dst = c.src[DATA], c.dst[DST]
+def _tensor_reduce(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
+    data, dst = c.src_views[DATA], c.dst_views[DST]
     op = a["op"]
     x = nc.read_raw(data) if op in S.BITVEC_OPS else nc.read(data)
     out = S.tensor_reduce(op, x, tuple(a["axis"]), a.get("negate", False), a.get("keepdims", False))
@@ -634,8 +653,10 @@ def _tensor_reduce(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.TENSOR_PARTITION_REDUCE)
-def _tensor_partition_reduce(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst[DST], S.tensor_partition_reduce(c.attrs["op"], _p2(nc.read(c.src[DATA]))))
+def _tensor_partition_reduce(nc: NeuronCore, c: LiveInstruction) -> None:
+    nc.write(
+        c.dst_views[DST], S.tensor_partition_reduce(c.args["op"], _p2(nc.read(c.src_views[DATA])))
+    )
 
 
 def _copy(nc: NeuronCore, src: View, dst: View) -> None:
@@ -649,27 +670,27 @@ def _copy(nc: NeuronCore, src: View, dst: View) -> None:
 
 
 @executor(Op.TENSOR_COPY)
-def _tensor_copy(nc: NeuronCore, c: Call) -> None:
-    via = c.attrs.get("dtype")
-    dst = c.dst[DST]
+def _tensor_copy(nc: NeuronCore, c: LiveInstruction) -> None:
+    via = c.args.get("dtype")
+    dst = c.dst_views[DST]
     if via is not None and via != dst.fmt.name:  # tutorials' dtype=: cast to it on the way
         fmt = get_format(via)
-        vals = numerics.to_float32(nc.cast(nc.read(c.src[SRC]), fmt), fmt)
+        vals = numerics.to_float32(nc.cast(nc.read(c.src_views[SRC]), fmt), fmt)
         nc.write(dst, vals.reshape(dst.shape))
         return
-    _copy(nc, c.src[SRC], dst)
+    _copy(nc, c.src_views[SRC], dst)
 
 
 @executor(Op.TENSOR_COPY_PREDICATED)
-def _tensor_copy_predicated(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst[DST]
-    src = c.src.get(SRC)
-    sval = _p2(nc.read_raw(src)) if src is not None else c.attrs["src"]
+def _tensor_copy_predicated(nc: NeuronCore, c: LiveInstruction) -> None:
+    dst = c.dst_views[DST]
+    src = c.src_views.get(SRC)
+    sval = _p2(nc.read_raw(src)) if src is not None else c.args["src"]
     out = S.tensor_copy_predicated(
         _p2(nc.read_raw(dst)),
         sval,
-        _p2(nc.read_raw(c.src[PREDICATE])),
-        c.attrs.get("reverse_pred", False),
+        _p2(nc.read_raw(c.src_views[PREDICATE])),
+        c.args.get("reverse_pred", False),
     )
     if src is None:
         nc.write(dst, out.astype(F32) if dst.fmt.kind != "int" else out)
@@ -678,41 +699,41 @@ def _tensor_copy_predicated(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.TENSOR_TENSOR_SCAN)
-def _tensor_tensor_scan(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
-    init = nc.operand_value(c.src["initial"]) if "initial" in c.src else a["initial"]
+def _tensor_tensor_scan(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
+    init = nc.operand_value(c.src_views["initial"]) if "initial" in c.src_views else a["initial"]
     out = S.tensor_tensor_scan(
-        nc.read(c.src["data0"]),
-        nc.read(c.src["data1"]),
+        nc.read(c.src_views["data0"]),
+        nc.read(c.src_views["data1"]),
         init,
         a["op0"],
         a["op1"],
         a.get("reverse0", False),
         a.get("reverse1", False),
     )
-    nc.write(c.dst[DST], out)
+    nc.write(c.dst_views[DST], out)
 
 
 @executor(Op.SCALAR_TENSOR_TENSOR)
-def _scalar_tensor_tensor(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
-    o0 = nc.operand_value(c.src["operand0"]) if "operand0" in c.src else a["operand0"]
+def _scalar_tensor_tensor(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
+    o0 = nc.operand_value(c.src_views["operand0"]) if "operand0" in c.src_views else a["operand0"]
     out = S.scalar_tensor_tensor(
-        _p2(nc.read(c.src[DATA])),
+        _p2(nc.read(c.src_views[DATA])),
         a["op0"],
         o0,
         a["op1"],
-        _p2(nc.read(c.src["operand1"])),
+        _p2(nc.read(c.src_views["operand1"])),
         a.get("reverse0", False),
         a.get("reverse1", False),
     )
-    nc.write(c.dst[DST], out)
+    nc.write(c.dst_views[DST], out)
 
 
 @executor(Op.MEMSET)
-def _memset(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst[DST]
-    value = c.attrs["value"]
+def _memset(nc: NeuronCore, c: LiveInstruction) -> None:
+    dst = c.dst_views[DST]
+    value = c.args["value"]
     if dst.fmt.kind == "packed":  # only 0 (rule memset-value)
         nc.write_raw(dst, np.zeros(dst.shape, dtype=dst.fmt.dtype))
         return
@@ -720,8 +741,8 @@ def _memset(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.IOTA)
-def _iota(nc: NeuronCore, c: Call) -> None:
-    a, dst = c.attrs, c.dst[DST]
+def _iota(nc: NeuronCore, c: LiveInstruction) -> None:
+    a, dst = c.args, c.dst_views[DST]
     vals = S.iota(
         dst.partitions, list(a["pattern"]), a.get("offset", 0), a.get("channel_multiplier", 0)
     )
@@ -729,29 +750,29 @@ def _iota(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.RECIPROCAL)
-def _reciprocal(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst[DST], S.reciprocal(nc.read(c.src[DATA])))
+def _reciprocal(nc: NeuronCore, c: LiveInstruction) -> None:
+    nc.write(c.dst_views[DST], S.reciprocal(nc.read(c.src_views[DATA])))
 
 
 @executor(Op.BN_STATS)
-def _bn_stats(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst[DST], S.bn_stats(nc.read(c.src[DATA])))
+def _bn_stats(nc: NeuronCore, c: LiveInstruction) -> None:
+    nc.write(c.dst_views[DST], S.bn_stats(nc.read(c.src_views[DATA])))
 
 
 @executor(Op.BN_AGGR)
-def _bn_aggr(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst[DST], S.bn_aggr(_p2(nc.read(c.src[DATA]))))
+def _bn_aggr(nc: NeuronCore, c: LiveInstruction) -> None:
+    nc.write(c.dst_views[DST], S.bn_aggr(_p2(nc.read(c.src_views[DATA]))))
 
 
 @executor(Op.MAX8)
-def _max8(nc: NeuronCore, c: Call) -> None:
-    nc.write(c.dst[DST], S.max8(nc.read(c.src[SRC])))
+def _max8(nc: NeuronCore, c: LiveInstruction) -> None:
+    nc.write(c.dst_views[DST], S.max8(nc.read(c.src_views[SRC])))
 
 
 @executor(Op.NC_FIND_INDEX8)
-def _find_index8(nc: NeuronCore, c: Call) -> None:
-    out = S.nc_find_index8(nc.read(c.src[DATA]), nc.read(c.src["vals"]))
-    dst = c.dst[DST]
+def _find_index8(nc: NeuronCore, c: LiveInstruction) -> None:
+    out = S.nc_find_index8(nc.read(c.src_views[DATA]), nc.read(c.src_views["vals"]))
+    dst = c.dst_views[DST]
     if dst.fmt.kind == "int":
         nc.write_raw(dst, out.astype(dst.fmt.dtype))
     else:
@@ -759,46 +780,48 @@ def _find_index8(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.AFFINE_SELECT)
-def _affine_select(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
+def _affine_select(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
     out = S.affine_select(
-        nc.read(c.src[DATA]),
+        nc.read(c.src_views[DATA]),
         list(a["pattern"]),
         a.get("offset", 0),
         a.get("channel_multiplier", 0),
         a["cmp_op"],
         a["on_false_value"],
     )
-    nc.write(c.dst[DST], out)
+    nc.write(c.dst_views[DST], out)
 
 
 @executor(Op.RANGE_SELECT)
-def _range_select(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
+def _range_select(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
     out, red = S.range_select(
-        nc.read(c.src["on_true_tile"]),
+        nc.read(c.src_views["on_true_tile"]),
         a["comp_op0"],
         a["comp_op1"],
-        _p2(nc.read(c.src["bound0"])),
-        _p2(nc.read(c.src["bound1"])),
+        _p2(nc.read(c.src_views["bound0"])),
+        _p2(nc.read(c.src_views["bound1"])),
         a.get("range_start", 0.0),
         a["on_false_value"],
     )
-    nc.write(c.dst[DST], out)
+    nc.write(c.dst_views[DST], out)
     _reduce_into(nc, c, red)
 
 
 @executor(Op.SELECT_REDUCE)
-def _select_reduce(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
-    on_false = nc.operand_value(c.src["on_false"]) if "on_false" in c.src else a["on_false"]
+def _select_reduce(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
+    on_false = (
+        nc.operand_value(c.src_views["on_false"]) if "on_false" in c.src_views else a["on_false"]
+    )
     out, red = S.select_reduce(
-        nc.read_raw(c.src[PREDICATE]),
-        nc.read(c.src["on_true"]),
+        nc.read_raw(c.src_views[PREDICATE]),
+        nc.read(c.src_views["on_true"]),
         on_false,
         a.get("reverse_pred", False),
     )
-    nc.write(c.dst[DST], out)
+    nc.write(c.dst_views[DST], out)
     cmd = a.get("reduce_cmd", "idle")
     if cmd == "reduce":
         if nc.vector_acc is None or nc.vector_acc.shape != red.shape:
@@ -814,10 +837,10 @@ def _select_reduce(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.RAND2)
-def _rand2(nc: NeuronCore, c: Call) -> None:
-    a, dst = c.attrs, c.dst[DST]
-    lo = nc.operand_value(c.src["min"]) if "min" in c.src else a["min"]
-    hi = nc.operand_value(c.src["max"]) if "max" in c.src else a["max"]
+def _rand2(nc: NeuronCore, c: LiveInstruction) -> None:
+    a, dst = c.args, c.dst_views[DST]
+    lo = nc.operand_value(c.src_views["min"]) if "min" in c.src_views else a["min"]
+    hi = nc.operand_value(c.src_views["max"]) if "max" in c.src_views else a["max"]
     p0, n = dst.partition_start, dst.free_size
     state = nc.rng_state[p0 : p0 + dst.partitions]
     vals, nc.rng_state[p0 : p0 + dst.partitions] = S.rand2(state, n, lo, hi)
@@ -827,8 +850,8 @@ def _rand2(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.RAND_SET_STATE)
-def _rand_set_state(nc: NeuronCore, c: Call) -> None:
-    src = c.src[SRC_SEEDS]
+def _rand_set_state(nc: NeuronCore, c: LiveInstruction) -> None:
+    src = c.src_views[SRC_SEEDS]
     p0 = src.partition_start
     words = _p2(nc.read_raw(src)).astype(np.uint32)
     nc.rng_state[p0 : p0 + src.partitions] = words.reshape(
@@ -837,80 +860,80 @@ def _rand_set_state(nc: NeuronCore, c: Call) -> None:
 
 
 @executor(Op.RAND_GET_STATE)
-def _rand_get_state(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst[DST]
+def _rand_get_state(nc: NeuronCore, c: LiveInstruction) -> None:
+    dst = c.dst_views[DST]
     p0 = dst.partition_start
     nc.write_raw(dst, nc.rng_state[p0 : p0 + dst.partitions].reshape(dst.partitions, -1))
 
 
 @executor(Op.LOCAL_GATHER)
-def _local_gather(nc: NeuronCore, c: Call) -> None:
-    a = c.attrs
+def _local_gather(nc: NeuronCore, c: LiveInstruction) -> None:
+    a = c.args
     out = S.local_gather(
-        nc.read_raw(c.src["src_buffer"]),
-        nc.read_raw(c.src[INDEX]),
+        nc.read_raw(c.src_views["src_buffer"]),
+        nc.read_raw(c.src_views[INDEX]),
         a.get("group", nc.spec.partitions // 8),
         a.get("num_elem_per_idx", 1),
         a.get("num_valid_indices"),
     )
-    nc.write_raw(c.dst[DST], out)
+    nc.write_raw(c.dst_views[DST], out)
 
 
 @executor(Op.DMA_COPY)
-def _dma_copy(nc: NeuronCore, c: Call) -> None:
-    if "indirect" in c.attrs:  # gather / scatter through an index tile (trnsim.core.indirect)
+def _dma_copy(nc: NeuronCore, c: LiveInstruction) -> None:
+    if "indirect" in c.args:  # gather / scatter through an index tile (trnsim.core.indirect)
         indirect.execute(nc, c)
         return
-    _copy(nc, c.src[SRC], c.dst[DST])
+    _copy(nc, c.src_views[SRC], c.dst_views[DST])
 
 
 @executor(Op.DMA_TRANSPOSE)
-def _dma_transpose(nc: NeuronCore, c: Call) -> None:
-    src = c.src[SRC]
-    axes = c.attrs.get("axes") or tuple({2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}[len(src.shape)])
-    nc.write_raw(c.dst[DST], S.dma_transpose(nc.read_raw(src), tuple(axes)))
+def _dma_transpose(nc: NeuronCore, c: LiveInstruction) -> None:
+    src = c.src_views[SRC]
+    axes = c.args.get("axes") or tuple({2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}[len(src.shape)])
+    nc.write_raw(c.dst_views[DST], S.dma_transpose(nc.read_raw(src), tuple(axes)))
 
 
 @executor(Op.DMA_COMPUTE)
-def _dma_compute(nc: NeuronCore, c: Call) -> None:
-    dst = c.dst[DST]
-    op = c.attrs.get("reduce_op", "add")
+def _dma_compute(nc: NeuronCore, c: LiveInstruction) -> None:
+    dst = c.dst_views[DST]
+    op = c.args.get("reduce_op", "add")
     acc = None
-    for role in sorted(r for r in c.src if r.startswith("src")):
-        x = nc.read(c.src[role]).reshape(dst.shape)
+    for role in sorted(r for r in c.src_views if r.startswith("src")):
+        x = nc.read(c.src_views[role]).reshape(dst.shape)
         acc = x if acc is None else S.alu(op, acc, x)
     assert acc is not None
     nc.write(dst, acc)
 
 
-def _generic(nc: NeuronCore, c: Call) -> None:
+def _generic(nc: NeuronCore, c: LiveInstruction) -> None:
     """The executor of a ``run="generic"`` spec entry: the semantics function gets each source
     by role name (``[P, F]`` float32, raw values for a ``raw`` role; a scalar given for a
     ``scalar`` role as a number), each attribute by name, ``shape`` (the dst's ``[P, F]``) and
     ``state`` (the Vector engine's XORWOW state of the dst's lanes, or of all lanes without a
     dst) if it asks for them; it returns the dst's values, the new state, or both."""
-    entry = SPECS[c.op]
+    entry = SPECS[c.opcode]
     fn = entry.semantics
     assert fn is not None
     wants = _PARAMS.get(fn)
     if wants is None:
         wants = _PARAMS[fn] = frozenset(inspect.signature(fn).parameters)
     kw: dict[str, Any] = {}
-    dst = c.dst.get(DST)
+    dst = c.dst_views.get(DST)
     for role in entry.operands:
         if role.dst:
             continue
-        v = c.src.get(role.name)
+        v = c.src_views.get(role.name)
         if v is None:
-            if role.name in c.attrs:
-                kw[role.name] = c.attrs[role.name]
+            if role.name in c.args:
+                kw[role.name] = c.args[role.name]
             elif role.optional:
                 kw[role.name] = None
             continue
         kw[role.name] = _p2(nc.read_raw(v) if role.raw else nc.read(v))
     for a in entry.attrs:
         if a.name in wants:
-            kw[a.name] = c.attrs.get(a.name, a.default)
+            kw[a.name] = c.args.get(a.name, a.default)
     lanes = slice(0, nc.spec.partitions)
     if dst is not None:
         lanes = slice(dst.partition_start, dst.partition_start + dst.partitions)
@@ -918,13 +941,13 @@ def _generic(nc: NeuronCore, c: Call) -> None:
             kw["shape"] = (dst.partitions, dst.free_size)
     if "state" in wants:
         kw["state"] = nc.rng_state[lanes]
-    if "shape" in wants and dst is None and c.dst:  # no ``dst`` role: the first destination
-        first = next(iter(c.dst.values()))
+    if "shape" in wants and dst is None and c.dst_views:  # no ``dst`` role: the first destination
+        first = next(iter(c.dst_views.values()))
         kw["shape"] = (first.partitions, first.free_size)
     if "acc" in wants:  # the Vector engine's accumulator registers (reduce_cmd)
         kw["acc"] = nc.vector_acc
     if "dsts" in wants:  # which optional destinations the call gave
-        kw["dsts"] = frozenset(c.dst)
+        kw["dsts"] = frozenset(c.dst_views)
     if "old" in wants:  # the dst's current raw values (an instruction leaving some unmodified)
         assert dst is not None
         kw["old"] = _p2(nc.read_raw(dst))
@@ -938,7 +961,7 @@ def _generic(nc: NeuronCore, c: Call) -> None:
         res, nc.vector_acc = res
     if isinstance(res, dict):  # several destinations: values by role name
         for name, values in res.items():
-            view = c.dst.get(name)
+            view = c.dst_views.get(name)
             if view is not None:
                 _write_role(nc, entry, name, view, values)
         return
@@ -961,7 +984,7 @@ def _write_role(nc: NeuronCore, entry: Any, name: str, view: View, values: Any) 
 _PARAMS: dict[Callable[..., Any], frozenset[str]] = {}
 
 
-def _sync_noop(nc: NeuronCore, c: Call) -> None:
+def _sync_noop(nc: NeuronCore, c: LiveInstruction) -> None:
     """Barriers and send/receive are carried out by the launcher (LNC=2 threads)."""
 
 
@@ -972,7 +995,7 @@ for _op in (Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.C
 
 
 def _not_implemented(op: Op) -> Executor:
-    def run(nc: NeuronCore, c: Call) -> None:
+    def run(nc: NeuronCore, c: LiveInstruction) -> None:
         raise broken("executor-missing", f"{op.value} is not implemented by the trnsim core yet")
 
     return run

@@ -6,6 +6,10 @@ limit comes from the target's ``CoreSpec`` (``trnsim.hw``). Sources: the per-ins
 docstrings (``nki/api/nki/isa/__init__.py``) and the architecture guides (nki-notes.md 1.4,
 4.2, 5).
 
+A rule receives the instruction as a ``LiveInstruction`` (``trnsim.core.live``): the
+record the core appends, with its live operand views (``dst_views``, ``src_views``), the
+attributes as passed (``args``) and the target (``spec``).
+
 The rule contract (what makes the per-signature cache of ``Checker`` sound): a rule reads
 only the op, the engine, the target, the attributes, and per operand its role, memory,
 format, shape, strides and start partition, which is exactly the ``signature`` of the call
@@ -26,9 +30,9 @@ import numpy as np
 
 from trnsim.core import indirect
 from trnsim.core import spec as sp
-from trnsim.core.call import Call
 from trnsim.core.indirect import IndirectView, indirect_roles
 from trnsim.core.isa import ALL_OPS, DMA_OPS, Engine, Op
+from trnsim.core.live import LiveInstruction
 from trnsim.core.location import fail
 from trnsim.core.memory import PSUM, SBUF, View
 from trnsim.core.spec import (
@@ -45,7 +49,7 @@ from trnsim.core.spec import (
     Instr,
 )
 
-Check = Callable[[Call], str | None]
+Check = Callable[[LiveInstruction], str | None]
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ COLUMN_ROLES: dict[Op, tuple[tuple[str, bool], ...]] = {
 """(role, is_dst) of the ``[P, 1]`` per-partition operands (spec ``COLUMN``), sources first."""
 
 
-def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
+def _on_chip(call: LiveInstruction) -> list[tuple[str, View, bool]]:
     return call.on_chip()
 
 
@@ -132,11 +136,11 @@ def _on_chip(call: Call) -> list[tuple[str, View, bool]]:
 
 
 @rule("engine", lambda e: e.engines is not None)
-def _engine(call: Call) -> str | None:
-    choices = SPECS[call.op].choices
+def _engine(call: LiveInstruction) -> str | None:
+    choices = SPECS[call.opcode].choices
     if call.engine not in choices:
         allowed = ", ".join(sorted(e.value for e in choices))
-        return f"{call.op.value} cannot run on {call.engine.value}; allowed: {allowed}"
+        return f"{call.opcode.value} cannot run on {call.engine.value}; allowed: {allowed}"
     return None
 
 
@@ -148,16 +152,16 @@ def _TI_OPS(e: Instr) -> bool:
 
 
 @rule("ti-operand")
-def _ti_operand(call: Call) -> str | None:
-    return indirect.ti_operand_error(call.op, call.dst, call.src)
+def _ti_operand(call: LiveInstruction) -> str | None:
+    return indirect.ti_operand_error(call.opcode, call.dst_views, call.src_views)
 
 
 @rule("ti-generation", _TI_OPS)
-def _ti_generation(call: Call) -> str | None:
-    tis = indirect.ti_views(call.dst, call.src)
+def _ti_generation(call: LiveInstruction) -> str | None:
+    tis = indirect.ti_views(call.dst_views, call.src_views)
     if tis and call.spec.generation < indirect.TI_MIN_GENERATION:
         return (
-            f"{call.op.value} {tis[0][0]}: tensor indirection (.indirect) needs NeuronCore-v"
+            f"{call.opcode.value} {tis[0][0]}: tensor indirection (.indirect) needs NeuronCore-v"
             f"{indirect.TI_MIN_GENERATION} or later; target is {call.spec.name} "
             f"(v{call.spec.generation})"
         )
@@ -165,16 +169,16 @@ def _ti_generation(call: Call) -> str | None:
 
 
 @rule("ti-tiling", lambda e: _TI_OPS(e) and e.attr("tile_position") is not None)
-def _ti_tiling(call: Call) -> str | None:
-    if indirect.ti_views(call.dst, call.src):
-        return indirect.ti_tiling_error(call.op, call.attrs)
+def _ti_tiling(call: LiveInstruction) -> str | None:
+    if indirect.ti_views(call.dst_views, call.src_views):
+        return indirect.ti_tiling_error(call.opcode, call.args)
     return None
 
 
 def _ti_limit(which: str) -> Check:
-    def check(call: Call) -> str | None:
-        for role, v, is_dst in indirect.ti_views(call.dst, call.src):
-            got = indirect.ti_operand_limits(call.op, call.engine, role, v, is_dst)
+    def check(call: LiveInstruction) -> str | None:
+        for role, v, is_dst in indirect.ti_views(call.dst_views, call.src_views):
+            got = indirect.ti_operand_limits(call.opcode, call.engine, role, v, is_dst)
             if got is not None and got[0] == which:
                 return got[1]
         return None
@@ -188,9 +192,9 @@ rule("ti-psum-scatter", _TI_OPS)(_ti_limit("ti-psum-scatter"))
 
 
 @rule("ti-index", _TI_OPS)
-def _ti_index(call: Call) -> str | None:
-    for role, v, _ in indirect.ti_views(call.dst, call.src):
-        msg = indirect.ti_groups_error(call.op, role, call.engine, v)
+def _ti_index(call: LiveInstruction) -> str | None:
+    for role, v, _ in indirect.ti_views(call.dst_views, call.src_views):
+        msg = indirect.ti_groups_error(call.opcode, role, call.engine, v)
         if msg is not None:
             return msg
     return None
@@ -200,22 +204,22 @@ def _ti_index(call: Call) -> str | None:
 
 
 @rule("generation", lambda e: e.min_generation > 2)
-def _generation(call: Call) -> str | None:
-    need = SPECS[call.op].min_generation
+def _generation(call: LiveInstruction) -> str | None:
+    need = SPECS[call.opcode].min_generation
     if call.spec.generation < need:
         return (
-            f"{call.op.value} needs NeuronCore-v{need} or newer; target is {call.spec.name} "
+            f"{call.opcode.value} needs NeuronCore-v{need} or newer; target is {call.spec.name} "
             f"(v{call.spec.generation})"
         )
     return None
 
 
 @rule("not-implemented", lambda e: any(not a.modelled for a in e.attrs))
-def _unmodelled(call: Call) -> str | None:
-    for a in SPECS[call.op].attrs:
-        if not a.modelled and a.name in call.attrs and call.attrs[a.name] != a.default:
+def _unmodelled(call: LiveInstruction) -> str | None:
+    for a in SPECS[call.opcode].attrs:
+        if not a.modelled and a.name in call.args and call.args[a.name] != a.default:
             return (
-                f"{call.op.value} {a.name}={call.attrs[a.name]!r} is not modelled by trnsim; "
+                f"{call.opcode.value} {a.name}={call.args[a.name]!r} is not modelled by trnsim; "
                 f"only the default ({a.default!r}) is accepted"
             )
     return None
@@ -223,28 +227,33 @@ def _unmodelled(call: Call) -> str | None:
 
 # (registered before "memory" so an indirect view on a compute op gets this message)
 @rule("indirect-operand", lambda e: not any(r.ap for r in e.operands))
-def _indirect_elsewhere(call: Call) -> str | None:
-    for v in (*call.dst.values(), *call.src.values()):  # the common case: one cheap pass
+def _indirect_elsewhere(call: LiveInstruction) -> str | None:
+    for v in (
+        *call.dst_views.values(),
+        *call.src_views.values(),
+    ):  # the common case: one cheap pass
         if type(v) is IndirectView:
             break
     else:
         return None
     roles = indirect_roles(call)
-    extra = " (indirect dma_transpose/dma_compute are not modelled)" if call.op in DMA_OPS else ""
+    extra = (
+        " (indirect dma_transpose/dma_compute are not modelled)" if call.opcode in DMA_OPS else ""
+    )
     return (
-        f"{call.op.value} {roles[0]} is an indirect view (.ap with vector_offset / "
+        f"{call.opcode.value} {roles[0]} is an indirect view (.ap with vector_offset / "
         f"scalar_offset); only dma_copy accepts one{extra}"
     )
 
 
 @rule("memory")
-def _memory(call: Call) -> str | None:
-    entry = SPECS[call.op]
+def _memory(call: LiveInstruction) -> str | None:
+    entry = SPECS[call.opcode]
     for role, v, is_dst in call.views():
         mem = v.memory
         if mem not in entry.memories(role, is_dst, call.engine):
             return (
-                f"{call.op.value} {role} is in {mem.upper()}, which {call.op.value} cannot "
+                f"{call.opcode.value} {role} is in {mem.upper()}, which {call.opcode.value} cannot "
                 + ("write" if is_dst else "read")
                 + f" on the {call.engine.value} engine"
             )
@@ -252,35 +261,35 @@ def _memory(call: Call) -> str | None:
 
 
 @rule("memory", key="psum-inputs")
-def _psum_inputs(call: Call) -> str | None:
+def _psum_inputs(call: LiveInstruction) -> str | None:
     ins = [v for _, v, d in call.views() if not d]
     if len(ins) >= 2 and all(v.memory == PSUM for v in ins[:2]):
-        return f"{call.op.value}: both inputs are in PSUM; at most one may be"
+        return f"{call.opcode.value}: both inputs are in PSUM; at most one may be"
     return None
 
 
 @rule("partition-dim")
-def _partition_dim(call: Call) -> str | None:
+def _partition_dim(call: LiveInstruction) -> str | None:
     limit = call.spec.partitions
     for role, v, _ in _on_chip(call):
         if v.partitions > limit:
-            return f"{call.op.value} {role} partition dimension {v.partitions} exceeds {limit}"
+            return f"{call.opcode.value} {role} partition dimension {v.partitions} exceeds {limit}"
     return None
 
 
 @rule("contiguous-partitions")
-def _contiguous(call: Call) -> str | None:
+def _contiguous(call: LiveInstruction) -> str | None:
     for role, v, _ in _on_chip(call):
         if v.partitions > 1 and v.strides[0] != 1:
             return (
-                f"{call.op.value} {role} steps over partitions with stride {v.strides[0]}; "
+                f"{call.opcode.value} {role} steps over partitions with stride {v.strides[0]}; "
                 "a tensor must occupy contiguous partitions"
             )
     return None
 
 
 @rule("start-partition", lambda e: e.compute)
-def _start_partition(call: Call) -> str | None:
+def _start_partition(call: LiveInstruction) -> str | None:
     quad = call.spec.partitions // 4
     for role, v, _ in _on_chip(call):
         n, start = v.partitions, v.partition_start
@@ -288,19 +297,19 @@ def _start_partition(call: Call) -> str | None:
         if start % step:
             legal = list(range(0, call.spec.partitions, step))
             return (
-                f"{call.op.value} {role} starts at partition {start} with {n} partitions; "
+                f"{call.opcode.value} {role} starts at partition {start} with {n} partitions; "
                 f"legal starts for {n} partitions are {legal}"
             )
     return None
 
 
 @rule("dtype")
-def _dtype(call: Call) -> str | None:
+def _dtype(call: LiveInstruction) -> str | None:
     for role, v, _ in call.views():
-        allowed = DTYPES.get((call.op, role))
+        allowed = DTYPES.get((call.opcode, role))
         if allowed is not None and v.fmt.name not in allowed:
             return (
-                f"{call.op.value} {role} dtype {v.fmt.name} not allowed; "
+                f"{call.opcode.value} {role} dtype {v.fmt.name} not allowed; "
                 f"allowed: {', '.join(sorted(allowed))}"
             )
     return None
@@ -310,11 +319,11 @@ def _dtype(call: Call) -> str | None:
 
 
 @rule("dtype", key="matmul-dtype")
-def _matmul_dtype(call: Call) -> str | None:
+def _matmul_dtype(call: LiveInstruction) -> str | None:
     allowed = FLOAT_MATMUL_IN | ({"float8_e4m3fn"} if call.spec.generation >= 4 else set())
     names = {}
     for role in (STATIONARY, MOVING):
-        name = call.src[role].fmt.name
+        name = call.src_views[role].fmt.name
         names[role] = name
         if name not in allowed:
             return (
@@ -329,7 +338,7 @@ def _matmul_dtype(call: Call) -> str | None:
         )
     if {"float8_e4m3", "float8_e4m3fn"} <= set(names.values()):
         return "nc_matmul: float8_e4m3 (legacy) and float8_e4m3fn (OCP) cannot be mixed"
-    if call.attrs.get("perf_mode") == "double_row":
+    if call.args.get("perf_mode") == "double_row":
         if call.spec.generation < 3:
             return f"nc_matmul perf_mode=double_row needs NeuronCore-v3+, target {call.spec.name}"
         bad = [n for n in names.values() if n not in FP8]
@@ -339,25 +348,25 @@ def _matmul_dtype(call: Call) -> str | None:
 
 
 @rule("dtype", key="matmul-dst-dtype")
-def _matmul_dst_dtype(call: Call) -> str | None:
-    name = call.dst[DST].fmt.name
+def _matmul_dst_dtype(call: LiveInstruction) -> str | None:
+    name = call.dst_views[DST].fmt.name
     allowed = {"float32", "bfloat16"} if call.spec.supports_bf16_psum else {"float32"}
-    if call.attrs.get("is_transpose"):
-        allowed = allowed | {call.src[STATIONARY].fmt.name}
-        if call.src[STATIONARY].fmt.name in FP8:
+    if call.args.get("is_transpose"):
+        allowed = allowed | {call.src_views[STATIONARY].fmt.name}
+        if call.src_views[STATIONARY].fmt.name in FP8:
             allowed |= {"bfloat16", "float16"}
     if name not in allowed:
         return (
-            f"{call.op.value} dst dtype {name} not allowed on {call.spec.name}; allowed: "
+            f"{call.opcode.value} dst dtype {name} not allowed on {call.spec.name}; allowed: "
             f"{', '.join(sorted(allowed))}"
         )
     return None
 
 
 @rule("shape", key="matmul-shape")
-def _matmul_shape(call: Call) -> str | None:
-    st, mv, dst = call.src[STATIONARY], call.src[MOVING], call.dst[DST]
-    double = call.attrs.get("perf_mode") == "double_row"
+def _matmul_shape(call: LiveInstruction) -> str | None:
+    st, mv, dst = call.src_views[STATIONARY], call.src_views[MOVING], call.dst_views[DST]
+    double = call.args.get("perf_mode") == "double_row"
     if st.partitions != mv.partitions:
         return (
             f"nc_matmul contraction (partition) dims differ: stationary {st.partitions}, "
@@ -379,39 +388,41 @@ def _matmul_shape(call: Call) -> str | None:
 
 
 @rule("stationary-fmax", key="stationary-fmax")
-def _stationary_fmax(call: Call) -> str | None:
-    st = call.src[STATIONARY]
-    m = st.free_size // (2 if call.attrs.get("perf_mode") == "double_row" else 1)
+def _stationary_fmax(call: LiveInstruction) -> str | None:
+    st = call.src_views[STATIONARY]
+    m = st.free_size // (2 if call.args.get("perf_mode") == "double_row" else 1)
     limit = call.spec.tensor.stationary_fmax
-    tile = call.attrs.get("tile_size") or ()
+    tile = call.args.get("tile_size") or ()
     if tile:
         rows, cols = tile
         if st.partitions > rows:
-            return f"{call.op.value} stationary partitions {st.partitions} exceed tile rows {rows}"
+            return (
+                f"{call.opcode.value} stationary partitions {st.partitions} exceed tile rows {rows}"
+            )
         limit = min(limit, cols)
     if m > limit:
-        return f"{call.op.value} stationary free size {m} exceeds {limit}"
+        return f"{call.opcode.value} stationary free size {m} exceeds {limit}"
     return None
 
 
 @rule("moving-fmax", key="moving-fmax")
-def _moving_fmax(call: Call) -> str | None:
-    mv, dst = call.src[MOVING], call.dst[DST]
-    n = mv.free_size // (2 if call.attrs.get("perf_mode") == "double_row" else 1)
+def _moving_fmax(call: LiveInstruction) -> str | None:
+    mv, dst = call.src_views[MOVING], call.dst_views[DST]
+    n = mv.free_size // (2 if call.args.get("perf_mode") == "double_row" else 1)
     fmax = call.spec.tensor.moving_fmax
     key = "bf16" if dst.fmt.name == "bfloat16" else "fp32"
     limit = fmax[key] if key in fmax else fmax["fp32"]
     if n > limit:
         return (
-            f"{call.op.value} moving free size {n} exceeds {limit} for a {dst.fmt.name} dst on "
+            f"{call.opcode.value} moving free size {n} exceeds {limit} for a {dst.fmt.name} dst on "
             f"{call.spec.name}"
         )
     return None
 
 
 @rule("tile-position", key="tile-position")
-def _tile_position(call: Call) -> str | None:
-    pos, size = call.attrs.get("tile_position") or (), call.attrs.get("tile_size") or ()
+def _tile_position(call: LiveInstruction) -> str | None:
+    pos, size = call.args.get("tile_position") or (), call.args.get("tile_size") or ()
     if bool(pos) != bool(size):
         return "tile_position and tile_size must both be set (or neither)"
     if not pos:
@@ -427,8 +438,8 @@ def _tile_position(call: Call) -> str | None:
 
 
 @rule("shape", key="matmul-mx-shape")
-def _matmul_mx_shape(call: Call) -> str | None:
-    st, mv, dst = call.src[STATIONARY], call.src[MOVING], call.dst[DST]
+def _matmul_mx_shape(call: LiveInstruction) -> str | None:
+    st, mv, dst = call.src_views[STATIONARY], call.src_views[MOVING], call.dst_views[DST]
     quad = call.spec.partitions // 4
     if st.partitions != mv.partitions or st.partitions % quad:
         return (
@@ -446,8 +457,8 @@ def _matmul_mx_shape(call: Call) -> str | None:
 
 
 @rule("shape", key="transpose-shape")
-def _transpose_shape(call: Call) -> str | None:
-    data, dst = call.src[DATA], call.dst[DST]
+def _transpose_shape(call: LiveInstruction) -> str | None:
+    data, dst = call.src_views[DATA], call.dst_views[DST]
     limit = call.spec.partitions if call.engine == Engine.TENSOR else call.spec.partitions // 4
     if data.partitions > limit or data.free_size > limit:
         return (
@@ -465,42 +476,42 @@ def _transpose_shape(call: Call) -> str | None:
 
 
 @rule("shape", lambda e: Op(e.name) in SAME_SHAPE_ROLES)
-def _same_shape(call: Call) -> str | None:
-    dst = call.dst[DST]
-    for role in SAME_SHAPE_ROLES[call.op]:
-        v = call.src.get(role)
+def _same_shape(call: LiveInstruction) -> str | None:
+    dst = call.dst_views[DST]
+    for role in SAME_SHAPE_ROLES[call.opcode]:
+        v = call.src_views.get(role)
         if v is None:
             continue
         if v.partitions != dst.partitions or v.free_size != dst.free_size:
             return (
-                f"{call.op.value} {role} shape {list(v.shape)} does not match dst "
+                f"{call.opcode.value} {role} shape {list(v.shape)} does not match dst "
                 f"{list(dst.shape)} (same partitions and elements per partition needed)"
             )
     return None
 
 
 @rule("shape", lambda e: Op(e.name) in COLUMN_ROLES)
-def _vector_operands(call: Call) -> str | None:
-    p = call.dst[DST].partitions
-    for role, is_dst in COLUMN_ROLES[call.op]:
-        v = (call.dst if is_dst else call.src).get(role)
+def _vector_operands(call: LiveInstruction) -> str | None:
+    p = call.dst_views[DST].partitions
+    for role, is_dst in COLUMN_ROLES[call.opcode]:
+        v = (call.dst_views if is_dst else call.src_views).get(role)
         if v is not None and (v.partitions != p or v.free_size != 1):
-            return f"{call.op.value} {role} must have shape [{p}, 1], got {list(v.shape)}"
+            return f"{call.opcode.value} {role} must have shape [{p}, 1], got {list(v.shape)}"
     return None
 
 
 @rule("shape", lambda e: any(r.shape == sp.ONE for r in e.operands))
-def _one_value(call: Call) -> str | None:
+def _one_value(call: LiveInstruction) -> str | None:
     for role, v, _ in call.views():
-        r = SPECS[call.op].role(role)
+        r = SPECS[call.opcode].role(role)
         if r is not None and r.shape == sp.ONE and (v.partitions != 1 or v.free_size != 1):
-            return f"{call.op.value} {role} must have shape [1, 1], got {list(v.shape)}"
+            return f"{call.opcode.value} {role} must have shape [1, 1], got {list(v.shape)}"
     return None
 
 
 @rule("shape", key="quantize-mx-shape")
-def _quantize_mx_shape(call: Call) -> str | None:
-    src, dst, scale = call.src[SRC], call.dst[DST], call.dst[DST_SCALE]
+def _quantize_mx_shape(call: LiveInstruction) -> str | None:
+    src, dst, scale = call.src_views[SRC], call.dst_views[DST], call.dst_views[DST_SCALE]
     quad = call.spec.partitions // 4
     if src.partitions % quad or src.free_size % 4:
         return (
@@ -519,8 +530,8 @@ def _quantize_mx_shape(call: Call) -> str | None:
 
 
 @rule("shape", key="bn-stats-shape")
-def _bn_stats_shape(call: Call) -> str | None:
-    data, dst = call.src[DATA], call.dst[DST]
+def _bn_stats_shape(call: LiveInstruction) -> str | None:
+    data, dst = call.src_views[DATA], call.dst_views[DST]
     limit = call.spec.psum_bank_bytes // 4  # bn_stats_fmax: one PSUM bank of fp32 (512)
     if data.free_size > limit:
         return f"bn_stats free size {data.free_size} exceeds bn_stats_fmax {limit}"
@@ -545,27 +556,27 @@ PRIORITY_LEVELS = range(4)  # "level 0-3 where lower is higher priority"
 
 
 @rule("shape", key="dma-shape")
-def _dma_shape(call: Call) -> str | None:
-    dst = call.dst[DST]
-    for role, v in call.src.items():
+def _dma_shape(call: LiveInstruction) -> str | None:
+    dst = call.dst_views[DST]
+    for role, v in call.src_views.items():
         if role != INDEX and v.size != dst.size:
             return (
-                f"{call.op.value} {role} has {v.size} elements {list(v.shape)}, dst has "
+                f"{call.opcode.value} {role} has {v.size} elements {list(v.shape)}, dst has "
                 f"{dst.size} {list(dst.shape)}"
             )
     return None
 
 
 @rule("indirect", key="indirect")
-def _indirect_annotated(call: Call) -> str | None:
-    if indirect_roles(call) and INDEX not in call.src:
+def _indirect_annotated(call: LiveInstruction) -> str | None:
+    if indirect_roles(call) and INDEX not in call.src_views:
         return "dma_copy got an indirect view but no index operand (front end did not annotate)"
     return None
 
 
 @rule("dge-mode", key="dge-mode")
-def _dge_mode(call: Call) -> str | None:
-    a, gen, name = call.attrs, call.spec.generation, call.spec.name
+def _dge_mode(call: LiveInstruction) -> str | None:
+    a, gen, name = call.args, call.spec.generation, call.spec.name
     mode = a.get("dge_mode") or "unknown"
     kind = a.get("indirect_kind")
     if mode not in DGE_MODES:
@@ -603,11 +614,11 @@ def _dge_mode(call: Call) -> str | None:
 
 
 @rule("dtype", key="dma-dtype")
-def _dma_dtype(call: Call) -> str | None:
-    src, dst = call.src[SRC].fmt, call.dst[DST].fmt
+def _dma_dtype(call: LiveInstruction) -> str | None:
+    src, dst = call.src_views[SRC].fmt, call.dst_views[DST].fmt
     if src.name == dst.name:
         return None
-    if call.attrs.get("dge_mode") == "hwdge":
+    if call.args.get("dge_mode") == "hwdge":
         return (
             f"dma_copy with dge_mode=hwdge needs equal dtypes, got src {src.name} and dst "
             f"{dst.name}"
@@ -622,24 +633,24 @@ def _dma_dtype(call: Call) -> str | None:
 
 
 @rule("shape", key="rng-state-shape")
-def _rng_state_shape(call: Call) -> str | None:
-    v = call.src.get(SRC_SEEDS) or call.dst.get(DST)
+def _rng_state_shape(call: LiveInstruction) -> str | None:
+    v = call.src_views.get(SRC_SEEDS) or call.dst_views.get(DST)
     assert v is not None
     words = 4 * 6  # 4 XORWOW generators x 6 uint32 per Vector-engine lane (nki-notes 5)
     if v.free_size != words:
         return (
-            f"{call.op.value} on the Vector engine needs {words} uint32 per partition "
+            f"{call.opcode.value} on the Vector engine needs {words} uint32 per partition "
             f"(4 XORWOW generators x 6 words), got {list(v.shape)}"
         )
     return None
 
 
 @rule("dtype", key="dropout-dtype")
-def _dropout_dtype(call: Call) -> str | None:
-    data, dst = call.src[DATA].fmt, call.dst[DST].fmt
+def _dropout_dtype(call: LiveInstruction) -> str | None:
+    data, dst = call.src_views[DATA].fmt, call.dst_views[DST].fmt
     if dst.name != data.name:
         return f"dropout dst dtype {dst.name} must equal data dtype {data.name}"
-    prob = call.src.get("prob")
+    prob = call.src_views.get("prob")
     if prob is not None:
         need = ("float32",) if data.kind == "int" else None
         bad = prob.fmt.name not in need if need else prob.fmt.kind not in ("float",)
@@ -653,64 +664,64 @@ def _dropout_dtype(call: Call) -> str | None:
 
 
 @rule("not-implemented", key="vector-prng")
-def _vector_prng(call: Call) -> str | None:
+def _vector_prng(call: LiveInstruction) -> str | None:
     if call.engine is not Engine.VECTOR:
         return (
-            f"{call.op.value} on the {call.engine.value} engine: trnsim models the Vector "
+            f"{call.opcode.value} on the {call.engine.value} engine: trnsim models the Vector "
             "engine's PRNG only"
         )
     return None
 
 
 @rule("memset-value", key="memset-value")
-def _memset_value(call: Call) -> str | None:
-    dst, value = call.dst[DST], call.attrs.get("value")
+def _memset_value(call: LiveInstruction) -> str | None:
+    dst, value = call.dst_views[DST], call.args.get("value")
     if dst.fmt.kind == "packed" and value != 0:
         return f"memset of {dst.fmt.name} supports only 0, got {value}"
     return None
 
 
 @rule("shape", key="iota-shape")
-def _iota_shape(call: Call) -> str | None:
-    dst = call.dst[DST]
-    n = dst.partitions * prod(int(size) for _, size in call.attrs.get("pattern", ()))
+def _iota_shape(call: LiveInstruction) -> str | None:
+    dst = call.dst_views[DST]
+    n = dst.partitions * prod(int(size) for _, size in call.args.get("pattern", ()))
     if n != dst.size:
         return f"iota pattern makes {n} elements, dst has {dst.size}"
     return None
 
 
 @rule("shape", key="local-gather-shape")
-def _local_gather_shape(call: Call) -> str | None:
+def _local_gather_shape(call: LiveInstruction) -> str | None:
     # each GpSimd core serves ``group`` (16) partitions and gathers ``num_valid_indices``
     # indices (default: all of its partitions' indices) of ``num_elem_per_idx`` elements for
     # every one of its partitions (SDK nki.isa.local_gather docstring and its NumPy reference)
-    dst, index = call.dst[DST], call.src[INDEX]
-    group = call.attrs.get("group") or call.spec.partitions // 8  # 8 GpSimd cores
+    dst, index = call.dst_views[DST], call.src_views[INDEX]
+    group = call.args.get("group") or call.spec.partitions // 8  # 8 GpSimd cores
     per_core = min(group, index.partitions) * index.free_size
-    valid = call.attrs.get("num_valid_indices")
+    valid = call.args.get("num_valid_indices")
     if valid is not None and not 0 < valid <= per_core:
         return (
             f"num_valid_indices {valid} outside 1..{per_core} (the indices of one GpSimd "
             f"core's {group}-partition slice of index)"
         )
     n = index.partitions * (per_core if valid is None else valid)
-    n *= call.attrs.get("num_elem_per_idx", 1)
+    n *= call.args.get("num_elem_per_idx", 1)
     if n != dst.size:
         return f"local_gather produces {n} elements, dst has {dst.size}"
     return None
 
 
 @rule("rand2-range", key="rand2-range")
-def _rand2_range(call: Call) -> str | None:
-    lo, hi = call.attrs.get("min"), call.attrs.get("max")
+def _rand2_range(call: LiveInstruction) -> str | None:
+    lo, hi = call.args.get("min"), call.args.get("max")
     if lo is not None and hi is not None and not lo < hi:
         return f"rand2 needs min < max, got min {lo}, max {hi}"
     return None
 
 
 @rule("reduce-axis", key="reduce-axis")
-def _reduce_axis(call: Call) -> str | None:
-    axes, ndim = tuple(call.attrs.get("axis", ())), len(call.src[DATA].shape)
+def _reduce_axis(call: LiveInstruction) -> str | None:
+    axes, ndim = tuple(call.args.get("axis", ())), len(call.src_views[DATA].shape)
     if (
         not axes
         or 0 in axes
@@ -718,23 +729,23 @@ def _reduce_axis(call: Call) -> str | None:
         or list(axes) != list(range(axes[0], axes[0] + len(axes)))
     ):
         return (
-            f"tensor_reduce axes {axes} of {list(call.src[DATA].shape)} must be consecutive free "
-            "axes ending at the last one (axis 0 is the partition axis)"
+            f"tensor_reduce axes {axes} of {list(call.src_views[DATA].shape)} must be "
+            "consecutive free axes ending at the last one (axis 0 is the partition axis)"
         )
     return None
 
 
 @rule("range-select-fill", key="range-select-fill")
-def _range_select_fill(call: Call) -> str | None:
-    v = call.attrs.get("on_false_value", FP32_MIN)
+def _range_select_fill(call: LiveInstruction) -> str | None:
+    v = call.args.get("on_false_value", FP32_MIN)
     if np.float32(v) != np.float32(FP32_MIN):
         return f"range_select on_false_value must be FP32_MIN ({FP32_MIN:g}), got {v}"
     return None
 
 
 @rule("sendrecv", key="sendrecv")
-def _sendrecv(call: Call) -> str | None:
-    src, dst = call.src[SRC], call.dst[DST]
+def _sendrecv(call: LiveInstruction) -> str | None:
+    src, dst = call.src_views[SRC], call.dst_views[DST]
     for role, v in ((SRC, src), (DST, dst)):
         if v.memory != SBUF:
             return f"sendrecv {role} is in {v.memory.upper()}; src and dst must both be in SBUF"
@@ -749,40 +760,42 @@ def _sendrecv(call: Call) -> str | None:
 
 
 @rule("op0", key="arith-op0")
-def _arith_op0(call: Call) -> str | None:
+def _arith_op0(call: LiveInstruction) -> str | None:
     """tensor_scalar_reduce / tensor_scalar_cumulative: op0 is an arithmetic ALU operator
     (bitvec operators are not supported, docstrings)."""
     from trnsim.core.semantics import ARITH_OPS, UNARY_ALU_OPS
 
-    op0 = call.attrs.get("op0")
-    unary = call.op is Op.TENSOR_SCALAR_REDUCE and op0 in UNARY_ALU_OPS
+    op0 = call.args.get("op0")
+    unary = call.opcode is Op.TENSOR_SCALAR_REDUCE and op0 in UNARY_ALU_OPS
     if op0 not in ARITH_OPS and not unary:
-        return f"{call.op.value} op0={op0!r} is not an arithmetic operator"
-    if unary and ("operand0" in call.src or call.attrs.get("operand0", 0.0) != 0.0):
-        given = "a tensor" if "operand0" in call.src else call.attrs["operand0"]
-        return f"{call.op.value} unary op0={op0!r} takes operand0 None or 0, got {given}"
+        return f"{call.opcode.value} op0={op0!r} is not an arithmetic operator"
+    if unary and ("operand0" in call.src_views or call.args.get("operand0", 0.0) != 0.0):
+        given = "a tensor" if "operand0" in call.src_views else call.args["operand0"]
+        return f"{call.opcode.value} unary op0={op0!r} takes operand0 None or 0, got {given}"
     return None
 
 
 @rule("reduce-init", key="reduce-init")
-def _reduce_init(call: Call) -> str | None:
+def _reduce_init(call: LiveInstruction) -> str | None:
     """The accumulator's initial value is given exactly when ``reduce_cmd`` is load_reduce."""
-    name = "reduce_init" if call.op is Op.TENSOR_SCALAR_REDUCE else "imm1"
-    given = name in call.src or name in call.attrs
-    cmd = call.attrs.get("reduce_cmd", "reset_reduce")
+    name = "reduce_init" if call.opcode is Op.TENSOR_SCALAR_REDUCE else "imm1"
+    given = name in call.src_views or name in call.args
+    cmd = call.args.get("reduce_cmd", "reset_reduce")
     if given != (cmd == "load_reduce"):
         have = "given" if given else "not given"
-        return f"{call.op.value} {name} is {have} with reduce_cmd={cmd}; it goes with load_reduce"
+        return (
+            f"{call.opcode.value} {name} is {have} with reduce_cmd={cmd}; it goes with load_reduce"
+        )
     return None
 
 
 @rule("stream-shuffle", key="stream-shuffle")
-def _stream_shuffle(call: Call) -> str | None:
+def _stream_shuffle(call: LiveInstruction) -> str | None:
     from trnsim.core.semantics import STREAM_SHUFFLE_KEEP, STREAM_SHUFFLE_QUADRANT
 
-    src, dst = call.src[SRC], call.dst[DST]
+    src, dst = call.src_views[SRC], call.dst_views[DST]
     q = STREAM_SHUFFLE_QUADRANT
-    mask = call.attrs.get("shuffle_mask", ())
+    mask = call.args.get("shuffle_mask", ())
     if src.fmt.name != dst.fmt.name:
         return f"nc_stream_shuffle dst dtype {dst.fmt.name} != src dtype {src.fmt.name}"
     if src.free_size != dst.free_size:
@@ -814,9 +827,9 @@ def _stream_shuffle(call: Call) -> str | None:
 
 
 @rule("shape", key="match-replace8-shape")
-def _match_replace8_shape(call: Call) -> str | None:
-    vals, idx = call.src["vals"], call.dst.get("dst_idx")
-    data = call.src[DATA]
+def _match_replace8_shape(call: LiveInstruction) -> str | None:
+    vals, idx = call.src_views["vals"], call.dst_views.get("dst_idx")
+    data = call.src_views[DATA]
     if vals.partitions != data.partitions or vals.free_size != 8:
         return f"nc_match_replace8 vals {list(vals.shape)} must be [{data.partitions}, 8]"
     if idx is not None and (idx.partitions, idx.free_size) != (data.partitions, 8):
@@ -825,8 +838,8 @@ def _match_replace8_shape(call: Call) -> str | None:
 
 
 @rule("shape", key="n-gather-shape")
-def _n_gather_shape(call: Call) -> str | None:
-    dst, data, idx = call.dst[DST], call.src[DATA], call.src["indices"]
+def _n_gather_shape(call: LiveInstruction) -> str | None:
+    dst, data, idx = call.dst_views[DST], call.src_views[DATA], call.src_views["indices"]
     if dst.fmt.name != data.fmt.name:
         return f"nc_n_gather dst dtype {dst.fmt.name} != data dtype {data.fmt.name}"
     if not dst.partitions == data.partitions == idx.partitions:
@@ -843,8 +856,8 @@ def _n_gather_shape(call: Call) -> str | None:
 
 
 @rule("shape", key="sequence-bounds-shape")
-def _sequence_bounds_shape(call: Call) -> str | None:
-    dst, ids = call.dst[DST], call.src["segment_ids"]
+def _sequence_bounds_shape(call: LiveInstruction) -> str | None:
+    dst, ids = call.dst_views[DST], call.src_views["segment_ids"]
     if ids.partitions != 1 or dst.partitions != 1:
         return (
             f"sequence_bounds needs 1 partition, got segment_ids {list(ids.shape)}, "
@@ -859,10 +872,10 @@ def _sequence_bounds_shape(call: Call) -> str | None:
 
 
 @rule("shape", key="nonzero-shape")
-def _nonzero_shape(call: Call) -> str | None:
+def _nonzero_shape(call: LiveInstruction) -> str | None:
     from trnsim.core.semantics import NONZERO_STRIDE
 
-    dst, src = call.dst[DST], call.src[SRC]
+    dst, src = call.dst_views[DST], call.src_views[SRC]
     if dst.partitions != src.partitions or dst.free_size != src.free_size + 1:
         return (
             f"nonzero_with_count dst {list(dst.shape)} must be [{src.partitions}, "
@@ -878,22 +891,22 @@ def _nonzero_shape(call: Call) -> str | None:
 
 
 @rule("register-scalar", key="register-scalar")
-def _register_scalar(call: Call) -> str | None:
-    v = call.src.get(SRC) or call.dst[DST]
+def _register_scalar(call: LiveInstruction) -> str | None:
+    v = call.src_views.get(SRC) or call.dst_views[DST]
     if v.size != 1 or v.fmt.bits > 32:
         return (
-            f"{call.op.value} needs one element of at most 32 bits, got {list(v.shape)} "
+            f"{call.opcode.value} needs one element of at most 32 bits, got {list(v.shape)} "
             f"{v.fmt.name}"
         )
     return None
 
 
 @rule("collective", key="collective")
-def _collective(call: Call) -> str | None:
+def _collective(call: LiveInstruction) -> str | None:
     """nki.collectives: src and dst in one memory with one dtype, shaped as the collective
     and its replica group's size say (docstrings of nki/api/nki/collectives/__init__.py)."""
-    src, dst = call.src[SRC], call.dst[DST]
-    name = call.op.value
+    src, dst = call.src_views[SRC], call.dst_views[DST]
+    name = call.opcode.value
     if src.memory != dst.memory:
         return (
             f"{name} mixes memories (src in {src.memory.upper()}, dst in "
@@ -901,21 +914,21 @@ def _collective(call: Call) -> str | None:
         )
     if src.fmt.name != dst.fmt.name:
         return f"{name} src dtype {src.fmt.name} != dst dtype {dst.fmt.name}"
-    n = len(call.attrs.get("ranks", ()))
-    dim = call.attrs.get("collective_dim", 0)
+    n = len(call.args.get("ranks", ()))
+    dim = call.args.get("collective_dim", 0)
     if dim and src.memory == "hbm":
         return f"{name} collective_dim={dim} on HBM tensors; only 0 is supported there"
     s, d = list(src.shape), list(dst.shape)
     if dim >= len(s) or len(s) != len(d):
         return f"{name} src {s} and dst {d}: collective_dim {dim} needs both of the same rank"
     want = list(s)
-    if call.op is Op.ALL_GATHER:
+    if call.opcode is Op.ALL_GATHER:
         want[dim] = s[dim] * n
-    elif call.op is Op.REDUCE_SCATTER:
+    elif call.opcode is Op.REDUCE_SCATTER:
         if s[dim] % n:
             return f"{name} src {s} axis {dim} does not split into {n} ranks"
         want[dim] = s[dim] // n
-    elif call.op is Op.ALL_TO_ALL and s[dim] % n:
+    elif call.opcode is Op.ALL_TO_ALL and s[dim] % n:
         return f"{name} src {s} axis {dim} does not split into {n} ranks"
     if d != want:
         return f"{name} over {n} ranks: dst {d} must be {want} for src {s}"
@@ -923,13 +936,13 @@ def _collective(call: Call) -> str | None:
 
 
 @rule("shape", key="topk-shape")
-def _topk_shape(call: Call) -> str | None:
+def _topk_shape(call: LiveInstruction) -> str | None:
     """topk docstring constraints: 8 <= n < 65536, 1 <= K < 32768, K <= n, src columns >=
     ceil(n / 16), partitions a multiple of 16, outputs [P, K] with src's partitions."""
     from trnsim.core.semantics import TOPK_SNAKE
 
-    src, val, idx = call.src[SRC], call.dst["val_dst"], call.dst["idx_dst"]
-    n, k = call.attrs.get("n", 0), val.free_size
+    src, val, idx = call.src_views[SRC], call.dst_views["val_dst"], call.dst_views["idx_dst"]
+    n, k = call.args.get("n", 0), val.free_size
     if not 8 <= n < 65536:
         return f"topk n={n} not in [8, 65536)"
     if not 1 <= k < 32768 or k > n:
@@ -945,40 +958,40 @@ def _topk_shape(call: Call) -> str | None:
 
 
 @rule("attribute", lambda e: any(a.allowed is not None for a in e.attrs))
-def _attribute_values(call: Call) -> str | None:
+def _attribute_values(call: LiveInstruction) -> str | None:
     """Attribute values outside the spec's ``allowed`` (checked last: an op-specific rule with
     a more precise message comes first)."""
-    for a in SPECS[call.op].attrs:
-        if a.allowed is None or a.name not in call.attrs:
+    for a in SPECS[call.opcode].attrs:
+        if a.allowed is None or a.name not in call.args:
             continue
-        v = call.attrs[a.name]
+        v = call.args[a.name]
         if v != a.default and v not in a.allowed:
-            return f"{call.op.value} {a.name}={v!r} not in {list(a.allowed)}"
+            return f"{call.opcode.value} {a.name}={v!r} not in {list(a.allowed)}"
     return None
 
 
 _BY_OP: dict[Op, list[Rule]] = {op: [r for r in RULES if op in r.ops] for op in Op}
 
 
-def check_bounds(call: Call) -> None:
+def check_bounds(call: LiveInstruction) -> None:
     """Raise the out-of-bounds KernelError of the first operand outside its allocation."""
-    for v in call.dst.values():
+    for v in call.dst_views.values():
         if not v.inbounds:
             v.check_bounds()
-    for v in call.src.values():
+    for v in call.src_views.values():
         if not v.inbounds:
             v.check_bounds()
 
 
-def check_rules(call: Call) -> None:
+def check_rules(call: LiveInstruction) -> None:
     """Raise a KernelError (at the kernel's line) for the first rule ``call`` breaks."""
-    for r in _BY_OP[call.op]:
+    for r in _BY_OP[call.opcode]:
         msg = r.check(call)
         if msg is not None:
             raise fail(r.name, msg)
 
 
-def check(call: Call) -> None:
+def check(call: LiveInstruction) -> None:
     """Bounds, then every rule of the op: the plain, uncached check (the specification)."""
     check_bounds(call)
     check_rules(call)
@@ -1007,13 +1020,13 @@ class Checker:
             self.version = _VERSION[0]
         return signature in self.passed
 
-    def check(self, call: Call, signature: tuple) -> None:
+    def check(self, call: LiveInstruction, signature: tuple) -> None:
         """``check`` (bounds, then the rules) unless ``signature`` passed before."""
         check_bounds(call)
         if not self.known(signature):
             self.check_rules(call, signature)
 
-    def check_rules(self, call: Call, signature: tuple) -> None:
+    def check_rules(self, call: LiveInstruction, signature: tuple) -> None:
         """Run the rules of ``call`` (raising on the first broken one); remember a pass."""
         check_rules(call)
         self.passed.add(signature)

@@ -55,14 +55,14 @@ import numpy as np
 
 from trnsim.core import location
 from trnsim.core import semantics as S
-from trnsim.core.call import Call
 from trnsim.core.isa import IN_ORDER, Op
+from trnsim.core.live import LiveInstruction
 from trnsim.core.memory import PSUM, SBUF, OnChipMemory, View
 from trnsim.core.spec import DST, MOVING, STATIONARY
 from trnsim.errors import KernelError
 
 if TYPE_CHECKING:
-    from trnsim.core.call import Core as NeuronCore
+    from trnsim.core.live import Core as NeuronCore
 
 F32 = np.float32
 
@@ -417,16 +417,13 @@ class Deferred:
         """A new allocation's sentinel fill, in program order behind the queued work."""
         self.stream.submit(_queue_fill, (self, mem, alloc), location.kernel_location())
 
-    def submit(self, call: Call, where: tuple[str, int]) -> None:
+    def submit(self, call: LiveInstruction, where: tuple[str, int]) -> None:
         """Queue ``call`` (plain views, attributes without views) on the stream."""
         # detached views: queued work does not extend the tensors' lifetimes
-        queued = Call(
-            call.op,
-            call.engine,
-            {r: v.detached() for r, v in call.dst.items()},
-            {r: v.detached() for r, v in call.src.items()},
-            _own_copy(call.attrs),
-            call.spec,
+        queued = call.with_views(
+            {r: v.detached() for r, v in call.dst_views.items()},
+            {r: v.detached() for r, v in call.src_views.items()},
+            _own_copy(call.args),
         )
         self.stream.submit(_run_deferred, (self, queued), where)
 
@@ -477,12 +474,12 @@ def _alloc_region(a: Any) -> Region:
     return (a, 0, 1, 0, 1)
 
 
-def _run_deferred(d: Deferred, call: Call) -> None:
+def _run_deferred(d: Deferred, call: LiveInstruction) -> None:
     """One queued instruction, on the stream's thread: at once, or as an ordered action of
     the pipeline when it touches memory that pending work writes (or writes what it reads)."""
-    pipe, op, nc = d.pipeline, call.op, d.nc
+    pipe, op, nc = d.pipeline, call.opcode, d.nc
     if op is Op.NC_MATMUL:
-        plain = call.attrs.get("perf_mode") == "double_row" or call.attrs.get("is_transpose")
+        plain = call.args.get("perf_mode") == "double_row" or call.args.get("is_transpose")
         if not plain and _defer_matmul(d, call):
             return
         if pipe.busy:
@@ -491,8 +488,8 @@ def _run_deferred(d: Deferred, call: Call) -> None:
         if op in IN_ORDER:  # state beyond memory: once everything before it has retired
             pipe.wait()
         else:
-            reads = tuple([_region(v) for v in call.src.values()])
-            writes = tuple([_region(v) for v in call.dst.values()])
+            reads = tuple([_region(v) for v in call.src_views.values()])
+            writes = tuple([_region(v) for v in call.dst_views.values()])
             if pipe.conflict(reads, writes):
                 where = location.kernel_location()
                 pipe.action(d.executors[op], (nc, call), reads, writes, where)
@@ -500,11 +497,11 @@ def _run_deferred(d: Deferred, call: Call) -> None:
     d.executors[op](nc, call)
 
 
-def _defer_matmul(d: Deferred, c: Call) -> bool:
+def _defer_matmul(d: Deferred, c: LiveInstruction) -> bool:
     """Decode the operands now and hand the product to the pipeline, which commits it into
     PSUM in program order with the plain path's ``_psum_accumulate`` (marks, warnings,
     overwrite or add all decided then). False (nothing done): operands outside SBUF."""
-    st, mv, dst = c.src[STATIONARY], c.src[MOVING], c.dst[DST]
+    st, mv, dst = c.src_views[STATIONARY], c.src_views[MOVING], c.dst_views[DST]
     if st.storage.alloc.kind != SBUF or mv.storage.alloc.kind != SBUF:
         return False
     pipe, decode = d.pipeline, d.nc.decode
@@ -517,7 +514,7 @@ def _defer_matmul(d: Deferred, c: Call) -> bool:
     b = decode.read(mv).reshape(mv.partitions, -1)
     # an fp32 operand is not decoded into a buffer of its own: the product reads SBUF later
     reads = tuple([_region(v) for v in (st, mv) if v.fmt.dtype == F32])
-    args = (d.accumulate, d.nc, dst, c.attrs.get("accumulate"))
+    args = (d.accumulate, d.nc, dst, c.args.get("accumulate"))
     where = location.kernel_location()
     pipe.product(a, b, _commit_product, args, reads, (_region(dst),), where)
     return True
