@@ -30,7 +30,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
-    "validate": ("validate", "perf model vs published Trn1 measurements (per-row, MAPE)"),
+    "validate": (
+        "validate",
+        "perf model vs every calibration set (Trainium, H100, NCCL, TPU): per-row, MAPE",
+    ),
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
