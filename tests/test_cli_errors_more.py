@@ -173,6 +173,14 @@ CONTRADICTIONS = [
         ],
         "--spec-tokens 4: more than --output-tokens 2",
     ),
+    (
+        ["infer", "--model", "llama-3.1-8b", "--spec-tokens", "4"],
+        "--spec-tokens 4: speculative decoding needs --draft-model",
+    ),
+    (
+        ["infer", "--model", "llama-3.1-8b", "--spec-acceptance", "0.5"],
+        "--spec-acceptance 0.5: speculative decoding needs --draft-model",
+    ),
 ]
 
 
@@ -261,3 +269,10 @@ def test_every_typed_flag_refuses_non_values(capsys, bad):
     for verb, positionals, action in TYPED:
         flag = action.option_strings[-1]
         usage_error([verb, *positionals, f"{flag}={bad}"], capsys, flag)
+
+
+def test_draft_model_alone_uses_the_documented_speculation_defaults(capsys):
+    rc, out, _ = call(
+        ["infer", "--model", "llama-3.1-70b", "--draft-model", "llama-3.1-8b"], capsys
+    )
+    assert rc == 0 and "4 tokens per step, acceptance 0.7" in out

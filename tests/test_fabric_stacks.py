@@ -147,3 +147,12 @@ def test_two_nodes_run_nccls_flat_ring_bounded_by_the_rails():
     # 8 rails of 400 Gb/s: a flat ring's busbw cannot exceed 8 x 50 GB/s (x the ring efficiency)
     assert r.busbw <= nic.rails * nic.bw_per_direction * NCCL.ring_efficiency
     assert r.busbw > 0.5 * nic.rails * nic.bw_per_direction * NCCL.ring_efficiency
+
+
+def test_cli_foreign_stack_is_named_a_what_if_on_stderr(capsys):
+    assert main(["collective", "--system", "trn2.48xlarge", "--stack", "nccl", "--json"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["stack"] == "nccl"
+    assert "whose vendor's stack is neuron: a what-if" in " ".join(cap.err.split())
+    assert main(["collective", "--system", "trn2.48xlarge", "--stack", "neuron", "--json"]) == 0
+    assert "what-if" not in capsys.readouterr().err

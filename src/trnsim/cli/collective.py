@@ -32,7 +32,7 @@ from trnsim.fabric.collectives import (
     flow_overheads,
     resolve_system,
 )
-from trnsim.fabric.stacks import STACKS, canonical_stack
+from trnsim.fabric.stacks import STACKS, canonical_stack, stack_for
 from trnsim.report.output import output_path, print_json
 from trnsim.report.progress import progress
 from trnsim.report.tables import fit
@@ -198,6 +198,13 @@ def run(args: argparse.Namespace) -> int:
     if ranks < 2:
         raise UsageError(f"--ranks: system {spec.name!r} has {ranks} chip; a collective needs 2")
     note = _scale_out_note(spec, ranks)
+    own = stack_for(spec).name
+    if args.stack is not None and args.stack != own:
+        what_if = (
+            f"--stack {args.stack} on {spec.name}, whose vendor's stack is {own}: a what-if "
+            f"({args.stack}'s algorithms and constants on this hardware, never measured there)"
+        )
+        note = f"{note}\n{what_if}" if note else what_if
     sweep_only = [f"--{f.replace('_', '-')}" for f in SWEEP_ONLY if getattr(args, f) is not None]
     if not args.sweep and sweep_only:
         verb = "applies" if len(sweep_only) == 1 else "apply"

@@ -43,14 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec-tokens",
         type=positive_int,
-        default=4,
-        help="speculative decoding: tokens the draft proposes per step (default 4)",
+        help="speculative decoding: tokens the draft proposes per step (default 4; needs "
+        "--draft-model)",
     )
     parser.add_argument(
         "--spec-acceptance",
         type=fraction,
-        default=0.7,
-        help="speculative decoding: probability each proposed token is accepted (default 0.7)",
+        help="speculative decoding: probability each proposed token is accepted (default 0.7; "
+        "needs --draft-model)",
     )
     parser.add_argument(
         "--prefix-hit",
@@ -86,17 +86,26 @@ def run(args: argparse.Namespace) -> int:
             f"--prefix-hit {args.prefix_hit}: at least one prompt token must be prefilled (< 1)"
         )
     spec = None
-    if args.draft_model is not None:
+    if args.draft_model is None:
+        for flag, value in (
+            ("--spec-tokens", args.spec_tokens),
+            ("--spec-acceptance", args.spec_acceptance),
+        ):
+            if value is not None:
+                raise UsageError(f"{flag} {value}: speculative decoding needs --draft-model")
+    else:
+        spec_tokens = 4 if args.spec_tokens is None else args.spec_tokens
+        acceptance = 0.7 if args.spec_acceptance is None else args.spec_acceptance
         try:
             draft = resolve_model(args.draft_model)
         except TrnsimError as exc:
             raise UsageError(f"--draft-model {args.draft_model}: {exc}") from None
-        if args.spec_tokens > args.output_tokens:
+        if spec_tokens > args.output_tokens:
             raise UsageError(
-                f"--spec-tokens {args.spec_tokens}: more than --output-tokens "
+                f"--spec-tokens {spec_tokens}: more than --output-tokens "
                 f"{args.output_tokens} to generate"
             )
-        spec = Speculative(draft, args.spec_tokens, args.spec_acceptance)
+        spec = Speculative(draft, spec_tokens, acceptance)
     ranks = chips * args.ranks_per_chip
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
     chosen = None
