@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trnsim.fabric.collectives import collective_time
+from trnsim.fabric.fiterror import FitError, RowError
 from trnsim.fabric.overheads import (  # re-exported: the constants this module fits
     E_SOURCE,
     FITTED,
@@ -83,32 +84,18 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class Row:
+class Row(RowError):
     """One calibration row: measured vs modelled time and the relative error."""
 
     nbytes: int
     measured_s: float
     model_s: float
 
-    @property
-    def error(self) -> float:
-        """(model - measured) / measured."""
-        return (self.model_s - self.measured_s) / self.measured_s
-
 
 @dataclass(frozen=True, slots=True)
-class Fit:
+class Fit(FitError):
     overheads: Overheads
     rows: tuple[Row, ...]
-
-    @property
-    def mape(self) -> float:
-        """Mean absolute percentage error over all rows, as a fraction."""
-        return float(np.mean([abs(r.error) for r in self.rows]))
-
-    @property
-    def max_error(self) -> float:
-        return float(max(abs(r.error) for r in self.rows))
 
 
 def _parts(nbytes: int) -> tuple[float, float]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from trnsim.fabric import nccl
+from trnsim.fabric.fiterror import FitError, RowError
 from trnsim.fabric.stacks import NCCL, NcclParams, Protocol
 from trnsim.fabric.topology import group
 from trnsim.hw import system
@@ -63,32 +64,19 @@ def measured_s(nbytes: int, busbw_gbs: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Row:
+class Row(RowError):
     nbytes: int
     measured_s: float
     model_s: float
     algo: str
     protocol: str
 
-    @property
-    def error(self) -> float:
-        """(model - measured) / measured."""
-        return (self.model_s - self.measured_s) / self.measured_s
-
 
 @dataclass(frozen=True, slots=True)
-class Fit:
+class Fit(FitError):
     params: NcclParams
     rows: tuple[Row, ...]
     iterations: int = 0
-
-    @property
-    def mape(self) -> float:
-        return float(np.mean([abs(r.error) for r in self.rows]))
-
-    @property
-    def max_error(self) -> float:
-        return float(max(abs(r.error) for r in self.rows))
 
 
 def _stage():
