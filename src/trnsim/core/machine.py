@@ -297,16 +297,34 @@ class NeuronCore:
             return raw
         return raw.astype(F32)
 
+    def read_transposed(self, v: View) -> np.ndarray:
+        """``read(v)`` as ``[P, F]`` (free dims flattened), transposed to a C-contiguous
+        ``[F, P]`` float32 array: the same values, in the layout the tensor engine's
+        specification copies the stationary tile into. Stored words are transposed before
+        they are decoded (cheaper than transposing the float32 values: half the bytes or
+        fewer); a decode is exact, so the order changes no bit."""
+        raw = v.array()
+        fmt = v.fmt
+        if fmt.kind == "packed" or raw.dtype == F32:
+            return np.ascontiguousarray(_p2(self.read(v)).T)
+        # gathered row by row first (partitions lie far apart in memory), transposed in cache
+        words = np.ascontiguousarray(_p2(raw).view(f"u{raw.dtype.itemsize}"))
+        return np.ascontiguousarray(words.T).view(raw.dtype).astype(F32)
+
     def read_raw(self, v: View) -> np.ndarray:
         return v.array()
 
     def acc_open(self, v: View) -> bool:
         """Whether every element of the PSUM view ``v`` is in an open accumulation group
-        (all marks full); with the fast paths, remembered per view until the marks change."""
+        (all marks full); with the fast paths, remembered per view until the marks change.
+        Every mark byte is 0 or 1 (marks are only ever set to 0 or ``_FULL_MARK``, or copied),
+        so no element's mark exceeds the full one, and "all full" is "the least is full" (one
+        reduction, no temporary)."""
         memo = self.acc_memo
         if memo is not None and memo.known_open(v):
             return True
-        if not (v.acc_array() == _FULL_MARK[v.itemsize]).all():
+        marks = v.acc_array()
+        if marks.size and marks.min() != _FULL_MARK[v.itemsize]:
             return False
         if memo is not None:
             memo.remember(v)
@@ -499,8 +517,12 @@ def _nc_matmul(nc: NeuronCore, c: LiveInstruction) -> None:
         # the same values, decoded once per write of the tile, the stationary one already in
         # the layout the specification copies it into (so its copies are no-ops)
         res = S.nc_matmul(decode.read(st, transposed=True), decode.read(mv), False)
-    else:
+    elif double:
         res = S.nc_matmul(nc.read(st), nc.read(mv), double)
+    else:
+        # the stationary tile decoded straight into the layout the specification copies it
+        # into (its [K, M] view is the transpose of a contiguous [M, K]; the copy is a no-op)
+        res = S.nc_matmul(nc.read_transposed(st).T, nc.read(mv), False)
     _psum_accumulate(nc, dst, res, c.args.get("accumulate"))
 
 
