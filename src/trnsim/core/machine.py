@@ -259,6 +259,13 @@ class NeuronCore:
                 ins = live_from(fields, dst, src, attrs, self.spec)
                 self.checker.check_rules(ins, key)
         else:
+            for operands in (dst, src):
+                for role, v in operands.items():
+                    if not isinstance(v, View):
+                        raise broken(
+                            "operand-tensor",
+                            f"{op.value} {role} must be a tensor, got {type(v).__name__}",
+                        )
             # tensor indirection (.indirect views): checks, index operands (trnsim.core.indirect);
             # the check reads the live views only, so it runs before the operands are described
             # (describing notes the use of each allocation, as after a plain check)
@@ -382,6 +389,8 @@ plain, uncached path of ``execute``."""
 
 
 def _plain_view(cls: type) -> bool:
+    if not issubclass(cls, View):  # not a tensor: execute's operand-tensor error
+        return False
     plain = all(
         getattr(cls, name) is getattr(View, name)
         for name in ("operand", "described", "check_bounds", "array", "acc_array")

@@ -395,6 +395,7 @@ def _where(loc: tuple[str, int] | None, before: tuple[str, int] | None = None) -
 
 
 _USE_SEQ = itertools.count()
+_next_use = _USE_SEQ.__next__
 """Program order of the uses of address-sharing allocations (one counter: a run's cores
 each check their own allocations, so the interleaving of two cores does not matter)."""
 
@@ -420,7 +421,7 @@ def _note_use(alloc: Allocation) -> None:
     if alloc.first_use is None:
         alloc.first_use = here
     alloc.last_use = here
-    alloc.last_seq = next(_USE_SEQ)
+    alloc.last_seq = _next_use()
 
 
 def _overlaps(a: Allocation, pstart: int, partitions: int, offset: int, nbytes: int) -> bool:
@@ -664,14 +665,13 @@ class View:
         if alloc.explicit or alloc.sharers:
             _note_use(alloc)
         else:
-            alloc.last_seq = next(_USE_SEQ)
+            alloc.last_seq = _next_use()
         d = self._operand
         if d is not None:
             if d[0][0] == role:
                 return d
             parts = d[2]  # the same view in another role
         else:
-            alloc = self.storage.alloc
             fmt = self.fmt
             isz = fmt.dtype.itemsize
             pat = tuple(zip(self.strides, self.shape, strict=False))  # equal lengths
@@ -683,7 +683,7 @@ class View:
             parts = (kind, fmt.name, isz, core, start, offset, pat[0] if pat else (1, 1), pat[1:])
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (same object)
         op = tuple.__new__(Operand, (role, *parts))
-        op = self.storage.alloc.memory.operands.setdefault(op, op)
+        op = alloc.memory.operands.setdefault(op, op)
         d = self._operand = (op, (role, *parts[:5], *parts[6:]), parts)
         return d
 

@@ -140,12 +140,7 @@ def _op(o: Any) -> str | None:
 def _run(
     op: Op, dst: dict[str, Any], src: dict[str, Any], attrs: dict[str, Any], eng: Any = None
 ) -> None:
-    for operands in (dst, src):
-        for role, v in operands.items():
-            if not isinstance(v, View):
-                raise broken(
-                    "operand-tensor", f"{op.value} {role} must be a tensor, got {type(v).__name__}"
-                )
+    # a non-tensor operand is the core's operand-tensor error (NeuronCore.execute)
     current().core.execute(op, dst, src, attrs, None if eng is None else _eng(eng))
 
 

@@ -53,6 +53,10 @@ def _buffer(buffer: Any) -> _Buffer:
 # ---- creation ----------------------------------------------------------------------------
 
 
+_AUTO_NAMES: dict[tuple[str, str, int], str] = {}
+"""The name of an unnamed tensor, by (buffer, kernel file, line): formatted once per line."""
+
+
 def ndarray(
     shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None
 ) -> NkiTensor:
@@ -61,9 +65,13 @@ def ndarray(
     prog = current()
     buf = _buffer(buffer)
     if not name:
-        file, line = kernel_location()
-        name = f"{buf.name}@{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
-    shape = tuple([int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,))])
+        where = (buf.name, *kernel_location())
+        name = _AUTO_NAMES.get(where)
+        if name is None:
+            file = where[1].replace(chr(92), "/").rsplit("/", 1)[-1]
+            name = _AUTO_NAMES[where] = f"{buf.name}@{file}:{where[2]}"
+    if not isinstance(shape, tuple | list):
+        shape = (shape,)  # NeuronCore.allocate makes the dims ints
     if buf is shared_hbm and prog.launch.lnc > 1:
         # The programs of an LNC launch share their shared_hbm tensors: the i-th shared_hbm
         # allocation of every program is the same tensor.

@@ -66,6 +66,10 @@ class NkiTensor(View):
     # ---- slicing --------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> NkiTensor:
+        if type(key) is tuple and len(key) == len(self.shape):
+            t = self._plain_slices(key)
+            if t is not None:
+                return t
         if not isinstance(key, tuple):
             key = (key,)
         if any(k is Ellipsis for k in key):
@@ -139,6 +143,48 @@ class NkiTensor(View):
         if not t.inbounds:
             t.check_bounds()
         return t
+
+    def _plain_slices(self, key: tuple) -> NkiTensor | None:
+        """The common key, one ``a:b`` / ``a:`` / ``:`` slice per dim with int bounds inside
+        the dim: the same view as the general path in ``__getitem__`` builds, or None for any
+        other key (which takes the general path)."""
+        shape = []
+        offset, p0 = self.offset, self.p0
+        first = self.on_chip
+        for k, n, s in zip(key, self.shape, self.strides, strict=False):  # lengths checked
+            if type(k) is not slice or k.step is not None:
+                return None
+            start, stop = k.start, k.stop
+            if start is None:
+                start = 0
+            elif type(start) is not int:
+                return None
+            if stop is None:
+                stop = n
+            elif type(stop) is not int:
+                return None
+            if not 0 <= start <= stop <= n:
+                return None
+            if first:
+                p0 += start * s
+                first = False
+            else:
+                offset += start * s
+            shape.append(stop - start)
+        return (
+            NkiTensor.trusted(  # type: ignore[no-any-return]
+                self.storage,
+                tuple(shape),
+                self.strides,
+                offset,
+                p0,
+                self.fmt,
+                self.dtype,
+                self.inbounds,
+            )
+            if self.inbounds
+            else None
+        )
 
     def __setitem__(self, key: Any, value: Any) -> None:
         from trnsim.nki import isa
