@@ -1035,6 +1035,11 @@ def l_dynamic_range_step():
     nl.dynamic_range(0, 4, 0)
 
 
+def l_loop_register():
+    mark()
+    nl.while_loop(1, lambda r: r)
+
+
 ARG_CASES += [
     ("partition-dim-alloc", m_partition_dim_alloc, (), 1, {}, "partition-dim", ("256", "128")),
     ("sbuf-capacity", m_sbuf_capacity, (), 1, {}, "sbuf-capacity", ("300 KiB", "256 KiB")),
@@ -1101,6 +1106,7 @@ ARG_CASES += [
     ("load-transpose2d", l_load_transpose2d, (), 1, {}, "load-transpose2d", ("[128, 4]",)),
     ("dynamic-range-bound", l_dynamic_range_bound, (), 1, {}, "dynamic-range", ("1.5",)),
     ("dynamic-range-step", l_dynamic_range_step, (), 1, {}, "dynamic-range", ("got 0",)),
+    ("loop-register", l_loop_register, (), 1, {}, "loop-register", ("init", "int 1")),
 ]
 
 

@@ -127,8 +127,9 @@ def test_language_compositions_against_numpy():
         nl.store(h, tr)
         res.append(h)
         assert list(nl.dynamic_range(3)) == [0, 1, 2]
-        total = nl.fori_loop(0, 4, lambda i, v: v + i, 10)
-        assert total == 16
+        seen = []
+        assert nl.fori_loop(0, 7, lambda i: seen.append(int(i)), 3) is None
+        assert seen == [0, 3, 6]
         with nl.no_reorder():
             pass
         return res

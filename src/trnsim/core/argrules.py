@@ -182,8 +182,9 @@ _add("nl-missing", "not-implemented", ARGUMENT, "an nki.language function trnsim
 _add("nl-invert-dtype", "dtype", ARGUMENT, "nl.invert of a non-integer tensor")
 _add("nl-reduce-axis", "not-implemented", ARGUMENT, "an nl reduction not along all free dims")
 _add("load-transpose2d", "load-transpose2d", ARGUMENT, "nl.load_transpose2d of a non-2-D HBM")
-_add("dynamic-range-bound", "dynamic-range", ARGUMENT, "nl.dynamic_range bound not int/register")
-_add("dynamic-range-step", "dynamic-range", ARGUMENT, "nl.dynamic_range step not a positive int")
+_add("dynamic-range-bound", "dynamic-range", ARGUMENT, "device loop bound not int/register")
+_add("dynamic-range-step", "dynamic-range", ARGUMENT, "device loop step not a positive int")
+_add("loop-register", "loop-register", ARGUMENT, "nl.while_loop condition not a register")
 
 # ---- semantics behind the checker (trnsim.core.semantics) ----------------------------------------
 

@@ -40,7 +40,10 @@ them is a KernelError naming the rule):
 2. Index dtypes: ``uint32`` (the docstring examples) or ``int32`` (a negative value is out of
    bounds). Index tiles live in SBUF; ``vector_offset`` is ``(P, 1)``, ``scalar_offset`` is
    ``(1, 1)``. A Python ``int`` scalar offset is a compile-time constant and folds into
-   ``offset`` (no indirection). Registers (``nisa.register_alloc``) are not modelled.
+   ``offset`` (no indirection); so does a register (``nisa.register_alloc``): trnsim runs the
+   kernel as it is traced, so its value when the instruction issues is known. A folded offset
+   is a static view: out of bounds it is the view's bounds error (``oob_mode.skip`` applies
+   to index tiles only).
 3. Bounds: an index ``v`` is in bounds when ``0 <= v < t.shape[d]`` and every element it
    addresses lies inside ``t``'s storage. ``oob_mode.skip`` skips an out-of-bounds row of a
    vector gather/scatter (the destination row keeps its old value). A scalar-offset transfer
@@ -279,8 +282,8 @@ def make(
     if not isinstance(index, View) or isinstance(index, IndirectView):
         raise broken(
             "ap-index-tensor",
-            f"ap({arg}=...) needs an SBUF index tensor, got {type(index).__name__} "
-            "(trnsim does not model nisa.register_alloc registers)",
+            f"ap({arg}=...) needs an SBUF index tensor, an int or a register, got "
+            f"{type(index).__name__}",
         )
     if index.memory != SBUF:
         raise broken(

@@ -616,38 +616,58 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> range:
     with ``__index__``); the step must be a compile-time positive integer, as documented."""
     if stop is None:
         start, stop = 0, start
+    return _run_time_range("nl.dynamic_range", start, stop, step)
+
+
+def _run_time_range(what: str, start: Any, stop: Any, step: Any) -> range:
+    """The iterations of a device loop (``dynamic_range``, ``fori_loop``): bounds are ints or
+    registers (their values when the loop starts), the step a compile-time positive int."""
     bounds = []
     for v in (start, stop):
         if isinstance(v, bool) or not hasattr(v, "__index__"):
             raise broken(
-                "dynamic-range-bound",
-                f"nl.dynamic_range bound must be an integer or a register, got {v!r}",
+                "dynamic-range-bound", f"{what} bound must be an integer or a register, got {v!r}"
             )
         bounds.append(v.__index__())
     if not isinstance(step, int | np.integer) or isinstance(step, bool) or step <= 0:
         raise broken(
             "dynamic-range-step",
-            f"nl.dynamic_range step must be a compile-time positive int (not a register), "
-            f"got {step!r}",
+            f"{what} step must be a compile-time positive int (not a register), got {step!r}",
         )
     return range(bounds[0], bounds[1], int(step))
 
 
-def fori_loop(lower: int, upper: int, body: Any, init_val: Any) -> Any:
-    """``for i in range(lower, upper): val = body(i, val)``; returns ``val`` (a traced loop
-    on hardware; trnsim runs the kernel eagerly, in program order)."""
-    val = init_val
-    for i in range(int(lower), int(upper)):
-        val = body(i, val)
-    return val
+def fori_loop(lower: Any, upper: Any, body_fun: Any, step: int = 1) -> None:
+    """``for i in range(lower, upper, step): body_fun(i)``, a counted device loop: the bounds
+    are ints or registers (read when the loop starts), ``step`` a compile-time positive int,
+    and ``body_fun`` receives the iteration value as a register, by value (writing it does not
+    change the loop). Returns None; the body's effects are its writes to memory."""
+    from trnsim.nki.isa import VirtualRegister
+
+    for i in _run_time_range("nl.fori_loop", lower, upper, step):
+        body_fun(VirtualRegister(i))
 
 
-def while_loop(cond: Any, body: Any, init_val: Any) -> Any:
-    """``while cond(val): val = body(val)``; returns ``val`` (see ``fori_loop``)."""
-    val = init_val
-    while cond(val):
-        val = body(val)
-    return val
+def while_loop(init: Any, body_fun: Any) -> None:
+    """``r = init; while r != 0: r = body_fun(r)``, a device loop on a condition register,
+    tested before each iteration: ``body_fun`` receives the condition's value as a register,
+    by value, and returns the register holding the next condition. Returns None."""
+    from trnsim.nki.isa import VirtualRegister
+
+    cond = _loop_register(init, "nl.while_loop init")
+    while cond.value != 0:
+        cond = _loop_register(body_fun(VirtualRegister(cond.value)), "nl.while_loop body result")
+
+
+def _loop_register(x: Any, what: str) -> Any:
+    from trnsim.nki.isa import VirtualRegister
+
+    if not isinstance(x, VirtualRegister):
+        raise broken(
+            "loop-register",
+            f"{what} must be an nki.isa register (register_alloc), got {type(x).__name__} {x!r}",
+        )
+    return x
 
 
 class no_reorder:

@@ -285,14 +285,21 @@ class NkiTensor(View):
         strides = [int(s) for s, _ in pattern]
         shape = [int(n) for _, n in pattern]
         offset = 0 if offset is None else int(offset)
-        if isinstance(scalar_offset, int | np.integer) and vector_offset is None:
-            # a compile-time constant offset: no runtime indirection (migration guide rule)
+        if (
+            vector_offset is None
+            and scalar_offset is not None
+            and not isinstance(scalar_offset, View)
+            and hasattr(scalar_offset, "__index__")
+        ):
+            # a compile-time constant offset, or a register (nisa.register_alloc: its value
+            # when this instruction issues, the kernel running as traced): no index tile to
+            # read, the offset folds in (migration guide rule; trnsim.core.indirect choice 2)
             dim = int(indirect_dim)
             if not 0 <= dim < self.ndim:
                 raise broken(
                     "ap-const-dim", f"indirect_dim {dim} is not a dim of {list(self.shape)}"
                 )
-            offset = offset + int(scalar_offset) * prod(self.shape[dim + 1 :])
+            offset = offset + scalar_offset.__index__() * prod(self.shape[dim + 1 :])
             scalar_offset = None
         old, new = self.fmt.dtype.itemsize, fmt.dtype.itemsize
         alloc = self.storage.alloc
