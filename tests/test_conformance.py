@@ -1,5 +1,6 @@
 """The conformance harness: checkout detection, outcome classes, the comparison, the verb."""
 
+import json
 import os
 from pathlib import Path
 
@@ -114,3 +115,43 @@ def test_call_inputs_and_decode(tmp_path):
         r = run_case(case, root)
     assert r.outcome == "pass", r.detail
     assert "scale=3.0" in r.shapes and r.max_error == 0.0
+
+
+def test_exit_status_counts_external_only_with_strict(tmp_path, monkeypatch, capsys):
+    """A case that fails outside trnsim (a package the checkout imports is not installed) does
+    not fail the run unless --strict; a passing case never does."""
+    from trnsim.cli.main import main
+    from trnsim.conformance import runner
+    from trnsim.conformance.case import Case
+
+    root = _fake_samples(
+        tmp_path,
+        "import nki\nimport nki.language as nl\n\n\n@nki.jit\ndef k(x):\n"
+        "    t = nl.load(x)\n    h = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)\n"
+        "    nl.store(h, t)\n    return h\n",
+    )
+    (root / "src/nki_samples/tutorials/t/ext.py").write_text(
+        "import not_installed_pkg_xyz\n\n\ndef k(x):\n    return x\n"
+    )
+    same = Case(
+        "t/k",
+        "nki-samples",
+        "src/nki_samples/tutorials/t/k.py",
+        "k",
+        lambda rng: (np.ones((2, 4), np.float32),),
+        lambda x: x,
+    )
+    ext = Case(
+        "t/ext",
+        "nki-samples",
+        "src/nki_samples/tutorials/t/ext.py",
+        "k",
+        lambda rng: (np.ones((2, 4), np.float32),),
+        lambda x: x,
+    )
+    monkeypatch.setattr(runner, "all_cases", lambda: [same, ext])
+    assert main(["conformance", str(root), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["pass"] == 1 and out["counts"]["external"] == 1
+    assert main(["conformance", str(root), "--json", "--strict"]) == 1
+    capsys.readouterr()
