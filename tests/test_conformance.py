@@ -1,5 +1,6 @@
 """The conformance harness: checkout detection, outcome classes, the comparison, the verb."""
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -155,3 +156,29 @@ def test_exit_status_counts_external_only_with_strict(tmp_path, monkeypatch, cap
     assert out["counts"]["pass"] == 1 and out["counts"]["external"] == 1
     assert main(["conformance", str(root), "--json", "--strict"]) == 1
     capsys.readouterr()
+
+
+def test_out_args_compare_the_buffers_the_kernel_writes(tmp_path):
+    from trnsim.conformance.case import Case
+    from trnsim.conformance.runner import checkout_imports, run_case
+
+    root = _fake_samples(
+        tmp_path,
+        "import nki\nimport nki.language as nl\n\n\ndef k(x, out):\n"
+        "    t = nl.load(x)\n    nl.store(out, nl.multiply(t, 2.0))\n",
+    )
+    case = Case(
+        "t/k",
+        "nki-samples",
+        "src/nki_samples/tutorials/t/k.py",
+        "k",
+        lambda rng: (np.ones((2, 4), np.float32), np.zeros((2, 4), np.float32)),
+        lambda x, out: 2 * x,
+        out_args=(1,),
+    )
+    with checkout_imports(root.resolve(), "nki-samples"):
+        r = run_case(case, root)
+    assert r.outcome == "pass" and r.max_error == 0.0, r.detail
+    wrong = dataclasses.replace(case, reference=lambda x, out: 3 * x)
+    with checkout_imports(root.resolve(), "nki-samples"):
+        assert run_case(wrong, root).outcome == "mismatch"

@@ -41,6 +41,9 @@ class Case:
     target: NeuronCore generation (``"gen2"``, ``"gen3"``, ``"gen4"``).
     decode: optional ``decode(outputs)``: the kernel's outputs in the form the reference
         returns (e.g. an fp8 tensor whose last 4 bytes of a row are an fp32 scale, split in two).
+    out_args: the positions of arguments the kernel writes as its outputs (an output buffer
+        passed in, nki-library's ``output.must_alias_input``): the outputs compared are those
+        arguments after the run (one array, or a tuple), not the kernel's return value.
     notes: why these shapes, tolerance, anything unusual.
     """
 
@@ -57,4 +60,5 @@ class Case:
     atol: float = 1e-5
     target: str = "gen4"
     decode: Callable[[Any], Any] | None = None
+    out_args: tuple[int, ...] = ()
     notes: str = ""

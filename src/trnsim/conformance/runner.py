@@ -303,6 +303,9 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
         kernel = _launchable(load_kernel(case, root), case)
         result = run(kernel, *args, target=case.target, **kw)
         out = result.outputs
+        if case.out_args:  # output buffers passed in: run() wrote them back into ``args``
+            outs = tuple(args[i] for i in case.out_args)
+            out = outs[0] if len(outs) == 1 else outs
     except Exception as exc:
         res.outcome, res.detail, res.location = classify(exc, root)
         res.seconds = time.perf_counter() - t0
