@@ -52,7 +52,7 @@ def k_generation():
 
 def k_unmodelled():
     mark()
-    nisa.activation(sb((128, 8)), nl.exp, sb((128, 8)), reduce_cmd=nisa.reduce_cmd.reset)
+    nisa.exponential(sb((128, 8)), sb((128, 8)), reduce_cmd=nisa.reduce_cmd.reset)
 
 
 def k_indirect_operand(a):
@@ -1125,6 +1125,21 @@ def s_reduce_continue():
     )
 
 
+def s_scalar_reduce_op():
+    mark()
+    nisa.activation(sb((8, 4)), nl.exp, sb((8, 4)), reduce_cmd=nisa.reduce_cmd.reset_reduce)
+
+
+def s_scalar_reduce_continue():
+    nisa.activation(
+        sb((16, 4)), nl.exp, sb((16, 4)), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reset_reduce
+    )
+    mark()
+    nisa.activation(
+        sb((8, 4)), nl.exp, sb((8, 4)), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reduce
+    )
+
+
 def s_match_replace8_unmatched():
     data, vals = sb((1, 8)), sb((1, 8))
     nisa.memset(data, 1.0)
@@ -1216,6 +1231,16 @@ def c_collectives_missing():
 ARG_CASES += [
     ("reduce-init-value", s_reduce_init_value, (), 1, {}, "reduce-init", ("got None",)),
     ("reduce-continue", s_reduce_continue, (), 1, {}, "reduce-cmd", ("holds none",)),
+    ("scalar-reduce-op", s_scalar_reduce_op, (), 1, {}, "reduce-cmd", ("reset_reduce",)),
+    (
+        "scalar-reduce-continue",
+        s_scalar_reduce_continue,
+        (),
+        1,
+        {},
+        "reduce-cmd",
+        ("over 8 partitions", "hold 16 partitions"),
+    ),
     (
         "match-replace8-unmatched",
         s_match_replace8_unmatched,

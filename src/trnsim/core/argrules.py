@@ -185,6 +185,13 @@ _add("load-transpose2d", "load-transpose2d", ARGUMENT, "nl.load_transpose2d of a
 _add("dynamic-range-bound", "dynamic-range", ARGUMENT, "device loop bound not int/register")
 _add("dynamic-range-step", "dynamic-range", ARGUMENT, "device loop step not a positive int")
 _add("loop-register", "loop-register", ARGUMENT, "nl.while_loop condition not a register")
+_add("scalar-reduce-op", "reduce-cmd", DATA, "activation reduce_cmd reducing without reduce_op")
+_add(
+    "scalar-reduce-continue",
+    "reduce-cmd",
+    DATA,
+    "activation reduce_cmd=reduce without reduce_regs over the same partitions",
+)
 
 # ---- semantics behind the checker (trnsim.core.semantics) ----------------------------------------
 

@@ -108,6 +108,8 @@ class NeuronCore:
         self.rng_state = S.xorwow_seed_state(seed, index, s.partitions)
         # Vector-engine max accumulator of select_reduce (reduce_cmd reset_reduce / reduce)
         self.vector_acc: np.ndarray | None = None
+        # Scalar-engine reduce_regs of activation / activate2 (reduce_cmd); None: never set
+        self.scalar_regs: np.ndarray | None = None
         self.record: list[Instruction] = []
         self.lock = threading.Lock()
         self.checker = Checker()
@@ -575,6 +577,20 @@ def _reduce_into(nc: NeuronCore, c: LiveInstruction, red: np.ndarray | None) -> 
         nc.write(res, red)
 
 
+def _scalar_reduce(nc: NeuronCore, c: LiveInstruction, red: np.ndarray | None, rows: int) -> None:
+    """activation / activate2: ``reduce_cmd`` ``idle`` (the default) writes this
+    instruction's reduction to ``reduce_res`` as before; any other command updates the
+    Scalar engine's ``reduce_regs`` and ``reduce_res`` reads them out."""
+    cmd = c.args.get("reduce_cmd", "idle")
+    if cmd == "idle":
+        _reduce_into(nc, c, red)
+        return
+    nc.scalar_regs = S.scalar_reduce_regs(cmd, c.args.get("reduce_op"), red, nc.scalar_regs, rows)
+    res = c.dst_views.get(REDUCE_RES)
+    if res is not None:
+        nc.write(res, nc.scalar_regs)
+
+
 @executor(Op.ACTIVATION)
 def _activation(nc: NeuronCore, c: LiveInstruction) -> None:
     a = c.args
@@ -588,7 +604,7 @@ def _activation(nc: NeuronCore, c: LiveInstruction) -> None:
         a.get("reduce_op"),
     )
     nc.write(c.dst_views[DST], out)
-    _reduce_into(nc, c, red)
+    _scalar_reduce(nc, c, red, out.shape[0])
 
 
 @executor(Op.ACTIVATE2)
@@ -609,7 +625,7 @@ def _activate2(nc: NeuronCore, c: LiveInstruction) -> None:
         a.get("reduce_op"),
     )
     nc.write(c.dst_views[DST], out)
-    _reduce_into(nc, c, red)
+    _scalar_reduce(nc, c, red, out.shape[0])
 
 
 @executor(Op.EXPONENTIAL)

@@ -688,6 +688,38 @@ def _acc_start(
     return acc.astype(F32)
 
 
+def scalar_reduce_regs(
+    cmd: str, op: str | None, red: np.ndarray | None, regs: np.ndarray | None, rows: int
+) -> np.ndarray | None:
+    """The Scalar engine's ``reduce_regs`` (one fp32 register per partition) after an
+    ``activation`` / ``activate2`` with ``reduce_cmd`` ``cmd`` (``activation`` docstring):
+    ``reset`` zeroes them; ``reset_reduce`` zeroes them and stores this instruction's free-dim
+    reduction ``red``; ``reduce`` reduces ``red`` onto them with ``op`` (the docstring's text,
+    "reduce activated data over existing values"; its pseudocode's ``reduce_regs += result``
+    with ``result`` already holding ``reduce_regs`` would count them twice); ``idle`` leaves
+    them. ``reduce`` needs registers over the same partitions."""
+    from trnsim.core.argrules import broken
+
+    if cmd == "idle":
+        return regs
+    if cmd == "reset":
+        return np.zeros((rows, 1), dtype=F32)
+    if red is None or op is None:
+        raise broken(
+            "scalar-reduce-op", f"reduce_cmd={cmd} reduces the activated data: give reduce_op"
+        )
+    if cmd == "reset_reduce":
+        return red.astype(F32)
+    if regs is None or regs.shape != (rows, 1):
+        have = "none" if regs is None else f"{regs.shape[0]} partitions"
+        raise broken(
+            "scalar-reduce-continue",
+            f"reduce_cmd=reduce continues the Scalar engine's reduce_regs over {rows} "
+            f"partitions, but they hold {have} (reset or reset_reduce first)",
+        )
+    return REDUCE_OPS[op](np.concatenate([regs, red], axis=1), axis=1, keepdims=True).astype(F32)
+
+
 def _imm(x: float | np.ndarray | None) -> float | np.ndarray:
     return F32(0) if x is None else (np.asarray(x, F32).reshape(-1, 1) if np.ndim(x) else F32(x))
 

@@ -264,6 +264,12 @@ def _reduce_cmd(default: str) -> Attr:
     return Attr("reduce_cmd", str, default, REDUCE_CMDS, modelled=False)
 
 
+SCALAR_REDUCE_CMDS = ("idle", "reset", "reduce", "reset_reduce")
+"""``reduce_cmd`` on the Scalar engine's ``reduce_regs`` (``activation`` docstring: reset,
+idle, reduce, reset_reduce; semantics ``semantics.scalar_reduce_regs``)."""
+_SCALAR_REDUCE_CMD = Attr("reduce_cmd", str, "idle", SCALAR_REDUCE_CMDS)
+
+
 ISA_DOC = "SDK-2.26 general/nki/api/nki/isa/__init__.py (instruction docstrings)"
 _DOC = "SDK nki/api/nki/isa/__init__.py"
 
@@ -356,9 +362,10 @@ register(
             inp("bias", shape=COLUMN, optional=True),
             column("scale"),
         ),
-        (_OP, _REDUCE_OP, _reduce_cmd("idle")),
+        (_OP, _REDUCE_OP, _SCALAR_REDUCE_CMD),
         cost=("activation",),
         semantics=S.activation,
+        in_order=True,  # the Scalar engine's reduce_regs (reduce_cmd)
         reads=ON_CHIP,
         writes=ON_CHIP,
     )
@@ -382,10 +389,11 @@ register(
             _REV1,
             _REDUCE_OP,
             Attr("relu_param", float, 0.0, modelled=False),
-            _reduce_cmd("idle"),
+            _SCALAR_REDUCE_CMD,
         ),
         cost=("activation",),
         semantics=S.activate2,
+        in_order=True,  # the Scalar engine's reduce_regs (reduce_cmd)
         min_generation=4,
         reads=ON_CHIP,
         writes=ON_CHIP,

@@ -336,12 +336,25 @@ def activation(
     if bias is not None:
         src["bias"] = bias
     _scalar_or_vector("scale", scale, src, attrs)
+    dsts = _scalar_reduction(dst, reduce_op, reduce_res, reduce_cmd, attrs)
+    _run(Op.ACTIVATION, dsts, src, attrs)
+
+
+def _scalar_reduction(
+    dst: View, reduce_op: Any, reduce_res: View | None, cmd: Any, attrs: dict[str, Any]
+) -> dict[str, Any]:
+    """activation / activate2: ``reduce_res`` (default reduction add), ``reduce_op`` and a
+    ``reduce_cmd`` other than ``idle`` (the Scalar engine's ``reduce_regs``) into the call."""
     dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
         dsts[REDUCE_RES] = reduce_res
         attrs["reduce_op"] = _op(reduce_op) or "add"
-    _unmodelled(Op.ACTIVATION, attrs, reduce_cmd=reduce_cmd)
-    _run(Op.ACTIVATION, dsts, src, attrs)
+    elif reduce_op is not None:
+        attrs["reduce_op"] = _op(reduce_op)
+    cmd = _enum_name(cmd, "reduce_cmd")
+    if cmd != "idle":
+        attrs["reduce_cmd"] = cmd
+    return dsts
 
 
 def activation_reduce(
@@ -383,11 +396,8 @@ def activate2(
     }
     _scalar_or_vector("imm0", imm0, src, attrs)
     _scalar_or_vector("imm1", imm1, src, attrs)
-    dsts: dict[str, Any] = {DST: dst}
-    if reduce_res is not None:
-        dsts[REDUCE_RES] = reduce_res
-        attrs["reduce_op"] = _op(reduce_op) or "add"
-    _unmodelled(Op.ACTIVATE2, attrs, relu_param=relu_param, reduce_cmd=reduce_cmd)
+    dsts = _scalar_reduction(dst, reduce_op, reduce_res, reduce_cmd, attrs)
+    _unmodelled(Op.ACTIVATE2, attrs, relu_param=relu_param)
     _run(Op.ACTIVATE2, dsts, src, attrs)
 
 

@@ -44,3 +44,18 @@ class _TensorType:
 
 tensor = _TensorType()
 scalar = int
+
+
+class _MutableTensorType:
+    """``nt.mutable_tensor``: the annotation marking a kernel parameter the kernel may write
+    (SDK 2.26 ``api/nki.errors.rst``, "Cannot update immutable parameter"). An annotation only:
+    trnsim writes kernel arguments back in any case (``nki.run``)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        return key
+
+    def __repr__(self) -> str:
+        return "neuronxcc.nki.typing.mutable_tensor"
+
+
+mutable_tensor = _MutableTensorType()
