@@ -10,8 +10,8 @@ descending order (``max8`` / ``find_index8``); the K affinities are scattered ba
 experts (zeros elsewhere), except in the (ACT1, topK) pipeline (``router_pre_norm`` without
 ``norm_topk_prob``), whose stages the kernel documents as storing the full activated [T, E]
 (the docstring's pseudocode always scatters; the kernel's own pipeline comments are more
-precise, and the affinities of every expert are what a pre-norm router returns). Inputs are drawn so that no two of a token's scores are closer than a bf16 ulp, so the
-ranking is the same in any precision the kernel may use (indices are compared exactly).
+precise, and the affinities of every expert are what a pre-norm router returns). Inputs are
+drawn so that no two of a token's scores are closer than a bf16 ulp, so the ranking is the same in any precision the kernel may use (indices are compared exactly).
 """
 
 from __future__ import annotations
