@@ -11,7 +11,8 @@ experts (zeros elsewhere), except in the (ACT1, topK) pipeline (``router_pre_nor
 ``norm_topk_prob``), whose stages the kernel documents as storing the full activated [T, E]
 (the docstring's pseudocode always scatters; the kernel's own pipeline comments are more
 precise, and the affinities of every expert are what a pre-norm router returns). Inputs are
-drawn so that no two of a token's scores are closer than a bf16 ulp, so the ranking is the same in any precision the kernel may use (indices are compared exactly).
+drawn so that no two of a token's scores are closer than a bf16 ulp, so the ranking is the
+same in any precision the kernel may use (indices are compared exactly).
 """
 
 from __future__ import annotations
