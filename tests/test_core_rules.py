@@ -436,6 +436,30 @@ def a_dma_compute_scales(a):
     nisa.dma_compute(t, [a, a], nl.add, scales=[1.0, 2.0])
 
 
+def a_dma_compute_rmw(a):
+    idx = sb((32, 1), nl.uint32)
+    nisa.memset(idx, 0)
+    t = sb((32, 64))
+    mark()
+    nisa.dma_compute(t, [a.ap([[64, 32], [1, 64]], vector_offset=idx, indirect_dim=0)], nl.add)
+
+
+def a_dma_compute_static(a):
+    t = sb((128, 64))
+    mark()
+    nisa.dma_compute(t, [a, a], nl.add, oob_mode=nisa.oob_mode.skip)
+
+
+def a_dma_compute_duplicate(a):
+    idx = sb((32, 1), nl.uint32)
+    nisa.memset(idx, 3)  # every partition gathers row 3
+    t = sb((32, 64))
+    nisa.memset(t, 0.0)
+    view = a.ap([[64, 32], [1, 64]], vector_offset=idx, indirect_dim=0)
+    mark()
+    nisa.dma_compute(t, [view, t], nl.add)
+
+
 def a_front_end_missing():
     mark()
     nisa.tensor_copy_dynamic_src(sb((128, 8)), sb((128, 8)))
@@ -707,6 +731,25 @@ ARG_CASES = [
     ("select-reduce-op", a_select_reduce_op, (), 1, {}, "reduce-op", ("select_reduce", "add")),
     ("select-reduce-cmd", a_select_reduce_cmd, (), 1, {}, "reduce-cmd", ("accumulate",)),
     ("dma-compute-scales", a_dma_compute_scales, (A,), 1, {}, "not-implemented", ("scales=",)),
+    ("dma-compute-rmw", a_dma_compute_rmw, (A,), 1, {}, "dma-compute-rmw", ("exactly 2", "got 1")),
+    (
+        "dma-compute-static",
+        a_dma_compute_static,
+        (A,),
+        1,
+        {},
+        "not-implemented",
+        ("oob_mode='skip'", "vector_offset"),
+    ),
+    (
+        "dma-compute-duplicate",
+        a_dma_compute_duplicate,
+        (A,),
+        1,
+        {},
+        "dma-compute-rmw",
+        ("index 3 appears 32 times",),
+    ),
     (
         "front-end-missing",
         a_front_end_missing,

@@ -75,6 +75,13 @@ _add(
     "select_reduce reduce_cmd outside idle/reset_reduce/reduce",
 )
 _add("dma-compute-scales", "not-implemented", ARGUMENT, "dma_compute scales= (not modelled)")
+_add(
+    "dma-compute-rmw", "dma-compute-rmw", ARGUMENT, "a dma_compute RMW form the docs do not define"
+)
+_add(
+    "dma-compute-static", "not-implemented", ARGUMENT, "RMW-only arguments on a static dma_compute"
+)
+_add("dma-compute-duplicate", "dma-compute-rmw", DATA, "a repeated index with unique_indices=True")
 _add("front-end-missing", "not-implemented", ARGUMENT, "an nki.isa function trnsim lacks")
 _add("launch-grid", "lnc", LAUNCH, "a launch grid of more than one dim (kernel[a, b])")
 _add("launch-lnc", "lnc", LAUNCH, "kernel[lnc] with lnc other than 1 or 2")

@@ -708,12 +708,16 @@ def indirect_dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     modelled (no public figure). HBM traffic: the moved bytes on the indexed side, plus the
     data side's if it is in HBM too.
     """
-    data = instr.operand("dst" if instr.attr("indirect") == "src" else "src")
+    side = instr.attr("indirect")
+    rmw = instr.attr("rmw_data")  # a dma_compute read-modify-write: its data source's role
+    data = instr.operand(rmw or ("dst" if side == "src" else "src"))
     assert data is not None
     nbytes = data.nbytes
     run = instr.attr("indirect_run_bytes") or nbytes
     row = min(contiguous_bytes(data), run) or 1
     hbm_bytes = nbytes + (nbytes if data.memory == "hbm" else 0)
+    if rmw is not None and side == "dst":  # a scatter RMW also reads the rows it rewrites
+        hbm_bytes += nbytes
     return _transfer((data,), nbytes, row, hbm_bytes, model)
 
 

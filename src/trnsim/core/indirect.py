@@ -375,6 +375,81 @@ def annotate(dst: View, srcs: dict[str, View], attrs: dict[str, Any]) -> None:
     )
 
 
+def annotate_rmw(
+    dst: View, srcs: dict[str, View], attrs: dict[str, Any], unique_indices: bool
+) -> bool:
+    """Front-end hook for ``dma_compute``: a read-modify-write through a ``vector_offset``
+    view (``dma_compute`` docstring, NKI 0.6), or False when no operand is indirect.
+
+    - scatter RMW ``dst(HBM)[indices] = dst(HBM)[indices] + src(SB)``: ``dst`` is the
+      indirect view, one source is that same view, the other SBUF data;
+    - gather RMW ``dst(SB) = dst(SB) + src(HBM)[indices]``: ``dst`` in SBUF, one source the
+      indirect HBM view, the other the same view as ``dst``.
+
+    Exactly two sources, ``vector_offset`` only, ``unique_indices=True`` (the docstring: "non-
+    unique indices not yet supported"; a repeat at run time is an error, ``execute_rmw``). Adds
+    the index tile (``index``), which side is indirect and which source is the data."""
+    sides = [(r, v) for r, v in (("dst", dst), *srcs.items()) if type(v) is IndirectView]
+    if not sides:
+        return False
+
+    def refuse(why: str) -> Exception:
+        return broken("dma-compute-rmw", f"dma_compute read-modify-write: {why}")
+
+    if len(srcs) != 2:
+        raise refuse(f"needs exactly 2 sources, got {len(srcs)}")
+    if any(v.kind != VECTOR for _, v in sides):
+        raise refuse("only vector_offset indirection is a read-modify-write (not scalar_offset)")
+    if not unique_indices:
+        raise refuse("unique_indices=False (non-unique indices are not supported, as documented)")
+    (r0, s0), (r1, s1) = srcs.items()
+    if type(dst) is IndirectView:  # scatter
+        same = [r for r, v in ((r0, s0), (r1, s1)) if v is dst or _same_indirect(v, dst)]
+        if len(same) != 1:
+            raise refuse("a scattered dst needs one source that is the same indirect view as dst")
+        data = r1 if same[0] == r0 else r0
+        if type(srcs[data]) is IndirectView or srcs[data].memory != SBUF:
+            raise refuse(f"the data source {data} must be a plain SBUF tensor")
+        view, side = dst, "dst"
+    else:  # gather
+        if dst.memory != SBUF:
+            raise refuse(f"a gathered source needs dst in SBUF, got {dst.memory.upper()}")
+        if len(sides) != 1:
+            raise refuse("one source is the indirect HBM view, the other the same view as dst")
+        side, view = sides[0]
+        data = r1 if side == r0 else r0
+        if not _same_view(srcs[data], dst):
+            raise refuse(f"the other source ({data}) must be the same view as dst (dst + gathered)")
+    srcs["index"] = view.index
+    attrs.update(
+        indirect=side,
+        rmw_data=data,
+        indirect_kind=view.kind,
+        indirect_dim=view.dim,
+        indirect_run_bytes=view.run_bytes(),
+    )
+    return True
+
+
+def _same_indirect(a: View, b: IndirectView) -> bool:
+    return (
+        type(a) is IndirectView
+        and a.storage is b.storage
+        and a.index.storage is b.index.storage
+        and (a.shape, a.strides, a.offset, a.row, a.bound)
+        == (b.shape, b.strides, b.offset, b.row, b.bound)
+    )
+
+
+def _same_view(a: View, b: View) -> bool:
+    return a.storage is b.storage and (a.shape, a.strides, a.offset, a.p0) == (
+        b.shape,
+        b.strides,
+        b.offset,
+        b.p0,
+    )
+
+
 def indirect_roles(call: LiveInstruction) -> list[str]:
     """Roles of ``call`` whose view is indirect."""
     return [
@@ -425,7 +500,8 @@ def _valid_rows(
     name = v.storage.alloc.name or "<unnamed>"
     raise broken(
         "dma-oob",
-        f"dma_copy {v.kind} index {int(vals[r])} at {where} index tile is out of bounds: valid "
+        f"{call.opcode.value} {v.kind} index {int(vals[r])} at {where} index tile is out of "
+        "bounds: valid "
         f"indices are 0..{v.bound - 1} (dim {v.dim} of HBM tensor {name!r} "
         f"{list(v.storage.shape)}) with every element inside its {limit} elements "
         "(oob_mode=error; oob_mode=nisa.oob_mode.skip skips such rows or blocks)",
@@ -458,6 +534,40 @@ def execute(nc: NeuronCore, call: LiveInstruction) -> None:
     _, first_rev = np.unique(a[::-1], return_index=True)
     last = a.size - 1 - first_rev
     flat[a[last]] = vals[last]
+
+
+def execute_rmw(nc: NeuronCore, call: LiveInstruction) -> None:
+    """The functional semantics of a ``dma_compute`` read-modify-write (``annotate_rmw``):
+    each in-bounds indexed row is read, added to the data in fp32 (the DMA engines compute in
+    fp32) and written back in the destination's format; out-of-bounds rows raise, or are
+    skipped under ``oob_mode.skip`` (nothing read or written for them). Indices must be
+    unique among the rows that move (``unique_indices=True``)."""
+    side = call.args["indirect"]
+    v: IndirectView = call.dst_views["dst"] if side == "dst" else call.src_views[side]  # type: ignore[assignment]
+    values = nc.read_raw(call.src_views["index"])
+    addr = v.addresses(values)
+    ok = _valid_rows(call, v, values, addr)
+    moved = values.astype(np.int64).reshape(-1)[: addr.shape[0]][ok]
+    if np.unique(moved).size != moved.size:
+        uniq, counts = np.unique(moved, return_counts=True)
+        dup = int(uniq[counts > 1][0])
+        raise broken(
+            "dma-compute-duplicate",
+            f"dma_compute read-modify-write: index {dup} appears {int(counts[counts > 1][0])} "
+            "times in the vector_offset tile, but unique_indices=True (the only mode the "
+            "docstring supports)",
+        )
+    flat = _flat(v)
+    rows = np.flatnonzero(ok)
+    a = addr.reshape(addr.shape[0], -1)[rows]
+    data = nc.read(call.src_views[call.args["rmw_data"]]).reshape(addr.shape[0], -1)[rows]
+    if side == "dst":  # scatter: table rows <- table rows + data
+        flat[a] = nc.cast(flat[a].astype(np.float32) + data, v.fmt)
+        return
+    dst = call.dst_views["dst"]  # gather: dst <- dst + table rows
+    new = np.array(nc.read(dst)).reshape(addr.shape[0], -1)
+    new[rows] = new[rows] + flat[a].astype(np.float32)
+    nc.write(dst, new.reshape(dst.shape))
 
 
 # =================================================================================================

@@ -943,6 +943,9 @@ def _dma_transpose(nc: NeuronCore, c: LiveInstruction) -> None:
 
 @executor(Op.DMA_COMPUTE)
 def _dma_compute(nc: NeuronCore, c: LiveInstruction) -> None:
+    if "indirect" in c.args:  # read-modify-write through vector_offset (trnsim.core.indirect)
+        indirect.execute_rmw(nc, c)
+        return
     dst = c.dst_views[DST]
     op = c.args.get("reduce_op", "add")
     acc = None

@@ -450,15 +450,22 @@ def max8(src: np.ndarray) -> np.ndarray:
 
 def nc_find_index8(data: np.ndarray, vals: np.ndarray) -> np.ndarray:
     """Index of the first occurrence of each of the 8 ``vals`` in each partition of ``data``;
-    all-ones (0xFFFFFFFF) where a value does not occur (NKI 0.6.0 release notes)."""
+    all-ones (0xFFFFFFFF) where a value does not occur (NKI 0.6.0 release notes). A value
+    given in several slots takes its successive occurrences, in ascending order across the
+    slots (the ``nc_match_replace8`` docstring: find_index8 "pairs duplicate vals with their
+    matching positions in ascending order across dst_idx columns"); slots past the last
+    occurrence are unmatched."""
     x = data.reshape(data.shape[0], -1)
     v = vals.reshape(vals.shape[0], -1)[:, :8]
     out = np.full(v.shape, 0xFFFFFFFF, dtype=np.uint32)
     for p in range(x.shape[0]):
+        taken: dict[float, int] = {}
         for j in range(v.shape[1]):
             hits = np.flatnonzero(x[p] == v[p, j])
-            if hits.size:
-                out[p, j] = hits[0]
+            n = taken.get(v[p, j].item(), 0)
+            if n < hits.size:
+                out[p, j] = hits[n]
+            taken[v[p, j].item()] = n + 1
     return out
 
 

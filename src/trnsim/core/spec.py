@@ -1001,8 +1001,9 @@ register(
         (out(), inp(SRC, variadic=True)),
         (
             Attr("reduce_op", str, "add"),
-            Attr("unique_indices", bool, True, modelled=False),
-            Attr("oob_mode", str, "error", OOB_MODES, modelled=False),
+            # only a read-modify-write through vector_offset takes these (nki/isa.dma_compute)
+            Attr("unique_indices", bool, True),
+            Attr("oob_mode", str, "error", OOB_MODES),
         ),
         rules=("dma-shape",),
         semantics=S.alu,

@@ -771,11 +771,24 @@ def dma_compute(
     oob_mode: Any = oob_mode.error,
     name: str | None = None,
 ) -> None:
-    if scales is not None:
-        raise broken("dma-compute-scales", "dma_compute scales= (not modelled)")
+    if scales is not None and any(float(x) != 1.0 for x in scales):
+        raise broken(
+            "dma-compute-scales", f"dma_compute scales={list(scales)} (the docs allow only 1.0)"
+        )
     src = {f"src{i}": s for i, s in enumerate(srcs)}
-    attrs = {"reduce_op": _op(reduce_op) or "add"}
-    _unmodelled(Op.DMA_COMPUTE, attrs, unique_indices=unique_indices, oob_mode=oob_mode)
+    attrs: dict[str, Any] = {"reduce_op": _op(reduce_op) or "add"}
+    oob = _enum_name(oob_mode, "oob_mode")
+    if indirect.annotate_rmw(dst, src, attrs, bool(unique_indices)):  # vector_offset RMW
+        if oob != "error":
+            attrs["oob_mode"] = oob
+    elif oob != "error" or unique_indices is not True:
+        given = [f"unique_indices={unique_indices!r}"] if unique_indices is not True else []
+        given += [f"oob_mode={oob!r}"] if oob != "error" else []
+        raise broken(
+            "dma-compute-static",
+            f"dma_compute {', '.join(given)}: only a read-modify-write through a vector_offset "
+            "view takes it; a static dma_compute is modelled with the defaults",
+        )
     _run(Op.DMA_COMPUTE, {DST: dst}, src, attrs)
 
 
