@@ -174,3 +174,54 @@ def test_nl_dropout_rate_one_zeroes_everything() -> None:
         return out
 
     assert not k(RNG.uniform(1, 2, (16, 32)).astype(np.float32)).any()
+
+
+# ---- read-modify-write on indirectly indexed HBM (nl.atomic_rmw, dma_copy dst_rmw_op) ------------
+
+
+def test_atomic_rmw_adds_into_the_rows_an_index_tile_names() -> None:
+    """``nl.atomic_rmw(t[idx_tile, ix], value, np.add)``: rows idx of t grow by value (2.26
+    ``atomic_rmw`` docstring), the rest of t unchanged."""
+    import neuronxcc.nki as lnki
+    import neuronxcc.nki.language as lnl
+
+    @lnki.jit
+    def k(base, idx_in, vals):
+        t = lnl.ndarray(base.shape, dtype=base.dtype, buffer=lnl.shared_hbm)
+        lnl.store(t, lnl.load(base))
+        idx = lnl.load(idx_in)
+        ix = lnl.arange(base.shape[1])[None, :]
+        lnl.atomic_rmw(t[idx, ix], value=lnl.load(vals), op=np.add)
+        return t
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((16, 8)).astype(np.float32)
+    idx = np.array([[9], [2], [14], [0]], np.int32)
+    vals = rng.standard_normal((4, 8)).astype(np.float32)
+    got = k(base, idx, vals)
+    want = base.copy()
+    want[idx[:, 0]] += vals
+    np.testing.assert_array_equal(got, want)
+
+
+def test_activation_derivatives_lower_onto_the_new_api() -> None:
+    """``nl.silu_dx`` / ``nl.erf_dx`` (2.26 ``nki.language``): d/dx silu = s(x)(1 + x(1 - s(x)))
+    and d/dx erf = 2 / sqrt(pi) exp(-x^2)."""
+    import neuronxcc.nki as lnki
+    import neuronxcc.nki.language as lnl
+
+    @lnki.jit
+    def k(x):
+        a = lnl.ndarray(x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+        b = lnl.ndarray(x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+        t = lnl.load(x)
+        lnl.store(a, lnl.silu_dx(t))
+        lnl.store(b, lnl.erf_dx(t))
+        return a, b
+
+    x = np.linspace(-3, 3, 128 * 4, dtype=np.float32).reshape(128, 4)
+    a, b = k(x)
+    xs = x.astype(np.float64)
+    s = 1 / (1 + np.exp(-xs))
+    np.testing.assert_allclose(a, s * (1 + xs * (1 - s)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b, 2 / np.sqrt(np.pi) * np.exp(-xs * xs), rtol=1e-5, atol=1e-6)

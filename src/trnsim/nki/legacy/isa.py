@@ -489,7 +489,7 @@ def dma_copy(
     d = ops.tensor(dst, "dst", "nisa.dma_copy")
     s = ops.tensor(src, "src", "nisa.dma_copy")
     flush()
-    if dst_rmw_op is not None:
+    if dst_rmw_op is not None:  # a scatter read-modify-write when d is indirect
         nisa.dma_compute(d, [d, s], reduce_op=ops.op_name(dst_rmw_op))
         return
     box = _box(mask, s.shape)

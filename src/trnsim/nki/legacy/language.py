@@ -558,7 +558,8 @@ _BINARY = (
 _UNARY = (
     "exp", "log", "sqrt", "rsqrt", "square", "abs", "negative", "sign", "tanh", "sin", "cos",
     "tan", "arctan", "ceil", "floor", "trunc", "sigmoid", "relu", "silu", "gelu",
-    "gelu_apprx_tanh", "gelu_apprx_sigmoid", "softplus", "mish", "erf",
+    "gelu_apprx_tanh", "gelu_apprx_sigmoid", "softplus", "mish", "erf", "gelu_dx", "silu_dx",
+    "erf_dx",
 )  # fmt: skip
 for _n in _BINARY:
     globals()[_n] = _make_binary(_n)
@@ -888,9 +889,21 @@ def _not_implemented(name: str):
     return fn
 
 
+def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """``dst = op(dst, value)`` on indirectly indexed HBM rows (``dst`` subscripted with an SBUF
+    index tile), lowered onto the NKI 0.6 ``dma_compute`` scatter read-modify-write (one
+    semantics: ``trnsim.core.indirect.execute_rmw``). Only ``np.add`` / ``nl.add``, as the
+    2.26 docstring says; a repeated index is that instruction's ``unique_indices`` error (the
+    docs say the compiler serialises repeated updates; trnsim does not split them)."""
+    from trnsim.nki.legacy import isa as legacy_isa
+
+    if ops.op_name(op) != "add":
+        raise fail("not-implemented", f"nl.atomic_rmw op={op!r}: only add is supported (docs)")
+    legacy_isa.dma_copy(dst=dst, src=value, mask=mask, dst_rmw_op=op)
+
+
 for _n in (
-    "all_reduce", "atomic_rmw", "erf_dx", "gelu_dx",
-    "random_seed", "rms_norm", "silu_dx", "softmax",
+    "all_reduce", "random_seed", "rms_norm", "softmax",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)
 
