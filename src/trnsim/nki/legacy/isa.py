@@ -490,6 +490,8 @@ def dma_copy(
     s = ops.tensor(src, "src", "nisa.dma_copy")
     flush()
     if dst_rmw_op is not None:  # a scatter read-modify-write when d is indirect
+        if mask is not None:
+            raise fail("not-implemented", "dma_copy dst_rmw_op= with mask= is not modelled")
         nisa.dma_compute(d, [d, s], reduce_op=ops.op_name(dst_rmw_op))
         return
     box = _box(mask, s.shape)

@@ -895,11 +895,14 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None, **kwargs: Any
     semantics: ``trnsim.core.indirect.execute_rmw``). Only ``np.add`` / ``nl.add``, as the
     2.26 docstring says; a repeated index is that instruction's ``unique_indices`` error (the
     docs say the compiler serialises repeated updates; trnsim does not split them)."""
-    from trnsim.nki.legacy import isa as legacy_isa
-
     if ops.op_name(op) != "add":
         raise fail("not-implemented", f"nl.atomic_rmw op={op!r}: only add is supported (docs)")
-    legacy_isa.dma_copy(dst=dst, src=value, mask=mask, dst_rmw_op=op)
+    if mask is not None:
+        raise fail("not-implemented", "nl.atomic_rmw mask= is not modelled by trnsim")
+    d = ops.tensor(dst, "dst", "nl.atomic_rmw")
+    v = ops.tensor(value, "value", "nl.atomic_rmw")
+    flush()
+    nisa.dma_compute(d, [d, v], reduce_op="add")
 
 
 for _n in (
