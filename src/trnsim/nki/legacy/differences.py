@@ -73,6 +73,9 @@ RETURNS = {
     "nisa.nc_matmul": (PSUM, "fp32", (PSUM,), True),
     "nl.transpose": (PSUM, "input", (PSUM, SBUF), True),
     "nisa.nc_transpose": (PSUM, "input", (PSUM, SBUF), True),
+    # on the Tensor engine (more than 32x32, or engine=tensor) the result is a PSUM tile; an
+    # assignment into SBUF copies it there (only the Vector engine writes SBUF directly)
+    "nisa.nc_transpose@tensor": (PSUM, "input", (PSUM,), True),
     "elementwise": (SBUF, "promote", (SBUF, PSUM), True),
     "comparison": (SBUF, "bool", (SBUF, PSUM), True),
     "activation": (SBUF, "input", (SBUF, PSUM), True),

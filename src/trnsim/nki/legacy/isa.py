@@ -98,8 +98,11 @@ def nc_matmul(
 def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **kw: Any):
     d = ops.tensor(data, "data", "nisa.nc_transpose")
     eng = _eng(engine) if engine is not None else nisa.engine.unknown
+    quad = current().core.spec.partitions // 4  # the Vector engine's largest transpose
+    small = d.shape[0] <= quad and d.free_size <= quad
+    on_tensor = eng is nisa.engine.tensor or (eng is nisa.engine.unknown and not small)
     return ops.result(
-        "nisa.nc_transpose",
+        "nisa.nc_transpose@tensor" if on_tensor else "nisa.nc_transpose",
         (d.free_size, d.shape[0]),
         _dt(dtype, d.dtype),
         lambda dst, x: nisa.nc_transpose(dst, x, engine=eng),

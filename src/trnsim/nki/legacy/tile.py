@@ -528,6 +528,11 @@ def broadcast_to(v: View, shape: tuple[int, ...]) -> View:
     shape = tuple(shape)
     if tuple(v.shape) == shape:
         return v
+    if len(v.shape) < len(shape) and v.on_chip and v.shape and v.shape[0] == shape[0]:
+        # a tile's first dim is its partition dim: a reduction's [P] result broadcasts to
+        # [P, F...] as [P, 1...] (the 2.26 sd_attention example: tensor_reduce(axis=(1,))
+        # then .broadcast_to((P, F)))
+        v = NkiTensor.wrap(v).reshape(*v.shape, *([1] * (len(shape) - len(v.shape))))
     if len(v.shape) != len(shape):
         raise fail("broadcast", f"cannot broadcast {list(v.shape)} to {list(shape)}")
     t = NkiTensor.wrap(v)
