@@ -38,8 +38,6 @@ CASE_MODULES = (
     "trnsim.conformance.cases_library",
     "trnsim.conformance.cases_library_tkg",
     "trnsim.conformance.cases_library_moe",
-    "trnsim.conformance.cases_library_mx",
-    "trnsim.conformance.cases_library_coll",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
 )
