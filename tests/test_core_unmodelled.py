@@ -97,7 +97,6 @@ where: dict[str, int] = {}
 A = np.ones((128, 64), np.float32)
 
 CASES = [
-    ("activate2", _activate2, "relu_param", 0.5, (), "gen4"),
     ("exponential", _exponential, "reduce_cmd", nisa.reduce_cmd.reset, (), "gen4"),
     ("range_select", _range_select, "reduce_cmd", nisa.reduce_cmd.idle, (), "gen4"),
     ("dma_compute", _dma_compute, "unique_indices", False, (A,), "gen4"),

@@ -54,8 +54,6 @@ DOCUMENTED = {
 }
 
 WAITING = {
-    # absent: prelu needs activate2's relu_param modelled (the activation takes its slope)
-    "nki.language": {"prelu"},
     # absent: no nki.isa call returns an instruction handle (.depends_on) yet
     "nki.isa": {"NkiInstruction"},
 }

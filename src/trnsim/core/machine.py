@@ -611,7 +611,8 @@ def _activation(nc: NeuronCore, c: LiveInstruction) -> None:
 def _activate2(nc: NeuronCore, c: LiveInstruction) -> None:
     a = c.args
     imm = [
-        nc.operand_value(c.src_views[k]) if k in c.src_views else a.get(k) for k in ("imm0", "imm1")
+        nc.operand_value(c.src_views[k]) if k in c.src_views else a.get(k)
+        for k in ("imm0", "imm1", "relu_param")
     ]
     out, red = S.activate2(
         a["op"],
@@ -623,6 +624,7 @@ def _activate2(nc: NeuronCore, c: LiveInstruction) -> None:
         a.get("reverse0", False),
         a.get("reverse1", False),
         a.get("reduce_op"),
+        0.0 if imm[2] is None else imm[2],
     )
     nc.write(c.dst_views[DST], out)
     _scalar_reduce(nc, c, red, out.shape[0])

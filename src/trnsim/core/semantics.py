@@ -145,6 +145,8 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "trunc": np.trunc,
     "sigmoid": _sigmoid,
     "relu": lambda x: np.maximum(x, F32(0)),
+    # PReLU with its slope 0 (activation has no relu_param); activate2 passes relu_param
+    "prelu": lambda x: np.maximum(x, F32(0)),
     "silu": lambda x: x * _sigmoid(x),
     "gelu": _gelu,
     "gelu_apprx_tanh": _gelu_tanh,
@@ -292,8 +294,12 @@ def activate2(
     reverse0: bool = False,
     reverse1: bool = False,
     reduce_op: str | None = None,
+    relu_param: float | np.ndarray = 0.0,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """``out = op((data op0 imm0) op1 imm1)``; ``bypass`` skips a stage."""
+    """``out = op((data op0 imm0) op1 imm1)``; ``bypass`` skips a stage. ``relu_param``: the
+    negative slope of ``prelu`` (a constant or ``[P, 1]``): ``x`` where ``x >= 0``, else
+    ``relu_param * x`` (``activate2`` docstring, "parameterized activation functions (e.g.,
+    PReLU)")."""
     x = data.reshape(data.shape[0], -1).astype(F32)
     for o, imm, rev in ((op0, imm0, reverse0), (op1, imm1, reverse1)):
         if o == "bypass":
@@ -301,7 +307,15 @@ def activate2(
         v = np.asarray(imm, dtype=F32).reshape(-1, 1) if np.ndim(imm) else F32(imm)
         x = alu(o, v, x) if rev else alu(o, x, v)
     with np.errstate(all="ignore"):
-        out = ACTIVATIONS[op](x.astype(F32)).astype(F32)
+        if op == "prelu":
+            a = (
+                np.asarray(relu_param, dtype=F32).reshape(-1, 1)
+                if np.ndim(relu_param)
+                else F32(relu_param)
+            )
+            out = np.where(x >= 0, x, (a * x).astype(F32)).astype(F32)
+        else:
+            out = ACTIVATIONS[op](x.astype(F32)).astype(F32)
     red = REDUCE_OPS[reduce_op](out, axis=1, keepdims=True) if reduce_op else None
     return out, red
 

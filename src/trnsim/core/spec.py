@@ -380,6 +380,7 @@ register(
             inp(DATA, shape=SAME, ti=True),
             column("imm0"),
             column("imm1"),
+            column("relu_param"),
         ),
         (
             _OP,
@@ -388,7 +389,6 @@ register(
             _REV0,
             _REV1,
             _REDUCE_OP,
-            Attr("relu_param", float, 0.0, modelled=False),
             _SCALAR_REDUCE_CMD,
         ),
         cost=("activation",),

@@ -396,8 +396,9 @@ def activate2(
     }
     _scalar_or_vector("imm0", imm0, src, attrs)
     _scalar_or_vector("imm1", imm1, src, attrs)
+    if isinstance(relu_param, View) or float(relu_param) != 0.0:
+        _scalar_or_vector("relu_param", relu_param, src, attrs)
     dsts = _scalar_reduction(dst, reduce_op, reduce_res, reduce_cmd, attrs)
-    _unmodelled(Op.ACTIVATE2, attrs, relu_param=relu_param)
     _run(Op.ACTIVATE2, dsts, src, attrs)
 
 

@@ -274,6 +274,7 @@ _UNARY = [
     "trunc",
     "sigmoid",
     "relu",
+    "prelu",
     "silu",
     "gelu",
     "gelu_apprx_tanh",
