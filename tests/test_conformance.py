@@ -182,3 +182,31 @@ def test_out_args_compare_the_buffers_the_kernel_writes(tmp_path):
     wrong = dataclasses.replace(case, reference=lambda x, out: 3 * x)
     with checkout_imports(root.resolve(), "nki-samples"):
         assert run_case(wrong, root).outcome == "mismatch"
+
+
+def test_a_kernel_callers_launches_are_profiled(tmp_path):
+    """A function that launches a kernel itself records nothing in its own run; the harness
+    times the launches it made (``simulate.observe_runs``)."""
+    from trnsim.conformance.case import Case
+    from trnsim.conformance.runner import checkout_imports, run_case
+
+    root = _fake_samples(
+        tmp_path,
+        # a legacy kernel launches anew when called (no inlining into the caller's run)
+        "import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n\n\n@nki.jit\n"
+        "def inner(x):\n    h = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)\n"
+        "    nl.store(h, nl.load(x))\n    return h\n\n\ndef caller(x):\n    return inner(x)\n",
+    )
+    case = Case(
+        "t/caller",
+        "nki-samples",
+        "src/nki_samples/tutorials/t/k.py",
+        "caller",
+        lambda rng: (np.ones((2, 4), np.float32),),
+        lambda x: x,
+        api="legacy",
+    )
+    with checkout_imports(root.resolve(), "nki-samples"):
+        r = run_case(case, root, profile=True)
+    assert r.outcome == "pass", r.detail
+    assert r.profile_s is not None and r.profile_s > 0

@@ -279,7 +279,7 @@ def _launchable(kernel: Any, case: Case) -> Any:
 
 def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Result:
     """Run one case from the checkout at ``root`` and classify it."""
-    from trnsim.nki.simulate import run
+    from trnsim.nki.simulate import observe_runs, run
 
     root = root.resolve()
     rng = np.random.default_rng(seed)
@@ -299,7 +299,8 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
     kw = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
     try:
         kernel = _launchable(load_kernel(case, root), case)
-        result = run(kernel, *args, target=case.target, **kw)
+        with observe_runs() as launches:
+            result = run(kernel, *args, target=case.target, **kw)
         out = result.outputs
         if case.out_args:  # output buffers passed in: run() wrote them back into ``args``
             outs = tuple(args[i] for i in case.out_args)
@@ -327,8 +328,14 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
 
         # the functional run's own record: data-dependent control flow (registers, indirect
         # offsets) took the paths the data chose, which a timing-only run cannot know
+        # a kernel caller's own run records nothing: its launches (run one after another)
+        # hold the instructions; a kernel's own run is the last launch to finish
         try:
-            res.profile_s = schedule(result.instructions, result.cores[0].spec).total_s
+            res.profile_s = sum(
+                schedule(r.instructions, r.cores[0].spec).total_s
+                for r in launches
+                if r.instructions
+            )
         except Exception as exc:
             res.outcome, res.detail, res.location = classify(exc, root)
             res.detail = "profile: " + res.detail

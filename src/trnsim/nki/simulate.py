@@ -13,6 +13,7 @@ gen4. Rounding: ``rounding=`` > ``NEURON_RT_STOCHASTIC_ROUNDING_EN=1`` > RNE.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import gc
 import os
@@ -288,11 +289,39 @@ def _launch(
         if exc is not None:
             raise exc
     if not functional:  # nothing wrote data: the inputs are unchanged, the outputs sentinel
-        return RunResult(_to_numpy(results[0]) if keep_data else None, cores, launch.printed)
+        return _observed(
+            RunResult(_to_numpy(results[0]) if keep_data else None, cores, launch.printed)
+        )
     for a, t in zip(args, inputs, strict=True):
         if isinstance(a, np.ndarray) and a.flags.writeable:
             a[...] = t.array().reshape(a.shape)
-    return RunResult(_to_numpy(results[0]), cores, launch.printed)
+    return _observed(RunResult(_to_numpy(results[0]), cores, launch.printed))
+
+
+_OBSERVERS: contextvars.ContextVar[list[RunResult] | None] = contextvars.ContextVar(
+    "trnsim_run_observers", default=None
+)
+
+
+def _observed(res: RunResult) -> RunResult:
+    seen = _OBSERVERS.get()
+    if seen is not None:
+        seen.append(res)
+    return res
+
+
+@contextlib.contextmanager
+def observe_runs() -> Iterator[list[RunResult]]:
+    """Collect every launch that finishes in this context, in order of completion: a kernel
+    *caller* (a Python function that launches ``kernel[grid](...)`` itself, as nki-samples'
+    ``nki_tensor_add_nc2`` does) records nothing in its own run, its launches do. Launches
+    made from an LNC>1 program's threads are not seen (they run in another context)."""
+    runs: list[RunResult] = []
+    token = _OBSERVERS.set(runs)
+    try:
+        yield runs
+    finally:
+        _OBSERVERS.reset(token)
 
 
 GC_GEN0_THRESHOLD = 100_000
