@@ -114,6 +114,9 @@ _add("ap-view-method", "indirect-view", VIEW, "slicing or re-patterning an indir
 _add("ap-no-address", "indirect-operand", SAFETY, "reading an indirect view's data directly")
 _add("dma-both-indirect", "indirect", ARGUMENT, "a dma_copy with both sides indirect")
 _add("dma-oob", "oob", DATA, "an index row outside the indexed tensor (oob_mode=error)")
+_add("ap-dynamic-dim", "indirect", VIEW, "an on-chip scalar_offset on the partition dim")
+_add("dynamic-both", "indirect", ARGUMENT, "a tensor_copy with a dynamic offset on both sides")
+_add("dynamic-oob", "oob", DATA, "a dynamic on-chip offset outside its dim or partition")
 
 # ---- .indirect(...) views: tensor indirection (trnsim.core.indirect, T2-T4) ----------------------
 

@@ -720,6 +720,8 @@ def _copy(nc: NeuronCore, src: View, dst: View) -> None:
 
 @executor(Op.TENSOR_COPY)
 def _tensor_copy(nc: NeuronCore, c: LiveInstruction) -> None:
+    if "dynamic" in c.args:  # a dynamic offset within each partition (trnsim.core.indirect, 7)
+        c = indirect.resolve_dynamic(nc, c)
     via = c.args.get("dtype")
     dst = c.dst_views[DST]
     if via is not None and via != dst.fmt.name:  # tutorials' dtype=: cast to it on the way

@@ -488,6 +488,13 @@ def tensor_copy(
             raise broken(
                 "tensor-copy-dtype", f"tensor_copy dtype={dtype!r} is not a dtype"
             ) from None
+    if isinstance(dst, indirect.IndirectView) or isinstance(src, indirect.IndirectView):
+        # a dynamic start within each partition (.ap(scalar_offset=...) on SBUF/PSUM)
+        srcs: dict[str, Any] = {SRC: src}
+        attrs: dict[str, Any] = {} if via is None else {"dtype": via}
+        indirect.annotate_dynamic(dst, srcs, attrs)
+        _run(Op.TENSOR_COPY, {DST: dst}, srcs, attrs, engine)
+        return
     _tensor_copy(dst=dst, src=src, dtype=via, engine=engine, name=name)
 
 
