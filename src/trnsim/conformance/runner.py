@@ -17,10 +17,12 @@ the case's inputs, compares with the case's reference and classifies the result:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -32,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from trnsim.conformance.case import Call, Case
+from trnsim.conformance.refs import Bounds
 from trnsim.errors import KernelError, UsageError
 
 CASE_MODULES = (
@@ -145,7 +148,8 @@ def _flat(x: Any) -> list[Any]:
 
 
 def compare(out: Any, ref: Any, rtol: float, atol: float) -> tuple[bool, float | None, str]:
-    """(passed, max abs error, why not). NaN or a shape difference never passes."""
+    """(passed, max abs error, why not). NaN or a shape difference never passes. A reference
+    output given as ``Bounds``: the error is the distance outside the interval."""
     outs, refs = _flat(out), _flat(ref)
     if len(outs) != len(refs):
         return False, None, f"{len(outs)} outputs, the reference has {len(refs)}"
@@ -154,6 +158,22 @@ def compare(out: Any, ref: Any, rtol: float, atol: float) -> tuple[bool, float |
     why = ""
     for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
         if r is None:  # an output the reference does not check (documented in the case)
+            continue
+        if isinstance(r, Bounds):
+            o64 = np.asarray(o).astype(np.float64)
+            lo, hi = r.lo.astype(np.float64), r.hi.astype(np.float64)
+            if o64.shape != lo.shape:
+                shapes = f"shape {list(o64.shape)}, reference {list(lo.shape)}"
+                return False, None, f"output {i}: {shapes}"
+            if not np.isfinite(o64).all():
+                return False, None, f"output {i}: non-finite values"
+            out = np.maximum(lo - o64, o64 - hi).clip(min=0)  # distance outside [lo, hi]
+            worst = max(worst, float(out.max()) if out.size else 0.0)
+            tol = atol + rtol * np.maximum(np.abs(lo), np.abs(hi))
+            bad = out > tol
+            if bad.any():
+                ok = False
+                why = why or f"output {i}: {int(bad.sum())} of {out.size} elements outside bounds"
             continue
         o = np.asarray(o)
         r = np.asarray(r)
@@ -360,8 +380,15 @@ def run_checkout(
         if not cases:
             raise UsageError(f"--only {only!r} matches no case of {checkout}")
     results = []
-    # a kernel's own prints go to stderr: stdout carries the table or the JSON
-    with checkout_imports(root, checkout), redirect_stdout(sys.stderr):
+    # a kernel's own prints go to stderr: stdout carries the table or the JSON; files a kernel
+    # writes where it runs (nki-samples' attn_fwd_v10: @baremetal(save_neff_name=...)) go to a
+    # scratch directory, not the user's
+    with (
+        checkout_imports(root, checkout),
+        redirect_stdout(sys.stderr),
+        tempfile.TemporaryDirectory(prefix="trnsim-conformance-") as scratch,
+        contextlib.chdir(scratch),
+    ):
         for case in cases:
             r = run_case(case, root, seed=seed, profile=profile)
             results.append(r)
