@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -60,6 +61,8 @@ class Allocation:
         "partitions",
         "placed_at",
         "sharers",
+        "spill",
+        "spill_copy",
         "version",
     )
 
@@ -92,6 +95,12 @@ class Allocation:
         self.last_use: tuple[str, int] | None = None
         self.last_seq = -1
         self.sharers: list[Allocation] = []
+        # A front end's hook, run when an automatic placement is about to reuse this
+        # allocation's addresses (before the new tensor exists): it may copy the data out
+        # first (the legacy front end's spills of block tensors, trnsim.nki.legacy.language).
+        self.spill: Callable[[], None] | None = None
+        # It holds such a spilled copy: the first to make room when the memory is full.
+        self.spill_copy = False
         # A PSUM tensor placed over another's addresses: its first matmul write starts its own
         # accumulation group (``start_accumulation``), whatever marks the other left there.
         self.acc_pending = False
@@ -228,6 +237,10 @@ class OnChipMemory:
             offset = self._first_fit(pstart, partitions, nbytes, align)
             if offset is None:
                 offset, reused = self._reuse_least_recent(partitions, nbytes, align)
+                for other in reused:  # copied out (spilled) first, while its bytes are intact
+                    hook, other.spill = other.spill, None
+                    if hook is not None:
+                        hook()
             if offset is None:
                 used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
                 raise broken(
@@ -291,12 +304,13 @@ class OnChipMemory:
     ) -> tuple[int | None, list[Allocation]]:
         """The memory is full of live allocations (Python still references them). Liveness is
         program order, not references: place the new allocation over the least recently used
-        ones (never used first), which become its address sharers; a later use of one of them
-        after the new tensor's use is the real overlap (``_note_use``). Returns (offset, the
+        ones (never used first; spilled copies before anything else), which become its address
+        sharers; a later use of one of them after the new tensor's use is the real overlap
+        (``_note_use``). Returns (offset, the
         allocations it overlaps), or (None, []) when it does not fit even so."""
         candidates = sorted(
             (a for a in tuple(self.live) if a.partition_start < partitions),
-            key=lambda a: a.last_seq,
+            key=lambda a: (not a.spill_copy, a.last_seq),
         )
         evicted: list[Allocation] = []
         offset = None

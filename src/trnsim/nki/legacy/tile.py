@@ -266,6 +266,7 @@ class _State(threading.local):
         # on-chip allocations of this program's tiles, least recently used first
         self.lru: OrderedDict[int, weakref.ref[Any]] = OrderedDict()
         self.evicted: dict[int, tuple[weakref.ref[Any], str]] = {}
+
         # PSUM tiles created by nl.zeros / nl.full whose memset is not issued yet
         self.fills: dict[int, tuple[weakref.ref[Any], View, Any]] = {}
         # the last block tensors made at each kernel line (language.double_buffer)
@@ -411,6 +412,15 @@ def allocating(make: Callable[[], View]) -> View:
                 raise
 
 
+def spillable(v: View, spill: Callable[[], None] | None) -> None:
+    """Register ``spill()`` to run when ``v``'s allocation is evicted or its addresses are
+    reused (``trnsim.core.memory``; None: forget it). It
+    copies the data to the next memory tier before the bytes are given away (the 2.26
+    programming model: when live data overflows an on-chip memory "the Neuron compiler
+    inserts the necessary spills or refills between that memory and the next-tier memory")."""
+    v.storage.alloc.spill = spill
+
+
 def release_spares() -> bool:
     """Drop the extra buffers kept for double buffering (``language.double_buffer``): they
     go first when memory runs out. True if any was held."""
@@ -427,6 +437,9 @@ def _evict_one(kind: str) -> bool:
         del _state.lru[key]
         if alloc is None or not alloc.live or alloc.kind != kind or alloc is pending:
             continue
+        hook, alloc.spill = alloc.spill, None
+        if hook is not None:
+            hook()  # copy it out first (issued here: before the bytes are reused)
         alloc.memory.free(alloc)
         where = f"{alloc.kind.upper()} partitions {alloc.partition_start}..{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}..{alloc.byte_offset + alloc.nbytes - 1}"  # noqa: E501
         _state.evicted[key] = (
@@ -628,6 +641,7 @@ class BlockTensor:
         self.buffer = memory
         self.fmt_name = fmt_name
         self.owners = owners
+        self.site: tuple[str, int] | None = None  # the kernel line that made it
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -672,6 +686,9 @@ class BlockTensor:
 
     def block(self, blocks: tuple[int, ...], write: bool) -> Tile:
         t, slot = self.locate(blocks)
+        note = getattr(self.locate, "note", None)
+        if note is not None:  # reads and writes decide what spills (language.block_locator)
+            note(blocks, write)
         if self.owners is not None and slot is not None:
             me = (id(self), blocks, self.name)
             owner = self.owners.get(slot)
