@@ -595,6 +595,14 @@ def a_dynamic_oob(a):
     nisa.tensor_copy(sb((128, 1)), _dyn(t, idx))
 
 
+def a_depends_on(a):
+    t = sb((128, 64))
+    first = nisa.memset(t, 0.0)
+    second = nisa.memset(t, 1.0)
+    mark()
+    first.depends_on(second)
+
+
 def a_ti_nested(a):
     view = _rows(a, _idx())
     mark()
@@ -803,6 +811,7 @@ ARG_CASES = [
     ("ap-dynamic-dim", a_ap_dynamic_dim, (A,), 1, {}, "indirect", ("indirect_dim 0",)),
     ("dynamic-both", a_dynamic_both, (A,), 1, {}, "indirect", ("both src and dst",)),
     ("dynamic-oob", a_dynamic_oob, (A,), 1, {}, "oob", ("offset 64", "0..63")),
+    ("depends-on", a_depends_on, (A,), 1, {}, "depends-on", ("instruction 2",)),
     ("ti-nested", a_ti_nested, (A,), 1, {}, "ti-view", ("of an indirect view",)),
     ("ti-on-chip", a_ti_on_chip, (A,), 1, {}, "ti-view", ("HBM tensor [128, 64]",)),
     ("ti-free-dim", a_ti_free_dim, (), 1, {}, "ti-view", ("[128] has none",)),

@@ -63,6 +63,7 @@ def broken(key: str, message: str) -> KernelError:
 # ---- the front end (trnsim.nki.isa) --------------------------------------------------------------
 
 _add("engine-arg", "engine", ARGUMENT, "an engine= that is not an nki.isa.engine member")
+_add("depends-on", "depends-on", ARGUMENT, "a depends_on producer not an earlier instruction")
 _add("operator", "operator", ARGUMENT, "an operator that is not an nki.language operator")
 _add("operand-tensor", "operand", ARGUMENT, "a non-tensor where an operand role needs a tensor")
 _add("arguments", "arguments", ARGUMENT, "arguments that do not bind to the NKI signature")

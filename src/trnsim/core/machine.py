@@ -293,6 +293,16 @@ class NeuronCore:
             else:
                 EXECUTORS[op](self, ins)
 
+    def depend(self, pos: int, producers: tuple[int, ...]) -> None:
+        """Instruction ``pos`` of this core's record starts after each of ``producers``
+        (earlier positions) ends: an explicit dependency (``NkiInstruction.depends_on``),
+        kept as its ``after`` attribute for the timing model (``timing.AFTER``)."""
+        rec = self.record[pos]
+        attrs = dict(rec.attrs)
+        after = tuple(sorted(set(attrs.get("after", ())) | set(producers)))
+        attrs["after"] = after
+        self.record[pos] = rec._replace(attrs=tuple(sorted(attrs.items())))
+
     # ---- data helpers ---------------------------------------------------------------------
 
     def read(self, v: View) -> np.ndarray:

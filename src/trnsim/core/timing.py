@@ -440,6 +440,11 @@ def _totals(c: _Costs) -> _Totals:
 # ---- the scheduler ----------------------------------------------------------------------------
 
 
+AFTER = "after"
+"""The attribute of an instruction's explicit dependencies (``NkiInstruction.depends_on``):
+the positions, in its core's record, of the instructions it starts after."""
+
+
 def schedule(
     instrs: Sequence[Instruction],
     target: str | CoreSpec = "gen4",
@@ -525,12 +530,16 @@ def _run(
     attr_ids, uses = cost.attr_ids, cost.uses
     free, last, busy, count = tracks.free, tracks.last, tracks.busy, tracks.count
     pipes_core, pipes = -1, _DmaPipes()  # the last core's DMA pipes (looked up when it changes)
+    after_aids: set[int] = set()  # attrs holding explicit dependencies (AFTER)
+    core_start: dict[int, int] = {}  # each core's first index in the stream (with AFTER only)
     for idx, (opcode, engine, dst, src, attrs, _, _, c) in enumerate(instrs):
         # ---- operands -> regions and the time the inputs are ready; the shape's cost entry ---
         try:
             aid = attr_ids[id(attrs)]
         except KeyError:
             aid = cost.attrs_id(attrs)
+            if any(k == AFTER for k, _ in attrs):
+                after_aids.add(aid)
         key = [opcode, engine, aid, c]
         ready, dep = 0.0, -1
         src_ids = []
@@ -555,6 +564,14 @@ def _run(
             for q in overlapping:  # write after read or write
                 if access_end[q] > ready:
                     ready, dep = access_end[q], accessor[q]
+        if aid in after_aids:  # explicit dependencies (NkiInstruction.depends_on)
+            if not core_start:
+                for i, ins in enumerate(instrs):
+                    core_start.setdefault(ins.core, i)
+            base = core_start[c]
+            for p in dict(attrs)[AFTER]:
+                if end[base + p] > ready:
+                    ready, dep = end[base + p], base + p
         key = tuple(key)
         try:
             entry = entries[key]
