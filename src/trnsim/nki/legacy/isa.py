@@ -607,15 +607,7 @@ def tensor_copy_dynamic_src(
     ``tensor_copy`` with an ``.ap(scalar_offset=...)`` source (``trnsim.core.indirect``
     choice 7)."""
     s = _dynamic(src, "src", "tensor_copy_dynamic_src")
-    eng = _eng(engine) if engine is not None else nisa.engine.unknown
-    return ops.result(
-        "nl.copy",
-        s.shape,
-        _dt(dtype, s.dtype),
-        lambda dst, x: nisa.tensor_copy(dst, x, engine=eng),
-        (s,),
-        mask,
-    )
+    return tensor_copy(s, mask=mask, dtype=dtype, engine=engine)
 
 
 def tensor_copy_dynamic_dst(
