@@ -60,9 +60,9 @@ class Allocation:
         "partition_start",
         "partitions",
         "placed_at",
+        "reclaim_first",
         "sharers",
         "spill",
-        "spill_copy",
         "version",
     )
 
@@ -99,8 +99,9 @@ class Allocation:
         # allocation's addresses (before the new tensor exists): it may copy the data out
         # first (the legacy front end's spills of block tensors, trnsim.nki.legacy.language).
         self.spill: Callable[[], None] | None = None
-        # It holds such a spilled copy: the first to make room when the memory is full.
-        self.spill_copy = False
+        # The first to give its bytes when the memory is full (a front end's spilled copy, or
+        # a buffer kept only for double buffering): reused before any least recently used one.
+        self.reclaim_first = False
         # A PSUM tensor placed over another's addresses: its first matmul write starts its own
         # accumulation group (``start_accumulation``), whatever marks the other left there.
         self.acc_pending = False
@@ -304,13 +305,13 @@ class OnChipMemory:
     ) -> tuple[int | None, list[Allocation]]:
         """The memory is full of live allocations (Python still references them). Liveness is
         program order, not references: place the new allocation over the least recently used
-        ones (never used first; spilled copies before anything else), which become its address
-        sharers; a later use of one of them after the new tensor's use is the real overlap
-        (``_note_use``). Returns (offset, the
+        ones (never used first; ``reclaim_first`` ones before anything else), which become its
+        address sharers; a later use of one of them after the new tensor's use is the real
+        overlap (``_note_use``). Returns (offset, the
         allocations it overlaps), or (None, []) when it does not fit even so."""
         candidates = sorted(
             (a for a in tuple(self.live) if a.partition_start < partitions),
-            key=lambda a: (not a.spill_copy, a.last_seq),
+            key=lambda a: (not a.reclaim_first, a.last_seq),
         )
         evicted: list[Allocation] = []
         offset = None

@@ -180,6 +180,9 @@ def double_buffer(t: BlockTensor) -> None:
     ring = _state.sites.setdefault(t.site, [])
     ring.append(t)
     del ring[:-MULTI_BUFFER]
+    for spare in ring[:-1]:  # kept for double buffering only: the first to go when memory is full
+        for alloc in spare.locate.allocs():
+            alloc.reclaim_first = True
 
 
 def _current(locate: Any) -> bool:
@@ -205,16 +208,16 @@ def _spill_tile(shape: tuple[int, ...], dtype: Any, name: str) -> Tile:
         off = mem._first_fit(0, shape[0], nbytes, isz)
         if off is not None:
             t = as_tile(track(new_nl.ndarray(shape, dtype, new_nl.sbuf, name, address=(0, off))))
-            t.storage.alloc.spill_copy = True
+            t.storage.alloc.reclaim_first = True
             return t
         oldest = builtins.min(
-            (a for a in tuple(mem.live) if a.spill_copy and a.spill is not None),
+            (a for a in tuple(mem.live) if a.reclaim_first and a.spill is not None),
             key=lambda a: a.last_seq,
             default=None,
         )
         if oldest is None:
             t = ops.new_tile(shape, dtype, SBUF, name)
-            t.storage.alloc.spill_copy = True
+            t.storage.alloc.reclaim_first = True
             return t
         hook, oldest.spill = oldest.spill, None
         hook()
@@ -322,7 +325,13 @@ def block_locator(
         nisa.dma_copy(h, c)
         copies[b] = h
 
+    def allocs() -> list[Any]:
+        return [u.storage.alloc for u in whole if u is not None] + [
+            t.storage.alloc for t in tiles.values()
+        ]
+
     locate.note = note  # type: ignore[attr-defined]
+    locate.allocs = allocs  # type: ignore[attr-defined]
     return locate
 
 
