@@ -238,6 +238,289 @@ def _rmsnorm_mx_case(name, b, s, h, notes, hidden_actual=None, residual=False) -
     )
 
 
+# ---- MX weights: random device words + scales, and the dense matrices they stand for ------
+
+
+def _mx_words(rng, shape: tuple[int, ...], elem: str = E4M3) -> np.ndarray:
+    """Random x4 words ``shape`` (uint32 for fp8): N(0, 1) elements rounded to ``elem``."""
+    from trnsim.numerics.packing import pack_x4
+
+    vals = rng.standard_normal((*shape, 4)).astype(np.float32)
+    return pack_x4(vals, elem + "_x4")[..., 0]
+
+
+def _elems(words: np.ndarray, elem: str = E4M3) -> np.ndarray:
+    """Element values of x4 words: float64 ``[..., 4]`` (element q of each word last)."""
+    from trnsim.numerics import get_format
+    from trnsim.numerics.packing import unpack_x4
+
+    return unpack_x4(words[..., None], elem + "_x4").view(get_format(elem).dtype).astype(np.float64)
+
+
+def _scale_of_rows(scales: np.ndarray, axis: int) -> np.ndarray:
+    """2^(code - 127) of compact scales (one row per 8 partitions on ``axis``), repeated to
+    one per partition."""
+    from trnsim.numerics.mx import scale_values
+
+    return np.repeat(scale_values(scales), 8, axis=axis)
+
+
+def _quantize_groups(x: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """``quantize_mx`` values of ``x[..., K]`` where ``groups[K // 32, 32]`` lists the K
+    indices of each MX group (8 partitions x the 4 elements of a word)."""
+    from trnsim.numerics import mx
+
+    g = x[..., groups]  # [..., K/32, 32]
+    q = mx.quantize(g.astype(np.float32), E4M3, axis=-1, block=32, scale_rule="nki")
+    out = np.empty_like(x, dtype=np.float64)
+    out[..., groups] = mx.dequantize(q).astype(np.float64)
+    return out
+
+
+def _h_groups(h: int) -> np.ndarray:
+    """MX groups of the hidden dim as the MX projections lay it out (hidden_states viewed as
+    [T, 4, H/512, 128]: H = q * H/4 + j * 128 + p, partition p, x4 element q): group (j, s)
+    holds partitions 8s..8s+7 and q = 0..3 of H tile j."""
+    n512 = h // 512
+    ar = np.arange
+    q, j, s, pp = np.meshgrid(ar(4), ar(n512), ar(16), ar(8), indexing="ij")
+    idx = q * (h // 4) + j * 128 + s * 8 + pp  # [4, n512, 16, 8]
+    return idx.transpose(1, 2, 3, 0).reshape(n512 * 16, 32)
+
+
+def _i_groups(i: int) -> np.ndarray:
+    """MX groups of the intermediate dim as the gate/up projection leaves it ([128, I/512,
+    tokens, 4]: I = t * 512 + q * 128 + p): group (t, s) holds partitions 8s..8s+7, q = 0..3."""
+    n512 = i // 512
+    ar = np.arange
+    t, s, pp, q = np.meshgrid(ar(n512), ar(16), ar(8), ar(4), indexing="ij")
+    return (t * 512 + q * 128 + s * 8 + pp).reshape(n512 * 16, 32)
+
+
+def _gup_dense(words: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``gate_up_proj_weight [E, 128, 2, H/512, I]`` words and ``[E, 16, 2, H/512, I]`` scales
+    -> dense ``[E, H, 2, I]`` (H = q * H/4 + j * 128 + p)."""
+    v = _elems(words) * _scale_of_rows(scales, 1)[..., None]  # [E, 128, 2, n512, I, 4]
+    e, _, _, n512, i, _ = v.shape
+    return v.transpose(0, 5, 3, 1, 2, 4).reshape(e, 4 * n512 * 128, 2, i)
+
+
+def _down_dense(words: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``down_proj_weight [E, 128, I/512, H]`` words and ``[E, 16, I/512, H]`` scales -> dense
+    ``[E, I, H]`` (I = t * 512 + q * 128 + p)."""
+    v = _elems(words) * _scale_of_rows(scales, 1)[..., None]  # [E, 128, nI, H, 4]
+    e, _, ni, h, _ = v.shape
+    return v.transpose(0, 2, 4, 1, 3).reshape(e, ni * 512, h)
+
+
+def _gup_bias_dense(bias: np.ndarray) -> np.ndarray:
+    """gate/up bias ``[E, 128, 2, I/512, 4]`` -> ``[E, 2, I]`` (I = t * 512 + q * 128 + p)."""
+    e, _, _, ni, _ = bias.shape
+    return f64(bias).transpose(0, 2, 3, 4, 1).reshape(e, 2, ni * 512)
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def _mx_expert(
+    hs: np.ndarray,
+    gup: np.ndarray,
+    down: np.ndarray,
+    gb=None,
+    db=None,
+    clamp=None,
+    shards: int = 1,
+    bias_cores: tuple[int, ...] = (0,),
+):
+    """One expert's MX MLP on tokens ``hs[B, H]`` (bf16 values) as the MX projections document
+    it: hidden quantized online to MXFP8 (groups of ``_h_groups``), gate and up = hq @ W
+    rounded to bf16 (+ bias, clamped), silu(gate) * up in bf16, quantized online to MXFP8
+    (groups of ``_i_groups``, the down projection's "Quantizes intermediate activations
+    online to MXFP8"), then @ Wd rounded to bf16 (+ bias). ``shards``: the down projection
+    split over I between cores, the bias added by ``bias_cores``."""
+    h = hs.shape[1]
+    i = gup.shape[-1]
+    hq = _quantize_groups(f64(hs), _h_groups(h))
+    g = f64((hq @ gup[:, 0, :]).astype(bf16))
+    u = f64((hq @ gup[:, 1, :]).astype(bf16))
+    if gb is not None:
+        g, u = f64((g + gb[0]).astype(bf16)), f64((u + gb[1]).astype(bf16))
+    if clamp is not None:
+        gl, gu, ul, uu = clamp
+        g = np.clip(g, gl if gl is not None else -np.inf, gu if gu is not None else np.inf)
+        u = np.clip(u, ul if ul is not None else -np.inf, uu if uu is not None else np.inf)
+    a = f64(_silu(g).astype(bf16))
+    inter = f64((a * u).astype(bf16))
+    iq = _quantize_groups(inter, _i_groups(i))
+    if shards == 1:
+        y = f64((iq @ down).astype(bf16))
+        return y if db is None else f64((y + db).astype(bf16))
+    # sharded on I (contiguous halves): each core's partial down projection in bf16 (+ the
+    # bias), the two partials added in bf16 (``accumulation_after_down_proj``)
+    half = i // shards
+    parts = []
+    for c in range(shards):
+        y = f64((iq[:, c * half : (c + 1) * half] @ down[c * half : (c + 1) * half]).astype(bf16))
+        parts.append(y if db is None or c not in bias_cores else f64((y + db).astype(bf16)))
+    return f64((parts[0] + parts[1]).astype(bf16))
+
+
+_BWMM_MX_TOL = (
+    "; the reference replays every documented rounding (bf16 PSUM and tiles, the two online "
+    "MXFP8 quantizations, the per-core bf16 accumulation and the final reduce) and matches "
+    "bit for bit on seeds 0-2; tolerance 2 bf16 ulps (+ 2^-10 absolute for cancellation): "
+    "the fp32 summation order inside nc_matmul_mx is not public, and a one-ulp difference in "
+    "a bf16 PSUM result is carried through one more bf16 rounding"
+)
+
+
+# ---- core/moe/moe_cte: bwmm_shard_on_block_mx ------------------------------------------------
+
+
+def _bwmm_mx_inputs(t: int, h: int, b: int, e: int, i: int, down_bias: bool = True, **kw):
+    """top-E routing (every token to every expert: is_tensor_update_accumulating, the only mode
+    the kernel takes), each expert's tokens in full blocks; hidden_states [T + 1, H] with the
+    padding row T zero; MXFP8 e4m3 weights as uint32 words (``weight_dtype`` names the MX type,
+    the kernel's documented torch/xla path)."""
+
+    def make(rng):
+        from nkilib.core.utils.common_types import ActFnType, ExpertAffinityScaleMode
+
+        hs = np.zeros((t + 1, h), np.float32)
+        hs[:t] = rng.standard_normal((t, h))
+        hs = hs.astype(bf16)
+        n512, ni = h // 512, i // 512
+        gup = _mx_words(rng, (e, 128, 2, n512, i))
+        gup_s = rng.integers(120, 124, (e, 16, 2, n512, i)).astype(np.uint8)
+        down = _mx_words(rng, (e, 128, ni, h))
+        down_s = rng.integers(120, 124, (e, 16, ni, h)).astype(np.uint8)
+        perm = np.concatenate([rng.permutation(t) for _ in range(e)]).astype(np.int32)
+        bte = np.repeat(np.arange(e), t // b).astype(np.int32).reshape(-1, 1)
+        aff = np.zeros(((t + 1) * e, 1), np.float32)
+        aff[: t * e, 0] = rng.uniform(0.1, 1.0, t * e)
+        import trnsim.nki.language as nl
+
+        # gate/up bias [E, 128, 2, I/512, 4] (I = t * 512 + q * 128 + p), down bias [E, H]: the
+        # docstring calls them optional, but the kernel reads their dtype unconditionally
+        gb = (0.1 * rng.standard_normal((e, 128, 2, ni, 4))).astype(bf16)
+        db = (0.1 * rng.standard_normal((e, h)) * down_bias).astype(bf16)
+        kwargs = {
+            "gate_and_up_proj_bias": gb,
+            "down_proj_bias": db,
+            "gate_up_proj_scale": gup_s,
+            "down_proj_scale": down_s,
+            "block_size": b,
+            "activation_function": ActFnType.SiLU,
+            "compute_dtype": nl.bfloat16,
+            "weight_dtype": nl.float8_e4m3fn_x4,
+            "is_tensor_update_accumulating": True,
+            "expert_affinities_scaling_mode": ExpertAffinityScaleMode.POST_SCALE,
+            **kw,
+        }
+        return Call((hs, aff.astype(bf16), gup, down, perm, bte), kwargs)
+
+    return make
+
+
+def _bwmm_mx_ref(
+    hidden_states,
+    expert_affinities_masked,
+    gate_up_proj_weight,
+    down_proj_weight,
+    token_position_to_id,
+    block_to_expert,
+    gate_and_up_proj_bias=None,
+    down_proj_bias=None,
+    gate_up_proj_scale=None,
+    down_proj_scale=None,
+    block_size=None,
+    gate_clamp_upper_limit=None,
+    gate_clamp_lower_limit=None,
+    up_clamp_lower_limit=None,
+    up_clamp_upper_limit=None,
+    **_,
+):
+    """output [2, T + 1, H] as the pseudocode builds it: core c (of 2) runs its contiguous half
+    of the blocks, each block's expert MLP (``_mx_expert``) scaled by the token's affinity
+    (bf16 tile) and added to the token's row of output[c] (bf16); then ``reduce_outputs``:
+    output[0] = output[0] + output[1] (bf16), output[1] zeroed; the padding row stays zero."""
+    tp1, h = hidden_states.shape
+    e = gate_up_proj_weight.shape[0]
+    gup = _gup_dense(gate_up_proj_weight, gate_up_proj_scale)
+    down = _down_dense(down_proj_weight, down_proj_scale)
+    clamp = (
+        gate_clamp_lower_limit,
+        gate_clamp_upper_limit,
+        up_clamp_lower_limit,
+        up_clamp_upper_limit,
+    )
+    gb = _gup_bias_dense(gate_and_up_proj_bias)
+    db = f64(down_proj_bias)
+    out = np.zeros((2, tp1, h))
+    b = block_size
+    n = len(token_position_to_id) // b
+    aff = f64(expert_affinities_masked).reshape(tp1, e)
+    for blk in range(n):  # core c runs blocks c*N/2 .. (c+1)*N/2 - 1 into output[c]
+        ex = int(block_to_expert[blk, 0])
+        ids = token_position_to_id[blk * b : (blk + 1) * b]
+        y = _mx_expert(hidden_states[ids], gup[ex], down[ex], gb[ex], db[ex], clamp)
+        c = blk // (n // 2)
+        scaled = f64((y * aff[ids, ex][:, None]).astype(bf16))
+        out[c, ids] = f64((scaled + out[c, ids]).astype(bf16))
+    out[0, : tp1 - 1] = f64((out[0, : tp1 - 1] + out[1, : tp1 - 1]).astype(bf16))
+    out[1, : tp1 - 1] = 0
+    return out.astype(bf16)
+
+
+# ---- core/moe/moe_cte: blockwise_mm_shard_intermediate_mx (+ _hybrid) ------------------------
+
+
+def _bwmm_mx_i_ref(
+    hidden_states,
+    expert_affinities_masked,
+    gate_up_proj_weight,
+    down_proj_weight,
+    token_position_to_id,
+    block_to_expert,
+    gate_and_up_proj_bias=None,
+    down_proj_bias=None,
+    gate_up_proj_scale=None,
+    down_proj_scale=None,
+    block_size=None,
+    gate_clamp_upper_limit=None,
+    gate_clamp_lower_limit=None,
+    up_clamp_lower_limit=None,
+    up_clamp_upper_limit=None,
+    **_,
+):
+    """output [T + 1, H] as the pseudocode builds it: blocks in order; per block the expert MLP
+    with I split between the 2 cores (``_mx_expert(shards=2)``: partials reduced across the
+    cores), then output[token] = block_new * affinity + output[token] (one fused
+    ``scalar_tensor_tensor``, rounded once to bf16); the padding row stays zero."""
+    tp1, h = hidden_states.shape
+    e = gate_up_proj_weight.shape[0]
+    gup = _gup_dense(gate_up_proj_weight, gate_up_proj_scale)
+    down = _down_dense(down_proj_weight, down_proj_scale)
+    gb = _gup_bias_dense(gate_and_up_proj_bias)
+    db = f64(down_proj_bias)
+    clamp = (
+        gate_clamp_lower_limit,
+        gate_clamp_upper_limit,
+        up_clamp_lower_limit,
+        up_clamp_upper_limit,
+    )
+    out = np.zeros((tp1, h))
+    b = block_size
+    aff = f64(expert_affinities_masked).reshape(tp1, e)
+    for blk in range(len(token_position_to_id) // b):
+        ex = int(block_to_expert[blk, 0])
+        ids = token_position_to_id[blk * b : (blk + 1) * b]
+        y = _mx_expert(hidden_states[ids], gup[ex], down[ex], gb[ex], db[ex], clamp, shards=2)
+        out[ids] = f64((y * aff[ids, ex][:, None] + out[ids]).astype(bf16))
+    return out.astype(bf16)
+
+
 # ---- the cases -------------------------------------------------------------------------------
 
 CASES: list[Case] = [
@@ -278,5 +561,36 @@ CASES: list[Case] = [
         "fp16 [256, 1, 1024] + residual (the fused add needs H1 % 8 == 0; 128 tokens per "
         "core), output_residual [256, 1024] spilled to HBM by the PE transpose",
         residual=True,
+    ),
+    Case(
+        "library/bwmm_shard_on_block_mx",
+        REPO,
+        LIB + "core/moe/moe_cte/bwmm_shard_on_block_mx.py",
+        "bwmm_shard_on_block_mx",
+        _bwmm_mx_inputs(256, 512, 128, 2, 512),
+        _bwmm_mx_ref,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="MXFP8 e4m3 weights, bf16 T=256 (+ padding row), H=512, B=128, E=2 (top-2), "
+        "I=512, LNC=2, SiLU, post-scale, gate/up and down biases (the kernel needs them)"
+        + _BWMM_MX_TOL,
+    ),
+    Case(
+        "library/bwmm_shard_on_I_mx",
+        REPO,
+        LIB + "core/moe/moe_cte/bwmm_shard_on_I_mx.py",
+        "blockwise_mm_shard_intermediate_mx",
+        _bwmm_mx_inputs(512, 512, 256, 2, 1024, down_bias=False),
+        _bwmm_mx_i_ref,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="MXFP8 e4m3 weights, bf16 T=512 (+ padding row), H=512, B=256 (the kernel's "
+        "multiple), E=2 (top-2), I=1024 (512 per core), LNC=2, SiLU, post-scale; the "
+        "down-projection bias is ZERO: the library adds it on both cores before the cross-core "
+        "reduction (down_projection_mx_shard_I has no program-0 test, against its docstring's "
+        "'Bias added only by program 0' and the kernel pseudocode), so a non-zero bias comes "
+        "out doubled (a library bug; tests/test_conf_mx.py pins it)" + _BWMM_MX_TOL,
     ),
 ]
