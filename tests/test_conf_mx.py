@@ -64,3 +64,27 @@ def test_mx_kernels_run_unmodified_and_match(name):
     (r,) = [r for r in results if r.name == name]
     assert r.outcome == "pass", r.detail
     assert r.profile_s is not None and r.profile_s > 0
+
+
+@pytest.mark.skipif(not LIBRARY.is_dir(), reason="no nki-library checkout")
+def test_shard_on_I_mx_adds_the_down_bias_on_both_cores(monkeypatch):
+    """A library bug the shard-on-I cases step around (zero down bias): with a non-zero
+    ``down_proj_bias`` the kernel's output is the reference with the bias added by BOTH cores
+    before their partial sums are reduced (the docstring: once, by program 0)."""
+    import functools
+
+    from trnsim.conformance import cases_library_mx as mx
+    from trnsim.conformance.runner import _launchable, checkout_imports, load_kernel
+    from trnsim.nki.simulate import run
+
+    (case,) = [c for c in CASES if c.name == "library/bwmm_shard_on_I_mx"]
+    with checkout_imports(LIBRARY.resolve(), "nki-library"):
+        made = mx._bwmm_mx_inputs(512, 512, 256, 2, 1024, down_bias=True)(np.random.default_rng(0))
+        kernel = _launchable(load_kernel(case, LIBRARY.resolve()), case)
+        out = run(kernel, *made.args, target=case.target, **made.kwargs).outputs
+    out = np.asarray(out).astype(np.float64)
+    once = np.asarray(case.reference(*made.args, **made.kwargs)).astype(np.float64)
+    monkeypatch.setattr(mx, "_mx_expert", functools.partial(mx._mx_expert, bias_cores=(0, 1)))
+    twice = np.asarray(case.reference(*made.args, **made.kwargs)).astype(np.float64)
+    assert np.abs(out - twice).max() <= 2.0**-7 * np.abs(twice).max()
+    assert np.abs(out - once).max() > 0.05

@@ -521,6 +521,30 @@ def _bwmm_mx_i_ref(
     return out.astype(bf16)
 
 
+def _bwmm_mx_hybrid_inputs(t: int, h: int, b: int, e: int, i: int, active: int, static: int):
+    """As ``_bwmm_mx_inputs`` (shard-on-I, zero down bias), the hybrid's ``conditions``
+    [N + 1] first: 1 for the first ``active`` blocks, then 0 (the last entry 0, as documented);
+    ``num_static_block`` of them run in the static loop, the rest in the dynamic loop. The
+    blocks past ``active`` hold real tokens, so running one would show in the output."""
+
+    def make(rng):
+        c = _bwmm_mx_inputs(t, h, b, e, i, down_bias=False)(rng)
+        n = len(c.args[4]) // b
+        cond = (np.arange(n + 1) < active).astype(np.int32)
+        return Call((cond, *c.args), {**c.kwargs, "num_static_block": static})
+
+    return make
+
+
+def _bwmm_mx_hybrid_ref(conditions, *args, num_static_block=None, **kw):
+    """The pseudocode: the static blocks, then blocks while conditions[block] == 1; blocks past
+    them do not run (their tokens keep only their other blocks' sums)."""
+    b = kw["block_size"]
+    active = int(np.argmin(conditions))  # the first 0: the dynamic loop stops there
+    hs, aff, gup, down, perm, bte = args
+    return _bwmm_mx_i_ref(hs, aff, gup, down, perm[: active * b], bte[:active], **kw)
+
+
 # ---- the cases -------------------------------------------------------------------------------
 
 CASES: list[Case] = [
@@ -592,5 +616,20 @@ CASES: list[Case] = [
         "reduction (down_projection_mx_shard_I has no program-0 test, against its docstring's "
         "'Bias added only by program 0' and the kernel pseudocode), so a non-zero bias comes "
         "out doubled (a library bug; tests/test_conf_mx.py pins it)" + _BWMM_MX_TOL,
+    ),
+    Case(
+        "library/bwmm_shard_on_I_mx_hybrid",
+        REPO,
+        LIB + "core/moe/moe_cte/bwmm_shard_on_I_mx.py",
+        "blockwise_mm_shard_intermediate_mx_hybrid",
+        _bwmm_mx_hybrid_inputs(512, 512, 256, 2, 1024, active=3, static=2),
+        _bwmm_mx_hybrid_ref,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="the shard-on-I problem (zero down bias, see bwmm_shard_on_I_mx) with 4 blocks: "
+        "conditions [1, 1, 1, 0, 0], num_static_block=2: blocks 0-1 in the static loop, block 2 "
+        "in the dynamic loop (nl.dynamic_range up to sum(conditions)), block 3 (real tokens) "
+        "must not run" + _BWMM_MX_TOL,
     ),
 ]
