@@ -545,6 +545,235 @@ def _bwmm_mx_hybrid_ref(conditions, *args, num_static_block=None, **kw):
     return _bwmm_mx_i_ref(hs, aff, gup, down, perm[: active * b], bte[:active], **kw)
 
 
+# ---- core/moe/moe_tkg: gate_up_projection_mx_shard_I, down_projection_mx (SBUF subkernels) --
+
+
+def qmx_tile(src_pf: np.ndarray, elem: str = E4M3) -> tuple[np.ndarray, np.ndarray]:
+    """``quantize_mx`` of a tile ``src[P, F]`` in the device layout, written here from the
+    docstring: x4 words ``[P, F/4]`` and a scale tile ``[P, F/4]`` (uint8, group g's scales on
+    partition ``mx_scale_partitions``, other partitions 0)."""
+    from trnsim.numerics import mx
+    from trnsim.numerics.packing import pack_x4
+
+    p, f = src_pf.shape
+    blocks = np.asarray(src_pf, np.float32).reshape(p // 8, 8, f // 4, 4).transpose(0, 2, 1, 3)
+    q = mx.quantize(blocks.reshape(p // 8, f // 4, 32), elem, axis=-1, block=32, scale_rule="nki")
+    codes = q.data.reshape(p // 8, f // 4, 8, 4).transpose(0, 2, 1, 3).reshape(p, f // 4, 4)
+    words = pack_x4(codes, elem + "_x4")[..., 0]
+    scales = np.zeros((p, f // 4), np.uint8)
+    scales[mx_scale_partitions(p // 8)] = q.scales.reshape(p // 8, f // 4)
+    return words, scales
+
+
+def _to_sbuf(nl, nisa, t, dtype=None):
+    """A copy of HBM ``t`` in SBUF (viewed as ``dtype`` first: uint32 words as MX x4)."""
+    src = t if dtype is None else t.view(dtype)
+    sb = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=sb, src=src)
+    return sb
+
+
+def _gate_up_mx_driver(fn):
+    """A kernel around ``gate_up_projection_mx_shard_I``: the MXFP8 input, weights, scales and
+    biases loaded to SBUF, the call, its quantized output and scale tile stored to HBM."""
+    from trnsim.nki import isa as nisa
+    from trnsim.nki import language as nl
+
+    def gate_up_projection_mx_driver(xq, xs, gw, uw, gws, uws, gb, ub, **kw):
+        x4 = nl.float8_e4m3fn_x4
+        q, sc = fn(
+            _to_sbuf(nl, nisa, xq, x4),
+            _to_sbuf(nl, nisa, xs),
+            _to_sbuf(nl, nisa, gw, x4),
+            _to_sbuf(nl, nisa, uw, x4),
+            _to_sbuf(nl, nisa, gws),
+            _to_sbuf(nl, nisa, uws),
+            _to_sbuf(nl, nisa, gb),
+            _to_sbuf(nl, nisa, ub),
+            **kw,
+        )
+        q_out = nl.ndarray(q.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
+        s_out = nl.ndarray(sc.shape, dtype=nl.uint8, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=q_out, src=q.view(nl.uint32))
+        nisa.dma_copy(dst=s_out, src=sc)
+        return q_out, s_out
+
+    return gate_up_projection_mx_driver
+
+
+def _mx_input(rng, t: int, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """bf16 tokens ``x[T, H]`` and their MXFP8 device form ``[128, H/512, T]`` (words, scale
+    tile) as ``rmsnorm_mx_quantize_tkg`` leaves it: element q of word (p, j, t) is
+    ``x[t, q * H/4 + j * 128 + p]``."""
+    x = rng.standard_normal((t, h)).astype(bf16)
+    n512 = h // 512
+    dev = f64(x).reshape(t, 4, n512, 128).transpose(3, 1, 0, 2)  # [128, n512, T, 4]
+    words, scales = qmx_tile(dev.reshape(128, -1))
+    return x, words.reshape(128, n512, t), scales.reshape(128, n512, t)
+
+
+def _mx_weight_tile(rng, h: int, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random MXFP8 weights in SBUF form ``[128, H/512, I]``: words and a scale tile (codes
+    120..123 on the scale partitions, 0 elsewhere)."""
+    w = _mx_words(rng, (128, h // 512, i))
+    sc = np.zeros((128, h // 512, i), np.uint8)
+    sc[mx_scale_partitions(16)] = rng.integers(120, 124, (16, h // 512, i))
+    return w, sc
+
+
+def _tile_dense(words: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """SBUF-form MX ``[128, J, N]`` (words, scale tile) -> dense ``[4 * J * 128, N]`` with
+    K = q * J * 128 + j * 128 + p (the hidden layout of ``_mx_input``)."""
+    v = _elems(words) * np.repeat(_scale_rows(scales), 8, axis=0)[..., None]  # [128, J, N, 4]
+    p, j, n, _ = v.shape
+    return v.transpose(3, 1, 0, 2).reshape(4 * j * p, n)
+
+
+def _scale_rows(scales: np.ndarray) -> np.ndarray:
+    from trnsim.numerics.mx import scale_values
+
+    return scale_values(scales[mx_scale_partitions(scales.shape[0] // 8)])
+
+
+def _gate_up_mx_inputs(t: int, h: int, i: int, **kw):
+    def make(rng):
+        from nkilib.core.utils.common_types import ActFnType
+
+        _, xq, xs = _mx_input(rng, t, h)
+        gw, gws = _mx_weight_tile(rng, h, i)
+        uw, uws = _mx_weight_tile(rng, h, i)
+        gb = (0.1 * rng.standard_normal((128, i // 512, 4))).astype(bf16)
+        ub = (0.1 * rng.standard_normal((128, i // 512, 4))).astype(bf16)
+        return Call((xq, xs, gw, uw, gws, uws, gb, ub), {"hidden_act_fn": ActFnType.SiLU, **kw})
+
+    return make
+
+
+def _decode_words_scales(outs):
+    """(values [P, J, T, 4] of words + scale tile [P, J, T], the 16 scale rows' codes)."""
+    q, sc = outs
+    p, j, t = q.shape
+    vals = decode_tile(np.asarray(q).reshape(p, -1), np.asarray(sc).reshape(p, -1))
+    return vals.reshape(p, j, t, 4), np.asarray(sc).view(np.uint8)[mx_scale_partitions(16)]
+
+
+def _gate_up_mx_ref(
+    xq,
+    xs,
+    gw,
+    uw,
+    gws,
+    uws,
+    gb,
+    ub,
+    gate_clamp_upper_limit=None,
+    gate_clamp_lower_limit=None,
+    up_clamp_upper_limit=None,
+    up_clamp_lower_limit=None,
+    **_,
+):
+    """The docstring's steps: gate = W_g @ x (MX matmul, bf16 PSUM) + bias (bf16), clamped,
+    activated (SiLU, bf16); up likewise without activation; gate * up (bf16) quantized to
+    MXFP8 in the [128_I, I/512, T] x4 layout (I = tile * 512 + q * 128 + p)."""
+    x = _tile_dense(xq, xs).T  # [T, H] (already MX values)
+    g = f64((x @ _tile_dense(gw, gws)).astype(bf16))
+    u = f64((x @ _tile_dense(uw, uws)).astype(bf16))
+    nI = gb.shape[1]
+    g = f64((g + f64(gb).transpose(1, 2, 0).reshape(nI * 512)).astype(bf16))
+    u = f64((u + f64(ub).transpose(1, 2, 0).reshape(nI * 512)).astype(bf16))
+    lo, hi = gate_clamp_lower_limit, gate_clamp_upper_limit
+    g = np.clip(g, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+    lo, hi = up_clamp_lower_limit, up_clamp_upper_limit
+    u = np.clip(u, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+    inter = f64((f64(_silu(g).astype(bf16)) * u).astype(bf16))  # [T, I]
+    t = inter.shape[0]
+    dev = inter.reshape(t, nI, 4, 128).transpose(3, 1, 0, 2)  # [128, nI, T, 4]
+    vals = qmx_tile_values(dev.reshape(128, -1)).reshape(128, nI, t, 4)
+    codes = qmx_tile_scales(dev.reshape(128, -1)).reshape(16, nI, t)
+    return vals, codes.astype(np.float64)
+
+
+def _down_mx_driver(fn):
+    """A kernel[2] around ``down_projection_mx`` (shard_on_I, one expert: first and last):
+    core c loads its half of the I tiles of the MXFP8 activation and weights, the affinities
+    [T, E] and its bias tile [T, H] (the caller's H-sharded broadcast: bias on its half of H,
+    zeros elsewhere, as ``load_broadcast_down_weight_scale_bias`` documents), and the call
+    reduces across the cores and spills to the HBM output."""
+    from trnsim.nki import isa as nisa
+    from trnsim.nki import language as nl
+
+    def down_projection_mx_driver(aq, asc, w, ws, bias2, aff, expert_idx=0, **kw):
+        me = nl.program_id(0)
+        x4 = nl.float8_e4m3fn_x4
+        n_i = aq.shape[1] // 2
+        mine = nl.ds(me * n_i, n_i)
+        t, h = aq.shape[2], w.shape[2]
+        out = nl.ndarray((t, h), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        out_sb = nl.ndarray((min(t, 128), (t + 127) // 128, h), dtype=nl.bfloat16, buffer=nl.sbuf)
+        fn(
+            _to_sbuf(nl, nisa, aq[:, mine, :], x4),
+            _to_sbuf(nl, nisa, asc[:, mine, :]),
+            _to_sbuf(nl, nisa, w[:, mine, :], x4),
+            _to_sbuf(nl, nisa, ws[:, mine, :]),
+            _to_sbuf(nl, nisa, bias2[me]),
+            _to_sbuf(nl, nisa, aff),
+            expert_idx,
+            out_sb,
+            out_hbm=out,
+            is_first_expert=True,
+            is_last_expert=True,
+            shard_on_I=True,
+            **kw,
+        )
+        return out
+
+    return down_projection_mx_driver
+
+
+def _down_mx_inputs(t: int, h: int, i: int, e: int):
+    def make(rng):
+        inter = (0.5 * rng.standard_normal((t, i))).astype(bf16)
+        dev = f64(inter).reshape(t, i // 512, 4, 128).transpose(3, 1, 0, 2)
+        aq, asc = qmx_tile(dev.reshape(128, -1))
+        w, ws = _mx_weight_tile(rng, i, h)
+        bias = (0.1 * rng.standard_normal(h)).astype(bf16)
+        bias2 = np.zeros((2, t, h), bf16)
+        bias2[0, :, : h // 2] = bias[: h // 2]
+        bias2[1, :, h // 2 :] = bias[h // 2 :]
+        aff = rng.uniform(0.1, 1.0, (t, e)).astype(bf16)
+        n_i = i // 512
+        return Call(
+            (aq.reshape(128, n_i, t), asc.reshape(128, n_i, t), w, ws, bias2, aff),
+            {"expert_idx": 1},
+        )
+
+    return make
+
+
+def _down_mx_ref(aq, asc, w, ws, bias2, aff, expert_idx=0, **_):
+    """The docstring: per core (its half of the I tiles) act @ W (MX matmul, bf16 PSUM) + its
+    bias tile (bf16), x the expert's affinity (bf16); the two cores' partials added (bf16,
+    ``sendrecv`` + add) and spilled to out [T, H]."""
+    n_i = aq.shape[1] // 2
+    parts = []
+    for c in range(2):
+        sl = slice(c * n_i, (c + 1) * n_i)
+        a = _i_tile_dense(aq[:, sl], asc[:, sl])  # [T, I/2]
+        wd = _i_tile_dense(w[:, sl], ws[:, sl]).T  # [H, I/2] -> [I/2, H]
+        y = f64((a @ wd).astype(bf16))
+        y = f64((y + f64(bias2[c])).astype(bf16))
+        parts.append(f64((y * f64(aff)[:, expert_idx : expert_idx + 1]).astype(bf16)))
+    return (parts[0] + parts[1]).astype(bf16)
+
+
+def _i_tile_dense(words: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """SBUF-form MX ``[128, J, N]`` with the contraction dim I = j * 512 + q * 128 + p (the
+    gate/up output layout) -> dense ``[N, J * 512]``."""
+    v = _elems(words) * np.repeat(_scale_rows(scales), 8, axis=0)[..., None]  # [128, J, N, 4]
+    p, j, n, _ = v.shape
+    return v.transpose(2, 1, 3, 0).reshape(n, j * 4 * p)
+
+
 # ---- the cases -------------------------------------------------------------------------------
 
 CASES: list[Case] = [
@@ -631,5 +860,37 @@ CASES: list[Case] = [
         "conditions [1, 1, 1, 0, 0], num_static_block=2: blocks 0-1 in the static loop, block 2 "
         "in the dynamic loop (nl.dynamic_range up to sum(conditions)), block 3 (real tokens) "
         "must not run" + _BWMM_MX_TOL,
+    ),
+    Case(
+        "library/gate_up_projection_mx",
+        REPO,
+        LIB + "core/moe/moe_tkg/gate_up_projection_mx.py",
+        "gate_up_projection_mx_shard_I",
+        _gate_up_mx_inputs(8, 512, 1024, gate_clamp_upper_limit=1.0, up_clamp_lower_limit=-1.0),
+        _gate_up_mx_ref,
+        driver=_gate_up_mx_driver,
+        decode=_decode_words_scales,
+        rtol=2.0**-3,
+        atol=0.0,
+        notes="MXFP8 input [128, 1, 8] (T=8, H=512) and e4m3 weights [128, 1, 1024], biases, "
+        "gate clamped above at 1, up below at -1, SiLU, LNC=1 (the subkernel takes inputs "
+        "already sharded on I); outputs compared as MX values (to one e4m3 ulp, 2^-3: the bf16 "
+        "products feeding quantize_mx round as the reference does, an fp8 value moves only "
+        "when a bf16 ulp crosses an fp8 midpoint) and scale codes",
+    ),
+    Case(
+        "library/down_projection_mx",
+        REPO,
+        LIB + "core/moe/moe_tkg/down_projection_mx.py",
+        "down_projection_mx",
+        _down_mx_inputs(8, 1024, 1024, 2),
+        _down_mx_ref,
+        driver=_down_mx_driver,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="MXFP8 activation [128, 2, 8] (T=8, I=1024) and e4m3 weights [128, 2, 1024] "
+        "(H=1024), LNC=2 shard_on_I (one I tile per core), expert 1 of affinities [8, 2], the "
+        "H-sharded bias tiles, cross-core reduction, spill to [8, 1024]; 2 bf16 ulps (+ 2^-10)",
     ),
 ]
