@@ -297,18 +297,18 @@ def _i_groups(i: int) -> np.ndarray:
     return (t * 512 + q * 128 + s * 8 + pp).reshape(n512 * 16, 32)
 
 
-def _gup_dense(words: np.ndarray, scales: np.ndarray) -> np.ndarray:
+def _gup_dense(words: np.ndarray, scales: np.ndarray, elem: str = E4M3) -> np.ndarray:
     """``gate_up_proj_weight [E, 128, 2, H/512, I]`` words and ``[E, 16, 2, H/512, I]`` scales
     -> dense ``[E, H, 2, I]`` (H = q * H/4 + j * 128 + p)."""
-    v = _elems(words) * _scale_of_rows(scales, 1)[..., None]  # [E, 128, 2, n512, I, 4]
+    v = _elems(words, elem) * _scale_of_rows(scales, 1)[..., None]  # [E, 128, 2, n512, I, 4]
     e, _, _, n512, i, _ = v.shape
     return v.transpose(0, 5, 3, 1, 2, 4).reshape(e, 4 * n512 * 128, 2, i)
 
 
-def _down_dense(words: np.ndarray, scales: np.ndarray) -> np.ndarray:
+def _down_dense(words: np.ndarray, scales: np.ndarray, elem: str = E4M3) -> np.ndarray:
     """``down_proj_weight [E, 128, I/512, H]`` words and ``[E, 16, I/512, H]`` scales -> dense
     ``[E, I, H]`` (I = t * 512 + q * 128 + p)."""
-    v = _elems(words) * _scale_of_rows(scales, 1)[..., None]  # [E, 128, nI, H, 4]
+    v = _elems(words, elem) * _scale_of_rows(scales, 1)[..., None]  # [E, 128, nI, H, 4]
     e, _, ni, h, _ = v.shape
     return v.transpose(0, 2, 4, 1, 3).reshape(e, ni * 512, h)
 
@@ -317,6 +317,24 @@ def _gup_bias_dense(bias: np.ndarray) -> np.ndarray:
     """gate/up bias ``[E, 128, 2, I/512, 4]`` -> ``[E, 2, I]`` (I = t * 512 + q * 128 + p)."""
     e, _, _, ni, _ = bias.shape
     return f64(bias).transpose(0, 2, 3, 4, 1).reshape(e, 2, ni * 512)
+
+
+# ActFnType -> the nl activation ``get_nl_act_fn_from_type`` maps it to: SiLU -> nl.silu,
+# Swish -> nl.gelu_apprx_sigmoid (x * sigmoid(1.702 x), the sigmoid approximation of GELU)
+_ACT = {
+    "SiLU": lambda x: x / (1.0 + np.exp(-x)),
+    "Swish": lambda x: x / (1.0 + np.exp(-1.702 * x)),
+}
+
+
+def _weight_elem(weight_dtype) -> str:
+    """The MX element format the kernel's ``weight_dtype`` names (e4m3 when None, as
+    ``convert_to_mxfp_dtype`` documents for uint32 words)."""
+    from trnsim.numerics import get_format
+
+    if weight_dtype is None:
+        return E4M3
+    return get_format(weight_dtype).element.name
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
@@ -378,7 +396,9 @@ _BWMM_MX_TOL = (
 # ---- core/moe/moe_cte: bwmm_shard_on_block_mx ------------------------------------------------
 
 
-def _bwmm_mx_inputs(t: int, h: int, b: int, e: int, i: int, down_bias: bool = True, **kw):
+def _bwmm_mx_inputs(
+    t: int, h: int, b: int, e: int, i: int, down_bias: bool = True, elem: str = E4M3, **kw
+):
     """top-E routing (every token to every expert: is_tensor_update_accumulating, the only mode
     the kernel takes), each expert's tokens in full blocks; hidden_states [T + 1, H] with the
     padding row T zero; MXFP8 e4m3 weights as uint32 words (``weight_dtype`` names the MX type,
@@ -391,9 +411,9 @@ def _bwmm_mx_inputs(t: int, h: int, b: int, e: int, i: int, down_bias: bool = Tr
         hs[:t] = rng.standard_normal((t, h))
         hs = hs.astype(bf16)
         n512, ni = h // 512, i // 512
-        gup = _mx_words(rng, (e, 128, 2, n512, i))
+        gup = _mx_words(rng, (e, 128, 2, n512, i), elem)
         gup_s = rng.integers(120, 124, (e, 16, 2, n512, i)).astype(np.uint8)
-        down = _mx_words(rng, (e, 128, ni, h))
+        down = _mx_words(rng, (e, 128, ni, h), elem)
         down_s = rng.integers(120, 124, (e, 16, ni, h)).astype(np.uint8)
         perm = np.concatenate([rng.permutation(t) for _ in range(e)]).astype(np.int32)
         bte = np.repeat(np.arange(e), t // b).astype(np.int32).reshape(-1, 1)
@@ -413,7 +433,7 @@ def _bwmm_mx_inputs(t: int, h: int, b: int, e: int, i: int, down_bias: bool = Tr
             "block_size": b,
             "activation_function": ActFnType.SiLU,
             "compute_dtype": nl.bfloat16,
-            "weight_dtype": nl.float8_e4m3fn_x4,
+            "weight_dtype": getattr(nl, elem + "_x4"),
             "is_tensor_update_accumulating": True,
             "expert_affinities_scaling_mode": ExpertAffinityScaleMode.POST_SCALE,
             **kw,
@@ -439,7 +459,7 @@ def _bwmm_mx_ref(
     gate_clamp_lower_limit=None,
     up_clamp_lower_limit=None,
     up_clamp_upper_limit=None,
-    **_,
+    **kw,
 ):
     """output [2, T + 1, H] as the pseudocode builds it: core c (of 2) runs its contiguous half
     of the blocks, each block's expert MLP (``_mx_expert``) scaled by the token's affinity
@@ -447,8 +467,9 @@ def _bwmm_mx_ref(
     output[0] = output[0] + output[1] (bf16), output[1] zeroed; the padding row stays zero."""
     tp1, h = hidden_states.shape
     e = gate_up_proj_weight.shape[0]
-    gup = _gup_dense(gate_up_proj_weight, gate_up_proj_scale)
-    down = _down_dense(down_proj_weight, down_proj_scale)
+    elem = _weight_elem(kw.get("weight_dtype"))
+    gup = _gup_dense(gate_up_proj_weight, gate_up_proj_scale, elem)
+    down = _down_dense(down_proj_weight, down_proj_scale, elem)
     clamp = (
         gate_clamp_lower_limit,
         gate_clamp_upper_limit,
@@ -492,7 +513,7 @@ def _bwmm_mx_i_ref(
     gate_clamp_lower_limit=None,
     up_clamp_lower_limit=None,
     up_clamp_upper_limit=None,
-    **_,
+    **kw,
 ):
     """output [T + 1, H] as the pseudocode builds it: blocks in order; per block the expert MLP
     with I split between the 2 cores (``_mx_expert(shards=2)``: partials reduced across the
@@ -500,8 +521,9 @@ def _bwmm_mx_i_ref(
     ``scalar_tensor_tensor``, rounded once to bf16); the padding row stays zero."""
     tp1, h = hidden_states.shape
     e = gate_up_proj_weight.shape[0]
-    gup = _gup_dense(gate_up_proj_weight, gate_up_proj_scale)
-    down = _down_dense(down_proj_weight, down_proj_scale)
+    elem = _weight_elem(kw.get("weight_dtype"))
+    gup = _gup_dense(gate_up_proj_weight, gate_up_proj_scale, elem)
+    down = _down_dense(down_proj_weight, down_proj_scale, elem)
     gb = _gup_bias_dense(gate_and_up_proj_bias)
     db = f64(down_proj_bias)
     clamp = (
@@ -635,16 +657,20 @@ def _scale_rows(scales: np.ndarray) -> np.ndarray:
     return scale_values(scales[mx_scale_partitions(scales.shape[0] // 8)])
 
 
-def _gate_up_mx_inputs(t: int, h: int, i: int, **kw):
+def _gate_up_mx_inputs(t: int, h: int, i: int, act: str | None = "SiLU", **kw):
+    """``act``: the ``ActFnType`` name passed as ``hidden_act_fn`` (None: the default)."""
+
     def make(rng):
         from nkilib.core.utils.common_types import ActFnType
 
+        if act is not None:
+            kw["hidden_act_fn"] = getattr(ActFnType, act)
         _, xq, xs = _mx_input(rng, t, h)
         gw, gws = _mx_weight_tile(rng, h, i)
         uw, uws = _mx_weight_tile(rng, h, i)
         gb = (0.1 * rng.standard_normal((128, i // 512, 4))).astype(bf16)
         ub = (0.1 * rng.standard_normal((128, i // 512, 4))).astype(bf16)
-        return Call((xq, xs, gw, uw, gws, uws, gb, ub), {"hidden_act_fn": ActFnType.SiLU, **kw})
+        return Call((xq, xs, gw, uw, gws, uws, gb, ub), dict(kw))
 
     return make
 
@@ -670,11 +696,13 @@ def _gate_up_mx_ref(
     gate_clamp_lower_limit=None,
     up_clamp_upper_limit=None,
     up_clamp_lower_limit=None,
+    hidden_act_fn=None,
     **_,
 ):
     """The docstring's steps: gate = W_g @ x (MX matmul, bf16 PSUM) + bias (bf16), clamped,
-    activated (SiLU, bf16); up likewise without activation; gate * up (bf16) quantized to
-    MXFP8 in the [128_I, I/512, T] x4 layout (I = tile * 512 + q * 128 + p)."""
+    activated (``hidden_act_fn``, default Swish, bf16); up likewise without activation;
+    gate * up (bf16) quantized to MXFP8 in the [128_I, I/512, T] x4 layout
+    (I = tile * 512 + q * 128 + p)."""
     x = _tile_dense(xq, xs).T  # [T, H] (already MX values)
     g = f64((x @ _tile_dense(gw, gws)).astype(bf16))
     u = f64((x @ _tile_dense(uw, uws)).astype(bf16))
@@ -685,7 +713,8 @@ def _gate_up_mx_ref(
     g = np.clip(g, -np.inf if lo is None else lo, np.inf if hi is None else hi)
     lo, hi = up_clamp_lower_limit, up_clamp_upper_limit
     u = np.clip(u, -np.inf if lo is None else lo, np.inf if hi is None else hi)
-    inter = f64((f64(_silu(g).astype(bf16)) * u).astype(bf16))  # [T, I]
+    act = _ACT[getattr(hidden_act_fn, "name", "Swish")]
+    inter = f64((f64(act(g).astype(bf16)) * u).astype(bf16))  # [T, I]
     t = inter.shape[0]
     dev = inter.reshape(t, nI, 4, 128).transpose(3, 1, 0, 2)  # [128, nI, T, 4]
     vals = qmx_tile_values(dev.reshape(128, -1)).reshape(128, nI, t, 4)
@@ -892,5 +921,46 @@ CASES: list[Case] = [
         notes="MXFP8 activation [128, 2, 8] (T=8, I=1024) and e4m3 weights [128, 2, 1024] "
         "(H=1024), LNC=2 shard_on_I (one I tile per core), expert 1 of affinities [8, 2], the "
         "H-sharded bias tiles, cross-core reduction, spill to [8, 1024]; 2 bf16 ulps (+ 2^-10)",
+    ),
+    Case(
+        "library/bwmm_shard_on_block_mxfp4",
+        REPO,
+        LIB + "core/moe/moe_cte/bwmm_shard_on_block_mx.py",
+        "bwmm_shard_on_block_mx",
+        _bwmm_mx_inputs(256, 512, 128, 2, 512, elem="float4_e2m1fn"),
+        _bwmm_mx_ref,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="bwmm_shard_on_block_mx with MXFP4 (e2m1) weights as uint16 words (the "
+        "library's torch/xla path): MXFP8 activations x MXFP4 weights in nc_matmul_mx"
+        + _BWMM_MX_TOL,
+    ),
+    Case(
+        "library/bwmm_shard_on_block_mxfp8_e5m2",
+        REPO,
+        LIB + "core/moe/moe_cte/bwmm_shard_on_block_mx.py",
+        "bwmm_shard_on_block_mx",
+        _bwmm_mx_inputs(256, 512, 128, 2, 512, elem="float8_e5m2"),
+        _bwmm_mx_ref,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="bwmm_shard_on_block_mx with MXFP8 e5m2 weights: e4m3 activations x e5m2 weights"
+        + _BWMM_MX_TOL,
+    ),
+    Case(
+        "library/gate_up_projection_mx_swish",
+        REPO,
+        LIB + "core/moe/moe_tkg/gate_up_projection_mx.py",
+        "gate_up_projection_mx_shard_I",
+        _gate_up_mx_inputs(40, 512, 512, act=None),
+        _gate_up_mx_ref,
+        driver=_gate_up_mx_driver,
+        decode=_decode_words_scales,
+        rtol=2.0**-3,
+        atol=0.0,
+        notes="the default hidden_act_fn (Swish: nl.gelu_apprx_sigmoid), no clamps, T=40 (not a "
+        "multiple of 32), I=512; tolerance as gate_up_projection_mx",
     ),
 ]
