@@ -88,3 +88,25 @@ def test_shard_on_I_mx_adds_the_down_bias_on_both_cores(monkeypatch):
     twice = np.asarray(case.reference(*made.args, **made.kwargs)).astype(np.float64)
     assert np.abs(out - twice).max() <= 2.0**-7 * np.abs(twice).max()
     assert np.abs(out - once).max() > 0.05
+
+
+@pytest.mark.skipif(not LIBRARY.is_dir(), reason="no nki-library checkout")
+def test_shard_on_block_mx_with_I_below_512_reads_uninitialised_partitions():
+    """Not a case: with I < 512 (one partial I tile of I/4 partitions) the kernel quantizes and
+    multiplies all 128 partitions of its intermediate tile, of which only I/4 were written
+    (the library's comment: the garbage is multiplied by memset-zero weights). trnsim fills
+    uninitialised SBUF with NaN (DESIGN: uninitialised reads are visible), and 0 x NaN is NaN,
+    so the output is NaN; on hardware it is right only while the stale SBUF bytes are finite."""
+    from trnsim.conformance import cases_library_mx as mx
+    from trnsim.conformance.runner import _launchable, checkout_imports, load_kernel
+    from trnsim.nki.simulate import run
+
+    (case,) = [c for c in CASES if c.name == "library/bwmm_shard_on_block_mx"]
+    with checkout_imports(LIBRARY.resolve(), "nki-library"):
+        made = mx._bwmm_mx_inputs(256, 512, 128, 2, 256)(np.random.default_rng(0))
+        kernel = _launchable(load_kernel(case, LIBRARY.resolve()), case)
+        out = run(kernel, *made.args, target=case.target, **made.kwargs).outputs
+    ref = np.asarray(case.reference(*made.args, **made.kwargs)).astype(np.float64)
+    out = np.asarray(out).astype(np.float64)
+    assert np.isfinite(ref).all()
+    assert np.isnan(out[0, :256]).any()

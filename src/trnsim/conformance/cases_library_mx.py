@@ -288,13 +288,20 @@ def _h_groups(h: int) -> np.ndarray:
     return idx.transpose(1, 2, 3, 0).reshape(n512 * 16, 32)
 
 
+def _p_i(i: int) -> int:
+    """Partitions of an I tile: 128, or I / 4 for an I below 512 (one partial tile, not
+    padded in HBM: the library's ``p_I``)."""
+    return 128 if i >= 512 else i // 4
+
+
 def _i_groups(i: int) -> np.ndarray:
-    """MX groups of the intermediate dim as the gate/up projection leaves it ([128, I/512,
-    tokens, 4]: I = t * 512 + q * 128 + p): group (t, s) holds partitions 8s..8s+7, q = 0..3."""
-    n512 = i // 512
+    """MX groups of the intermediate dim as the gate/up projection leaves it ([P_I, I/512,
+    tokens, 4]: I = t * 512 + q * P_I + p): group (t, s) holds partitions 8s..8s+7, q = 0..3."""
+    pi = _p_i(i)
+    n512 = max(i // 512, 1)
     ar = np.arange
-    t, s, pp, q = np.meshgrid(ar(n512), ar(16), ar(8), ar(4), indexing="ij")
-    return (t * 512 + q * 128 + s * 8 + pp).reshape(n512 * 16, 32)
+    t, s, pp, q = np.meshgrid(ar(n512), ar(pi // 8), ar(8), ar(4), indexing="ij")
+    return (t * 512 + q * pi + s * 8 + pp).reshape(n512 * pi // 8, 32)
 
 
 def _gup_dense(words: np.ndarray, scales: np.ndarray, elem: str = E4M3) -> np.ndarray:
@@ -308,15 +315,15 @@ def _gup_dense(words: np.ndarray, scales: np.ndarray, elem: str = E4M3) -> np.nd
 def _down_dense(words: np.ndarray, scales: np.ndarray, elem: str = E4M3) -> np.ndarray:
     """``down_proj_weight [E, 128, I/512, H]`` words and ``[E, 16, I/512, H]`` scales -> dense
     ``[E, I, H]`` (I = t * 512 + q * 128 + p)."""
-    v = _elems(words, elem) * _scale_of_rows(scales, 1)[..., None]  # [E, 128, nI, H, 4]
-    e, _, ni, h, _ = v.shape
-    return v.transpose(0, 2, 4, 1, 3).reshape(e, ni * 512, h)
+    v = _elems(words, elem) * _scale_of_rows(scales, 1)[..., None]  # [E, P_I, nI, H, 4]
+    e, pi, ni, h, _ = v.shape
+    return v.transpose(0, 2, 4, 1, 3).reshape(e, ni * 4 * pi, h)
 
 
 def _gup_bias_dense(bias: np.ndarray) -> np.ndarray:
     """gate/up bias ``[E, 128, 2, I/512, 4]`` -> ``[E, 2, I]`` (I = t * 512 + q * 128 + p)."""
-    e, _, _, ni, _ = bias.shape
-    return f64(bias).transpose(0, 2, 3, 4, 1).reshape(e, 2, ni * 512)
+    e, pi, _, ni, _ = bias.shape
+    return f64(bias).transpose(0, 2, 3, 4, 1).reshape(e, 2, ni * 4 * pi)
 
 
 # ActFnType -> the nl activation ``get_nl_act_fn_from_type`` maps it to: SiLU -> nl.silu,
@@ -393,6 +400,33 @@ _BWMM_MX_TOL = (
 )
 
 
+def _shard_on_block_schedule(n: int, conditions, n_static_blocks: int) -> list[tuple[int, int]]:
+    """(block, core) in the order each core runs them, from the pseudocode of
+    ``bwmm_shard_on_block_mx``, ``process_static_blocks`` and ``process_dynamic_blocks``:
+    the static blocks split in contiguous halves (an odd count: the last one on core 1, core 0
+    running it as a zero-affinity dummy); with ``conditions``, N - n_static_blocks dynamic
+    blocks (rounded up to even, the static count shrinking to match) run in pairs from the
+    first dynamic index, core 0 the first of a pair, core 1 the second, while
+    conditions[pair start] is non-zero."""
+    n_static = n
+    if conditions is not None:
+        if n_static_blocks <= 0:
+            raise NotImplementedError("this reference needs n_static_blocks with conditions")
+        n_dyn = n - n_static_blocks
+        n_dyn += n_dyn % 2
+        n_static = n - n_dyn
+    half = n_static // 2
+    order = [(blk, 0) for blk in range(half)] + [(blk, 1) for blk in range(half, 2 * half)]
+    if n_static % 2:
+        order.append((n_static - 1, 1))
+    if conditions is not None:
+        idx = n_static
+        while conditions[idx]:
+            order += [(idx, 0), (idx + 1, 1)]
+            idx += 2
+    return order
+
+
 # ---- core/moe/moe_cte: bwmm_shard_on_block_mx ------------------------------------------------
 
 
@@ -410,11 +444,11 @@ def _bwmm_mx_inputs(
         hs = np.zeros((t + 1, h), np.float32)
         hs[:t] = rng.standard_normal((t, h))
         hs = hs.astype(bf16)
-        n512, ni = h // 512, i // 512
+        n512, ni, pi = h // 512, max(i // 512, 1), _p_i(i)
         gup = _mx_words(rng, (e, 128, 2, n512, i), elem)
         gup_s = rng.integers(120, 124, (e, 16, 2, n512, i)).astype(np.uint8)
-        down = _mx_words(rng, (e, 128, ni, h), elem)
-        down_s = rng.integers(120, 124, (e, 16, ni, h)).astype(np.uint8)
+        down = _mx_words(rng, (e, pi, ni, h), elem)
+        down_s = rng.integers(120, 124, (e, pi // 8, ni, h)).astype(np.uint8)
         perm = np.concatenate([rng.permutation(t) for _ in range(e)]).astype(np.int32)
         bte = np.repeat(np.arange(e), t // b).astype(np.int32).reshape(-1, 1)
         aff = np.zeros(((t + 1) * e, 1), np.float32)
@@ -423,7 +457,7 @@ def _bwmm_mx_inputs(
 
         # gate/up bias [E, 128, 2, I/512, 4] (I = t * 512 + q * 128 + p), down bias [E, H]: the
         # docstring calls them optional, but the kernel reads their dtype unconditionally
-        gb = (0.1 * rng.standard_normal((e, 128, 2, ni, 4))).astype(bf16)
+        gb = (0.1 * rng.standard_normal((e, pi, 2, ni, 4))).astype(bf16)
         db = (0.1 * rng.standard_normal((e, h)) * down_bias).astype(bf16)
         kwargs = {
             "gate_and_up_proj_bias": gb,
@@ -459,11 +493,14 @@ def _bwmm_mx_ref(
     gate_clamp_lower_limit=None,
     up_clamp_lower_limit=None,
     up_clamp_upper_limit=None,
+    conditions=None,
+    n_static_blocks=-1,
     **kw,
 ):
-    """output [2, T + 1, H] as the pseudocode builds it: core c (of 2) runs its contiguous half
-    of the blocks, each block's expert MLP (``_mx_expert``) scaled by the token's affinity
-    (bf16 tile) and added to the token's row of output[c] (bf16); then ``reduce_outputs``:
+    """output [2, T + 1, H] as the pseudocode builds it: core c (of 2) runs its blocks
+    (``_shard_on_block_schedule``), each block's expert MLP (``_mx_expert``) scaled by the
+    token's affinity (bf16 tile) and added to the token's row of output[c] (bf16); then
+    ``reduce_outputs``:
     output[0] = output[0] + output[1] (bf16), output[1] zeroed; the padding row stays zero."""
     tp1, h = hidden_states.shape
     e = gate_up_proj_weight.shape[0]
@@ -482,16 +519,34 @@ def _bwmm_mx_ref(
     b = block_size
     n = len(token_position_to_id) // b
     aff = f64(expert_affinities_masked).reshape(tp1, e)
-    for blk in range(n):  # core c runs blocks c*N/2 .. (c+1)*N/2 - 1 into output[c]
+    for blk, c in _shard_on_block_schedule(n, conditions, n_static_blocks):
         ex = int(block_to_expert[blk, 0])
         ids = token_position_to_id[blk * b : (blk + 1) * b]
         y = _mx_expert(hidden_states[ids], gup[ex], down[ex], gb[ex], db[ex], clamp)
-        c = blk // (n // 2)
         scaled = f64((y * aff[ids, ex][:, None]).astype(bf16))
         out[c, ids] = f64((scaled + out[c, ids]).astype(bf16))
     out[0, : tp1 - 1] = f64((out[0, : tp1 - 1] + out[1, : tp1 - 1]).astype(bf16))
     out[1, : tp1 - 1] = 0
     return out.astype(bf16)
+
+
+def _bwmm_mx_dynamic_inputs(t: int, h: int, b: int, e: int, i: int, extra: int, n_static: int):
+    """``_bwmm_mx_inputs`` plus ``extra`` blocks of real tokens marked padded (0) in
+    ``conditions`` [N + 2] (1 for the full blocks, then 0), and ``n_static_blocks``: the static
+    loop, then the dynamic loop over the rest until a pair starts at a 0. Running a padded
+    block would show (its tokens are real)."""
+
+    def make(rng):
+        c = _bwmm_mx_inputs(t, h, b, e, i)(rng)
+        hs, aff, gup, down, perm, bte = c.args
+        full = len(perm) // b
+        perm = np.concatenate([perm, rng.permutation(t)[: extra * b].astype(np.int32)])
+        bte = np.concatenate([bte, (np.arange(extra) % e).astype(np.int32).reshape(-1, 1)])
+        cond = (np.arange(full + extra + 2) < full).astype(np.int32)
+        kw = {**c.kwargs, "conditions": cond, "n_static_blocks": n_static}
+        return Call((hs, aff, gup, down, perm, bte), kw)
+
+    return make
 
 
 # ---- core/moe/moe_cte: blockwise_mm_shard_intermediate_mx (+ _hybrid) ------------------------
@@ -962,5 +1017,20 @@ CASES: list[Case] = [
         atol=0.0,
         notes="the default hidden_act_fn (Swish: nl.gelu_apprx_sigmoid), no clamps, T=40 (not a "
         "multiple of 32), I=512; tolerance as gate_up_projection_mx",
+    ),
+    Case(
+        "library/bwmm_shard_on_block_mx_dynamic",
+        REPO,
+        LIB + "core/moe/moe_cte/bwmm_shard_on_block_mx.py",
+        "bwmm_shard_on_block_mx",
+        _bwmm_mx_dynamic_inputs(256, 512, 128, 2, 512, extra=2, n_static=2),
+        _bwmm_mx_ref,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="the dynamic loop: N=6 blocks (4 full, 2 marked padded in conditions [8] but "
+        "holding real tokens), n_static_blocks=2: blocks 0-1 static (one per core), blocks 2-3 "
+        "as one dynamic pair (register loop on conditions), the pair at 4 must not run"
+        + _BWMM_MX_TOL,
     ),
 ]
