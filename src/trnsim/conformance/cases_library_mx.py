@@ -522,11 +522,14 @@ def _bwmm_mx_ref(
     for blk, c in _shard_on_block_schedule(n, conditions, n_static_blocks):
         ex = int(block_to_expert[blk, 0])
         ids = token_position_to_id[blk * b : (blk + 1) * b]
+        ids = ids[ids >= 0]  # skip_dma.skip_token: padding positions are -1 and skipped
         y = _mx_expert(hidden_states[ids], gup[ex], down[ex], gb[ex], db[ex], clamp)
         scaled = f64((y * aff[ids, ex][:, None]).astype(bf16))
         out[c, ids] = f64((scaled + out[c, ids]).astype(bf16))
-    out[0, : tp1 - 1] = f64((out[0, : tp1 - 1] + out[1, : tp1 - 1]).astype(bf16))
-    out[1, : tp1 - 1] = 0
+    skip = kw.get("skip_dma")
+    rows = tp1 if skip is not None and skip.skip_token else tp1 - 1  # no padding row to skip
+    out[0, :rows] = f64((out[0, :rows] + out[1, :rows]).astype(bf16))
+    out[1, :rows] = 0
     return out.astype(bf16)
 
 
@@ -545,6 +548,34 @@ def _bwmm_mx_dynamic_inputs(t: int, h: int, b: int, e: int, i: int, extra: int, 
         cond = (np.arange(full + extra + 2) < full).astype(np.int32)
         kw = {**c.kwargs, "conditions": cond, "n_static_blocks": n_static}
         return Call((hs, aff, gup, down, perm, bte), kw)
+
+    return make
+
+
+def _bwmm_mx_skip_inputs(t: int, h: int, b: int, i: int, n0: int):
+    """skip_dma.skip_token: hidden_states [T, H] without a padding row, padding positions of
+    token_position_to_id are -1 (``oob_mode.skip`` DMAs). E=2: expert 0 gets ``n0`` random
+    tokens (its last block part padding), expert 1 every token; affinities zero where a token
+    is not routed."""
+
+    def make(rng):
+        from nkilib.core.moe.moe_cte.moe_cte_utils import SkipMode
+
+        c = _bwmm_mx_inputs(t, h, b, 2, i)(rng)
+        hs, aff, gup, down, perm, bte = c.args
+        hs = hs[:t]
+        chosen = rng.permutation(t)[:n0].astype(np.int32)
+        nb0 = -(-n0 // b)
+        blocks0 = np.full(nb0 * b, -1, np.int32)
+        blocks0[:n0] = chosen
+        perm = np.concatenate([blocks0, rng.permutation(t).astype(np.int32)])
+        bte = np.array([0] * nb0 + [1] * (t // b), np.int32).reshape(-1, 1)
+        a = f64(aff[: t * 2, 0]).reshape(t, 2)
+        routed = np.zeros(t, bool)
+        routed[chosen] = True
+        a[~routed, 0] = 0
+        kw = {**c.kwargs, "skip_dma": SkipMode(skip_token=True, skip_weight=False)}
+        return Call((hs, a.reshape(-1, 1).astype(bf16), gup, down, perm, bte), kw)
 
     return make
 
@@ -1032,5 +1063,19 @@ CASES: list[Case] = [
         "holding real tokens), n_static_blocks=2: blocks 0-1 static (one per core), blocks 2-3 "
         "as one dynamic pair (register loop on conditions), the pair at 4 must not run"
         + _BWMM_MX_TOL,
+    ),
+    Case(
+        "library/bwmm_shard_on_block_mx_skip_token",
+        REPO,
+        LIB + "core/moe/moe_cte/bwmm_shard_on_block_mx.py",
+        "bwmm_shard_on_block_mx",
+        _bwmm_mx_skip_inputs(256, 512, 128, 512, n0=200),
+        _bwmm_mx_ref,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="skip_dma.skip_token: hidden [256, 512] (no padding row), expert 0 routed 200 "
+        "tokens (block 1 holds 72 and 56 positions of -1: loads, affinity reads and the scatter "
+        "skip them, oob_mode.skip), expert 1 all 256; output [2, 256, 512]" + _BWMM_MX_TOL,
     ),
 ]
