@@ -1078,4 +1078,13 @@ CASES: list[Case] = [
         "tokens (block 1 holds 72 and 56 positions of -1: loads, affinity reads and the scatter "
         "skip them, oob_mode.skip), expert 1 all 256; output [2, 256, 512]" + _BWMM_MX_TOL,
     ),
+    _rmsnorm_mx_case(
+        "library/rmsnorm_mx_quantize_tkg_spec",
+        16,
+        3,
+        3072,
+        "fp16 [16, 3, 3072] padded from 2880 (a speculation shape: BxS=48, 24 per core in "
+        "three 8-token tiles; H/512 = 6 MX tiles)",
+        hidden_actual=2880,
+    ),
 ]
