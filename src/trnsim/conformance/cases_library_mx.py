@@ -12,6 +12,21 @@ The references here quantize with ``trnsim.numerics.mx.quantize`` (``scale_rule=
 path separate from the core's ``quantize_mx`` executor, and compare MX outputs as VALUES
 (element x 2^(scale - 127), decoded from the kernel's words and scale rows by ``decode``), so a
 wrong scale row, element order or word layout shows as a wrong number.
+
+The moe_cte kernels (``bwmm_shard_on_block_mx``, ``blockwise_mm_shard_intermediate_mx`` and
+its ``_hybrid``) take HBM tensors and are launched as they are; the SBUF subkernels
+(``rmsnorm_mx_quantize_tkg``, ``gate_up_projection_mx_shard_I``, ``down_projection_mx``) run
+inside small drivers written here (``Case.driver``). The MoE references replay each rounding
+the kernels' docstrings and pseudocode describe (bf16 PSUM tiles, the online MXFP8
+quantization of activations, bf16 accumulation in the documented block order per core), and
+agree with trnsim bit for bit on seeds 0-2; tolerances still allow the one-ulp differences an
+unpublished fp32 summation order inside the PE array could make.
+
+Library issues found (reported, stepped around, pinned by tests in tests/test_conf_mx.py):
+``blockwise_mm_shard_intermediate_mx`` adds the down-projection bias on both cores before
+reducing them (its cases use a zero down bias); ``bwmm_shard_on_block_mx`` with I < 512 reads
+uninitialised SBUF partitions (NaN in trnsim); ``bwmm_shard_on_block_mx`` requires the biases
+its docstring calls optional.
 """
 
 from __future__ import annotations
@@ -811,9 +826,10 @@ def _gate_up_mx_ref(
 def _down_mx_driver(fn):
     """A kernel[2] around ``down_projection_mx`` (shard_on_I, one expert: first and last):
     core c loads its half of the I tiles of the MXFP8 activation and weights, the affinities
-    [T, E] and its bias tile [T, H] (the caller's H-sharded broadcast: bias on its half of H,
-    zeros elsewhere, as ``load_broadcast_down_weight_scale_bias`` documents), and the call
-    reduces across the cores and spills to the HBM output."""
+    ([T, E], or [128, T/128, E]) and its bias tile [min(T, 128), H] (the caller's H-sharded
+    broadcast: bias on its half of H, zeros elsewhere, as
+    ``load_broadcast_down_weight_scale_bias`` documents), and the call reduces across the
+    cores and spills to the HBM output."""
     from trnsim.nki import isa as nisa
     from trnsim.nki import language as nl
 
@@ -852,10 +868,13 @@ def _down_mx_inputs(t: int, h: int, i: int, e: int):
         aq, asc = qmx_tile(dev.reshape(128, -1))
         w, ws = _mx_weight_tile(rng, i, h)
         bias = (0.1 * rng.standard_normal(h)).astype(bf16)
-        bias2 = np.zeros((2, t, h), bf16)
+        tile_t = min(t, 128)
+        bias2 = np.zeros((2, tile_t, h), bf16)  # [tile_T, H] per core
         bias2[0, :, : h // 2] = bias[: h // 2]
         bias2[1, :, h // 2 :] = bias[h // 2 :]
         aff = rng.uniform(0.1, 1.0, (t, e)).astype(bf16)
+        if t > 128:  # the documented [128_T, T/128, E_L] layout: token j * 128 + p at (p, j)
+            aff = np.ascontiguousarray(aff.reshape(t // 128, 128, e).transpose(1, 0, 2))
         n_i = i // 512
         return Call(
             (aq.reshape(128, n_i, t), asc.reshape(128, n_i, t), w, ws, bias2, aff),
@@ -870,14 +889,17 @@ def _down_mx_ref(aq, asc, w, ws, bias2, aff, expert_idx=0, **_):
     bias tile (bf16), x the expert's affinity (bf16); the two cores' partials added (bf16,
     ``sendrecv`` + add) and spilled to out [T, H]."""
     n_i = aq.shape[1] // 2
+    a_te = f64(aff)
+    if a_te.ndim == 3:  # [128_T, T/128, E] -> [T, E]
+        a_te = a_te.transpose(1, 0, 2).reshape(-1, a_te.shape[2])
     parts = []
     for c in range(2):
         sl = slice(c * n_i, (c + 1) * n_i)
         a = _i_tile_dense(aq[:, sl], asc[:, sl])  # [T, I/2]
         wd = _i_tile_dense(w[:, sl], ws[:, sl]).T  # [H, I/2] -> [I/2, H]
         y = f64((a @ wd).astype(bf16))
-        y = f64((y + f64(bias2[c])).astype(bf16))
-        parts.append(f64((y * f64(aff)[:, expert_idx : expert_idx + 1]).astype(bf16)))
+        y = f64((y + f64(bias2[c][0])).astype(bf16))  # the tile's rows are one bias row
+        parts.append(f64((y * a_te[:, expert_idx : expert_idx + 1]).astype(bf16)))
     return (parts[0] + parts[1]).astype(bf16)
 
 
@@ -1086,5 +1108,33 @@ CASES: list[Case] = [
         "fp16 [16, 3, 3072] padded from 2880 (a speculation shape: BxS=48, 24 per core in "
         "three 8-token tiles; H/512 = 6 MX tiles)",
         hidden_actual=2880,
+    ),
+    Case(
+        "library/down_projection_mx_tiled",
+        REPO,
+        LIB + "core/moe/moe_tkg/down_projection_mx.py",
+        "down_projection_mx",
+        _down_mx_inputs(256, 2048, 1024, 3),
+        _down_mx_ref,
+        driver=_down_mx_driver,
+        grid=(2,),
+        rtol=2.0**-7,
+        atol=2.0**-10,
+        notes="T=256 (two 128-token tiles, affinities in the [128, T/128, E] layout), H=2048 (two "
+        "1024-column PSUM tiles), I=1024, E=3 (expert 1); as down_projection_mx otherwise",
+    ),
+    Case(
+        "library/gate_up_projection_mx_tiled",
+        REPO,
+        LIB + "core/moe/moe_tkg/gate_up_projection_mx.py",
+        "gate_up_projection_mx_shard_I",
+        _gate_up_mx_inputs(288, 512, 1024),
+        _gate_up_mx_ref,
+        driver=_gate_up_mx_driver,
+        decode=_decode_words_scales,
+        rtol=2.0**-3,
+        atol=0.0,
+        notes="T=288: two token tiles (256 + a partial 32), I=1024 (two I tiles), SiLU, no "
+        "clamps; tolerance as gate_up_projection_mx",
     ),
 ]
