@@ -45,6 +45,9 @@ class Case:
         passed in, nki-library's ``output.must_alias_input``): the outputs compared are those
         arguments after the run (one array, or a tuple), not the kernel's return value.
     notes: why these shapes, tolerance, anything unusual.
+    driver: for a subkernel that takes SBUF tensors: ``driver(fn)`` returns a kernel written
+        here (loads HBM inputs to SBUF, calls ``fn``, the library function imported from the
+        checkout, stores its SBUF outputs to HBM); that kernel is launched instead of ``fn``.
     """
 
     name: str
@@ -62,3 +65,4 @@ class Case:
     decode: Callable[[Any], Any] | None = None
     out_args: tuple[int, ...] = ()
     notes: str = ""
+    driver: Callable[[Any], Any] | None = None

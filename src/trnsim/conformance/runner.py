@@ -41,6 +41,7 @@ CASE_MODULES = (
     "trnsim.conformance.cases_library",
     "trnsim.conformance.cases_library_tkg",
     "trnsim.conformance.cases_library_moe",
+    "trnsim.conformance.cases_library_mx",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
 )
@@ -290,6 +291,8 @@ def load_kernel(case: Case, root: Path) -> Any:
 def _launchable(kernel: Any, case: Case) -> Any:
     from trnsim.nki.simulate import Kernel
 
+    if case.driver is not None:
+        kernel = case.driver(kernel)
     if not isinstance(kernel, Kernel):
         kernel = Kernel(kernel)
     if case.grid is not None:
