@@ -685,6 +685,8 @@ _CC_KIND = {
 }
 """nki.collectives instruction -> the collective of ``trnsim.fabric.collectives`` (its bus
 factor: bytes each rank moves per byte of the message)."""
+COLLECTIVE_OPS = frozenset(Op(k) for k in _CC_KIND)
+"""The ``nki.collectives`` instructions (every core of the launch issues each one)."""
 
 
 def collective_cost(instr: Instruction, model: DmaModel) -> DmaCost:
