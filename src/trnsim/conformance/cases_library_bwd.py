@@ -1,0 +1,291 @@
+"""Conformance cases: nki-library's MoE blockwise backward (``experimental/moe/bwd``).
+
+``blockwise_mm_bwd`` is the gradient of the blockwise MoE MLP whose forward is the
+``bwmm_*`` cases: per block ``b`` of ``B`` token positions routed to expert ``e``,
+``g, u = x_b @ Wgu[e, :, 0], x_b @ Wgu[e, :, 1]``, ``m = act(g) * u``, ``d = m @ Wd[e]`` and
+``y[t] += aff[t, e] * d[t]``. The kernel takes the forward's checkpoints (``g, u`` transposed
+as ``[N, 2, I, B]`` and ``d`` as ``[N, B, H]``) and the upstream gradient ``dy``, and returns
+(the chain rule, written here from the docstrings of the kernel's steps):
+
+- ``d_aff[t, e] = sum_h dy[t, h] * d[t, h]`` (``_compute_down_projection_output_grad``);
+- ``dd = aff[t, e] * dy[t]``; ``dWd[e] += m.T @ dd``; ``dm = dd @ Wd[e].T``;
+- ``dg = dm * u * act'(g)``, ``du = dm * act(g)``;
+- ``dWgu[e] += x_b.T @ [dg | du]`` and ``dx[t] += [dg | du] @ Wgu[e].T``.
+
+Token positions past an expert's tokens point at the zero row ``T`` that the caller appends
+to ``x``, ``dy`` and the affinities (the library tests' layout: the kernel's ``T`` is the
+real token count plus one), so they add nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.conformance.case import Call, Case
+from trnsim.conformance.refs import bf16, f64
+
+REPO = "nki-library"
+BWD = "src/nkilib_src/nkilib/experimental/moe/bwd/blockwise_mm_backward.py"
+
+
+SWISH_ALPHA = 1.702  # nl.gelu_apprx_sigmoid: x * sigmoid(1.702 x)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _act(z: np.ndarray, name: str) -> np.ndarray:
+    """SiLU ``z * sigmoid(z)`` or Swish (``gelu_apprx_sigmoid``) ``z * sigmoid(1.702 z)``."""
+    a = SWISH_ALPHA if name == "Swish" else 1.0
+    return z * _sigmoid(a * z)
+
+
+def _act_dx(z: np.ndarray, name: str) -> np.ndarray:
+    """d/dz of ``z * sigmoid(a z)``: ``s + a z s (1 - s)``, ``s = sigmoid(a z)``."""
+    a = SWISH_ALPHA if name == "Swish" else 1.0
+    sg = _sigmoid(a * z)
+    return sg + a * z * sg * (1.0 - sg)
+
+
+def _clamp_mask(v: np.ndarray, lower, upper) -> np.ndarray:
+    """1 where ``lower < v < upper`` (a bound of None is absent): the gradient of a clip."""
+    keep = np.ones(v.shape, bool)
+    if lower is not None:
+        keep &= v > lower
+    if upper is not None:
+        keep &= v < upper
+    return keep.astype(np.float64)
+
+
+def _routing(rng: np.random.Generator, t: int, e: int, k: int, b: int):
+    """Top-k routing of ``t`` tokens to ``e`` experts, laid out as blocks of ``b`` = 256
+    positions: the first 128-token tile of each of an expert's blocks holds its tokens below
+    ``(t + 1) // 2``, the second tile the others; the rest of a tile points at the zero row
+    ``t``. Returns (mask [t, e], token_position_to_id [N*b], block_to_expert [N, 1]).
+
+    Why split by token: with LNC=2 each core zeroes half of ``expert_affinities_masked_grad``
+    (core c: tokens [c*T/2, (c+1)*T/2) of the [T, E] layout) and then writes the affinity
+    gradients of its own tile of each block, with no barrier in between, so a token's gradient
+    written by the other core could be zeroed after it lands (a race in the kernel; on hardware
+    the zeroing almost surely finishes first). Keeping each core's tokens in its own half makes
+    the result independent of how the two cores interleave."""
+    assert b == 256, "one 128-token tile per core"
+    tile = b // 2
+    half = (t + 1) // 2
+    mask = np.zeros((t, e), bool)
+    for tok in range(t):
+        mask[tok, rng.choice(e, k, replace=False)] = True
+    positions, experts = [], []
+    for ex in range(e):
+        ids = np.flatnonzero(mask[:, ex])
+        lo, hi = ids[ids < half], ids[ids >= half]
+        nblk = max(1, -(-len(lo) // tile), -(-len(hi) // tile))
+        for j in range(nblk):
+            pos = np.full(b, t, np.int32)
+            part_lo, part_hi = lo[j * tile : (j + 1) * tile], hi[j * tile : (j + 1) * tile]
+            pos[: len(part_lo)] = part_lo
+            pos[tile : tile + len(part_hi)] = part_hi
+            positions.append(pos)
+            experts.append(ex)
+    return (
+        mask,
+        np.concatenate(positions).astype(np.int32),
+        np.array(experts, np.int32).reshape(-1, 1),
+    )
+
+
+def _bwd_forward(x, gup, down, perm, bte, b, act: str, clamp: tuple | None):
+    """The forward's checkpoints, in float64: gate/up pre-activations [N, 2, I, B] (after the
+    forward's clips: up to the linear limits, gate to the non-linear ones) and the down
+    projection outputs [N, B, H]."""
+    n = len(perm) // b
+    gu_t = np.zeros((n, 2, gup.shape[-1], b))
+    dn = np.zeros((n, b, x.shape[1]))
+    for blk in range(n):
+        ex = int(bte[blk, 0])
+        xs = f64(x)[perm[blk * b : (blk + 1) * b]]
+        g = xs @ f64(gup[ex, :, 0, :])
+        u = xs @ f64(gup[ex, :, 1, :])
+        if clamp is not None:  # ClampLimits(linear upper, linear lower, non-linear upper, lower)
+            u = np.clip(u, clamp[1], clamp[0])
+            g = np.clip(g, clamp[3], clamp[2])
+        gu_t[blk, 0], gu_t[blk, 1] = g.T, u.T
+        dn[blk] = (_act(g, act) * u) @ f64(down[ex])
+    return gu_t, dn
+
+
+def _bwd_inputs(
+    t: int,
+    h: int,
+    e: int,
+    i: int,
+    b: int,
+    k: int,
+    dtype,
+    act: str = "SiLU",
+    clamp: tuple | None = None,
+    bias: bool = False,
+):
+    def make(rng):
+        from nkilib.experimental.moe.bwd.moe_bwd_parameters import ActFnType, ClampLimits
+
+        mask, perm, bte = _routing(rng, t, e, k, b)
+        x = np.zeros((t + 1, h), np.float32)
+        x[:t] = rng.uniform(0.0, 1.0, (t, h))
+        dy = np.zeros((t + 1, h), np.float32)
+        dy[:t] = rng.uniform(-1.0, 1.0, (t, h))
+        aff = np.zeros((t + 1, e), np.float32)
+        aff[:t] = rng.uniform(0.0, 1.0, (t, e)) * mask
+        gup = rng.uniform(-0.1, 0.1, (e, h, 2, i)).astype(np.float32)
+        down = rng.uniform(-0.1, 0.1, (e, i, h)).astype(np.float32)
+        x, dy, aff, gup, down = (a.astype(dtype) for a in (x, dy, aff, gup, down))
+        gu_t, dn = _bwd_forward(x, gup, down, perm, bte, b, act, clamp)
+        kw = {"compute_dtype": dtype, "is_tensor_update_accumulating": k > 1}
+        if act != "SiLU":
+            kw["activation_type"] = ActFnType[act]
+        if clamp is not None:
+            kw["clamp_limits"] = ClampLimits(*clamp)
+        if bias:
+            kw["bias"] = True
+        args = (x, aff.reshape(-1, 1), gup, down, gu_t.astype(dtype), dn.astype(dtype))
+        return Call((*args, perm, bte, dy, b), kw)
+
+    return make
+
+
+def _bwd_ref(
+    x,
+    aff,
+    gup,
+    down,
+    gu_t,
+    dn,
+    perm,
+    bte,
+    dy,
+    b,
+    compute_dtype=None,
+    activation_type=None,
+    clamp_limits=None,
+    bias=False,
+    **_,
+):
+    """(dx, d_aff, dWgu, dWd[, d_bias_gu, d_bias_down]) from the checkpoints, in float64,
+    in the inputs' dtypes (the bias gradients in ``compute_dtype``). The block intermediates
+    the kernel's steps return in HBM in ``compute_dtype`` (``dd``, the down projection output
+    grad; ``m``, the gate-up product; ``[dg | du]``, the gate/up output grad) are rounded to
+    it as those steps document. A clip passes the gradient only strictly inside its limits
+    (the library's reference: mask ``lower < v < upper`` on the clipped checkpoint)."""
+
+    def r(v):
+        return f64(v.astype(compute_dtype)) if compute_dtype is not None else v
+
+    act = "SiLU" if activation_type is None else activation_type.name
+    e, h, _, i = gup.shape
+    aff2 = f64(aff).reshape(-1, e)
+    dx = np.zeros(x.shape)
+    daff = np.zeros(aff2.shape)
+    dwgu = np.zeros(gup.shape)
+    dwd = np.zeros(down.shape)
+    dbgu = np.zeros((e, 2, i))
+    dbd = np.zeros((e, h))
+    cl = clamp_limits
+    for blk in range(len(perm) // b):
+        ex = int(bte[blk, 0])
+        ids = perm[blk * b : (blk + 1) * b]
+        g, u = f64(gu_t[blk, 0]).T, f64(gu_t[blk, 1]).T
+        dyb = f64(dy)[ids]
+        daff[ids, ex] = (dyb * f64(dn[blk])).sum(axis=1)
+        dd = r(dyb * aff2[ids, ex][:, None])
+        m = r(_act(g, act) * u)
+        dwd[ex] += m.T @ dd
+        dbd[ex] += dd.sum(axis=0)
+        dm = dd @ f64(down[ex]).T
+        dg = dm * u * _act_dx(g, act)
+        du = dm * _act(g, act)
+        if cl is not None:
+            dg = dg * _clamp_mask(
+                g, cl.non_linear_clamp_lower_limit, cl.non_linear_clamp_upper_limit
+            )
+            du = du * _clamp_mask(u, cl.linear_clamp_lower_limit, cl.linear_clamp_upper_limit)
+        dgu = r(np.concatenate([dg, du], axis=1))  # [B, 2I]
+        dwgu[ex] += (f64(x)[ids].T @ dgu).reshape(h, 2, i)
+        dbgu[ex] += dgu.sum(axis=0).reshape(2, i)
+        np.add.at(dx, ids, dgu @ f64(gup[ex]).reshape(h, 2 * i).T)
+    out = (
+        dx.astype(x.dtype),
+        daff.reshape(-1, 1).astype(aff.dtype),
+        dwgu.astype(gup.dtype),
+        dwd.astype(down.dtype),
+    )
+    if bias:
+        out += (dbgu.astype(compute_dtype), dbd.astype(compute_dtype))
+    return out
+
+
+BF16_ULP = 2.0**-7  # one bf16 ulp relative to the binade's lower end
+
+CASES: list[Case] = [
+    Case(
+        "library/blockwise_mm_bwd_fp32",
+        REPO,
+        BWD,
+        "blockwise_mm_bwd",
+        _bwd_inputs(255, 256, 2, 128, 256, 1, np.dtype(np.float32)),
+        _bwd_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-5,
+        notes="fp32 everything (compute_dtype fp32), T=255 tokens + the zero row, H=256, E=2, "
+        "I_TP=128, B=256 (the smallest block with one 128-token tile per core: with B=128 "
+        "the LNC=2 split of B tiles gives core tiles of 0 and the gradients stay unwritten), "
+        "top-1, overwrite mode; fp32 sums of <= 256 products: 1e-4 relative, 1e-5 absolute",
+    ),
+    Case(
+        "library/blockwise_mm_bwd_fp32_top2",
+        REPO,
+        BWD,
+        "blockwise_mm_bwd",
+        _bwd_inputs(255, 256, 4, 128, 256, 2, np.dtype(np.float32)),
+        _bwd_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-5,
+        notes="as blockwise_mm_bwd_fp32 with E=4, top-2: every token in two blocks, the hidden "
+        "gradient accumulated (is_tensor_update_accumulating)",
+    ),
+    Case(
+        "library/blockwise_mm_bwd_bf16",
+        REPO,
+        BWD,
+        "blockwise_mm_bwd",
+        _bwd_inputs(255, 256, 4, 128, 256, 2, bf16),
+        _bwd_ref,
+        grid=(2,),
+        rtol=2 * BF16_ULP,
+        atol=2.0**-5,
+        notes="bf16 inputs and compute_dtype (the library tests' dtype), E=4, top-2. The "
+        "reference rounds the block intermediates the steps store in bf16 (dd, m, [dg | du]); "
+        "the kernel's other bf16 temporaries (act(g), act'(g), their products) add up to one "
+        "more bf16 ulp to a [dg | du] element (|.| up to ~4: 2^-6..2^-5), which reaches every "
+        "dWgu[e, h, :, i] times x <= 1 and every dx[t] times |Wgu| <= 0.1; so 2 bf16 ulps "
+        "relative plus 2^-5 absolute (observed: <= 0.4% of each output's largest value)",
+    ),
+    Case(
+        "library/blockwise_mm_bwd_swish_clamp_bias",
+        REPO,
+        BWD,
+        "blockwise_mm_bwd",
+        _bwd_inputs(
+            255, 256, 2, 128, 256, 1, np.dtype(np.float32), "Swish", (1.0, -1.0, 0.5, -0.5), True
+        ),
+        _bwd_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-5,
+        notes="fp32, Swish (gelu_apprx_sigmoid), clamp limits up to [-1, 1] and gate to "
+        "[-0.5, 0.5] (pre-activations of std ~0.9: many clipped, their gradient masked), bias "
+        "gradients (sums of dd and [dg | du] over the block's tokens); tolerance as _fp32",
+    ),
+]
