@@ -22,10 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim.conformance.case import Call, Case
-from trnsim.conformance.refs import bf16, f64
+from trnsim.conformance.cases_library import _bwmm_ref
+from trnsim.conformance.refs import bf16, f64, randn
 
 REPO = "nki-library"
 BWD = "src/nkilib_src/nkilib/experimental/moe/bwd/blockwise_mm_backward.py"
+SHARD_I = "src/nkilib_src/nkilib/core/moe/moe_cte/bwmm_shard_on_I.py"
 
 
 SWISH_ALPHA = 1.702  # nl.gelu_apprx_sigmoid: x * sigmoid(1.702 x)
@@ -224,6 +226,67 @@ def _bwd_ref(
     return out
 
 
+# ---- blockwise_mm_baseline_shard_intermediate_hybrid (forward, static + dynamic loop) -------
+
+
+def _hybrid_inputs(counts: tuple[int, ...], h: int, i: int, b: int, pad_blocks: int, static: int):
+    """Top-1 routing of ``sum(counts)`` tokens, expert ``ex`` taking ``counts[ex]`` of them
+    (its last block partly padded), then ``pad_blocks`` all-padding blocks (expert E-1, as the
+    library's tests lay them out). ``conditions`` [N+1]: 1 for each block holding tokens, 0
+    for the padding blocks and the final entry. Padding positions point at the zero row T of
+    ``hidden_states`` [T+1, H] (the docstring's layout)."""
+
+    def make(rng):
+        from nkilib.core.utils.common_types import ExpertAffinityScaleMode
+
+        e, t = len(counts), sum(counts)
+        ids = rng.permutation(t)
+        positions, experts = [], []
+        start = 0
+        for ex, c in enumerate(counts):
+            mine = np.sort(ids[start : start + c])
+            start += c
+            nblk = -(-c // b)
+            pos = np.full(nblk * b, t, np.int32)
+            pos[:c] = mine
+            positions.append(pos)
+            experts += [ex] * nblk
+        real = len(experts)
+        positions.append(np.full(pad_blocks * b, t, np.int32))
+        experts += [e - 1] * pad_blocks
+        perm = np.concatenate(positions).astype(np.int32)
+        bte = np.array(experts, np.int32).reshape(-1, 1)
+        conditions = np.zeros(len(experts) + 1, np.int32)
+        conditions[:real] = 1
+        x = np.zeros((t + 1, h), np.float32)
+        x[:t] = randn(rng, (t, h))
+        gup = (randn(rng, (e, h, 2, i)) / np.float32(np.sqrt(h))).astype(np.float32)
+        down = (randn(rng, (e, i, h)) / np.float32(np.sqrt(i))).astype(np.float32)
+        aff = np.zeros(((t + 1) * e, 1), np.float32)
+        tok = perm[: real * b]
+        blk_ex = np.repeat(bte[:real, 0], b)
+        keep = tok < t
+        aff[tok[keep] * e + blk_ex[keep], 0] = rng.uniform(0.1, 1.0, keep.sum())
+        return Call(
+            (conditions, x, aff, gup, down, b, perm, bte),
+            {
+                "num_static_block": static,
+                "compute_dtype": np.float32,
+                "expert_affinities_scaling_mode": ExpertAffinityScaleMode.POST_SCALE,
+            },
+        )
+
+    return make
+
+
+def _hybrid_ref(conditions, x, aff, gup, down, b, perm, bte, **kw):
+    """The docstring's pseudocode: the blocks that hold tokens (the static loop, then the
+    dynamic loop up to ``sum(conditions)``), each as the baseline kernel computes it; the
+    skipped padding blocks would add nothing (every position points at the zero row)."""
+    real = int(np.sum(conditions))
+    return _bwmm_ref(x, aff, gup, down, b, perm[: real * b], bte[:real], **kw)
+
+
 BF16_ULP = 2.0**-7  # one bf16 ulp relative to the binade's lower end
 
 CASES: list[Case] = [
@@ -287,5 +350,20 @@ CASES: list[Case] = [
         notes="fp32, Swish (gelu_apprx_sigmoid), clamp limits up to [-1, 1] and gate to "
         "[-0.5, 0.5] (pre-activations of std ~0.9: many clipped, their gradient masked), bias "
         "gradients (sums of dd and [dg | du] over the block's tokens); tolerance as _fp32",
+    ),
+    Case(
+        "library/bwmm_shard_on_I_hybrid",
+        REPO,
+        SHARD_I,
+        "blockwise_mm_baseline_shard_intermediate_hybrid",
+        _hybrid_inputs((300, 212), 512, 256, 256, 1, 1),
+        _hybrid_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32 compute, 512 tokens top-1 over E=2 (300 + 212: blocks 1 and 2 partly "
+        "padded), H=512 (the kernel's minimum), I_TP=256, B=256, one all-padding block; "
+        "num_static_block=1, so blocks 1 and 2 run in the dynamic loop (register-bounded "
+        "dynamic_range up to sum(conditions) = 3); post-scale; tolerance as bwmm_shard_on_I",
     ),
 ]
