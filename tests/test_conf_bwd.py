@@ -1,0 +1,90 @@
+"""nki-library's MoE blockwise backward and the hybrid shard-on-I forward
+(``cases_library_bwd``), run unmodified from a local checkout against the references written
+here; and the backward reference itself checked against finite differences of the forward."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trnsim.conformance.cases_library_bwd import (
+    CASES,
+    _act,
+    _act_dx,
+    _bwd_forward,
+    _bwd_ref,
+    _routing,
+)
+from trnsim.conformance.runner import run_checkout
+
+LIBRARY = Path(os.environ.get("TRNSIM_NKI_LIBRARY", "/work/checkouts/nki-library"))
+
+
+@pytest.mark.parametrize("act", ["SiLU", "Swish"])
+def test_activation_derivative_matches_finite_differences(act):
+    z = np.linspace(-4, 4, 81)
+    eps = 1e-6
+    numeric = (_act(z + eps, act) - _act(z - eps, act)) / (2 * eps)
+    np.testing.assert_allclose(_act_dx(z, act), numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_routing_keeps_each_cores_tokens_in_its_half():
+    mask, perm, bte = _routing(np.random.default_rng(0), 255, 4, 2, 256)
+    half = 128
+    blocks = perm.reshape(-1, 256)
+    assert len(blocks) == len(bte)
+    real = blocks != 255
+    assert (blocks[:, :128][real[:, :128]] < half).all()
+    assert (blocks[:, 128:][real[:, 128:]] >= half).all()
+    for ex in range(4):  # every routed token appears exactly once in its expert's blocks
+        got = np.sort(blocks[bte[:, 0] == ex][real[bte[:, 0] == ex]])
+        np.testing.assert_array_equal(got, np.flatnonzero(mask[:, ex]))
+
+
+def test_backward_reference_is_the_gradient_of_the_forward():
+    """sum(dy * y) differentiated numerically, with y the documented forward."""
+    rng = np.random.default_rng(1)
+    t, h, e, i, b = 7, 4, 2, 3, 256
+    mask, perm, bte = _routing(rng, t, e, 1, b)
+    x = np.zeros((t + 1, h))
+    x[:t] = rng.uniform(0, 1, (t, h))
+    dy = np.zeros((t + 1, h))
+    dy[:t] = rng.uniform(-1, 1, (t, h))
+    aff = np.zeros((t + 1, e))
+    aff[:t] = rng.uniform(0, 1, (t, e)) * mask
+    gup = rng.uniform(-1, 1, (e, h, 2, i))
+    down = rng.uniform(-1, 1, (e, i, h))
+
+    def loss(x, aff, gup, down):
+        _, dn = _bwd_forward(x, gup, down, perm, bte, b, "SiLU", None)
+        y = np.zeros(x.shape)
+        for blk in range(len(bte)):
+            ex = int(bte[blk, 0])
+            ids = perm[blk * b : (blk + 1) * b]
+            np.add.at(y, ids, dn[blk] * aff[ids, ex][:, None])
+        return (dy * y).sum()
+
+    gu_t, dn = _bwd_forward(x, gup, down, perm, bte, b, "SiLU", None)
+    grads = _bwd_ref(x, aff.reshape(-1, 1), gup, down, gu_t, dn, perm, bte, dy, b)
+    args = [x, aff, gup, down]
+    for which, got in enumerate([grads[0], grads[1].reshape(aff.shape), *grads[2:]]):
+        numeric = np.zeros(args[which].shape)
+        for idx in np.ndindex(*args[which].shape):
+            plus = [a.copy() for a in args]
+            minus = [a.copy() for a in args]
+            plus[which][idx] += 1e-6
+            minus[which][idx] -= 1e-6
+            numeric[idx] = (loss(*plus) - loss(*minus)) / 2e-6
+        if which == 1:  # only routed (token, expert) pairs have an affinity gradient
+            numeric = numeric * np.vstack([mask, np.zeros((1, e))])
+        np.testing.assert_allclose(got, numeric, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.skipif(not LIBRARY.is_dir(), reason="no nki-library checkout")
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_bwd_cases_run_unmodified_and_match(name):
+    _, _, results = run_checkout(LIBRARY, only=name, profile=True)
+    (r,) = [r for r in results if r.name == name]
+    assert r.outcome == "pass", r.detail
+    assert r.profile_s is not None and r.profile_s > 0
