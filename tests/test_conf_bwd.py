@@ -88,3 +88,30 @@ def test_bwd_cases_run_unmodified_and_match(name):
     (r,) = [r for r in results if r.name == name]
     assert r.outcome == "pass", r.detail
     assert r.profile_s is not None and r.profile_s > 0
+
+
+def test_arrays_in_list_arguments_are_device_tensors_written_back():
+    """A kernel taking ``List[nl.ndarray]`` (as nki-library's ``transformer_tkg`` documents
+    for its per-layer weights and caches): each array in the list is an HBM tensor, and what
+    the kernel writes into one is copied back to the caller's array."""
+    import trnsim.nki as nki
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+
+    def k(xs, caches):
+        out = nl.ndarray(xs[0].shape, xs[0].dtype, buffer=nl.shared_hbm)
+        a = nl.ndarray(xs[0].shape, xs[0].dtype, buffer=nl.sbuf)
+        b = nl.ndarray(xs[0].shape, xs[0].dtype, buffer=nl.sbuf)
+        nisa.dma_copy(a, xs[0])
+        nisa.dma_copy(b, xs[1])
+        nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
+        nisa.dma_copy(out, a)
+        nisa.dma_copy(caches[1], a)  # an in-place update, like a KV cache
+        return out
+
+    x0, x1 = np.ones((4, 8), np.float32), np.full((4, 8), 2.0, np.float32)
+    caches = [np.zeros((4, 8), np.float32), np.zeros((4, 8), np.float32)]
+    out = nki.simulate(k)([x0, x1], caches)
+    np.testing.assert_array_equal(out, 3.0)
+    np.testing.assert_array_equal(caches[1], 3.0)
+    np.testing.assert_array_equal(caches[0], 0.0)

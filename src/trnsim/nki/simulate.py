@@ -245,13 +245,8 @@ def _launch(
     boot = Program(launch, 0, cores[0])
     enter(boot)
     try:
-        inputs = [
-            (_to_tensor(cores[0], a, keep_data) if isinstance(a, np.ndarray) else a) for a in args
-        ]
-        kw = {
-            k: (_to_tensor(cores[0], v, keep_data) if isinstance(v, np.ndarray) else v)
-            for k, v in kwargs.items()
-        }
+        inputs = [_to_device(cores[0], a, keep_data) for a in args]
+        kw = {k: _to_device(cores[0], v, keep_data) for k, v in kwargs.items()}
     finally:
         enter(None)
     results: list[Any] = [None] * n
@@ -293,8 +288,7 @@ def _launch(
             RunResult(_to_numpy(results[0]) if keep_data else None, cores, launch.printed)
         )
     for a, t in zip(args, inputs, strict=True):
-        if isinstance(a, np.ndarray) and a.flags.writeable:
-            a[...] = t.array().reshape(a.shape)
+        _write_back(a, t)
     return _observed(RunResult(_to_numpy(results[0]), cores, launch.printed))
 
 
@@ -374,6 +368,29 @@ def _to_tensor(nc: NeuronCore, a: np.ndarray, copy: bool = True) -> NkiTensor:
     if copy:
         v.array()[...] = a
     return v  # type: ignore[return-value]
+
+
+def _to_device(nc: NeuronCore, a: Any, copy: bool) -> Any:
+    """A kernel argument on the device: a NumPy array becomes an HBM tensor, and so does each
+    array in a list or tuple argument (nki-library's ``transformer_tkg`` takes per-layer
+    ``List[nl.ndarray]`` weights and caches: sdk ``nki/library/api/transformer-tkg.rst``)."""
+    if isinstance(a, np.ndarray):
+        return _to_tensor(nc, a, copy)
+    if isinstance(a, list | tuple) and any(isinstance(x, np.ndarray | list | tuple) for x in a):
+        items = [_to_device(nc, x, copy) for x in a]
+        return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)
+    return a
+
+
+def _write_back(a: Any, t: Any) -> None:
+    """Copy what the kernel left in each argument's HBM tensor back into the caller's array
+    (an output buffer passed in, a KV cache updated in place), lists and tuples included."""
+    if isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            a[...] = t.array().reshape(a.shape)
+    elif isinstance(a, list | tuple) and isinstance(t, list | tuple):
+        for x, y in zip(a, t, strict=True):
+            _write_back(x, y)
 
 
 def _to_numpy(x: Any) -> Any:
