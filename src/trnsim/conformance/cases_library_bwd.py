@@ -28,6 +28,7 @@ from trnsim.conformance.refs import bf16, f64, randn
 REPO = "nki-library"
 BWD = "src/nkilib_src/nkilib/experimental/moe/bwd/blockwise_mm_backward.py"
 SHARD_I = "src/nkilib_src/nkilib/core/moe/moe_cte/bwmm_shard_on_I.py"
+TRANSFORMER = "src/nkilib_src/nkilib/experimental/transformer/transformer_tkg.py"
 
 
 SWISH_ALPHA = 1.702  # nl.gelu_apprx_sigmoid: x * sigmoid(1.702 x)
@@ -287,6 +288,114 @@ def _hybrid_ref(conditions, x, aff, gup, down, b, perm, bte, **kw):
     return _bwmm_ref(x, aff, gup, down, b, perm[: real * b], bte[:real], **kw)
 
 
+# ---- transformer_tkg (attention block + MLP per layer, token generation) -----------------
+
+
+def _tkg_inputs(layers: int, b: int, h: int, d: int, q_heads: int, i: int, s_ctx: int, dtype):
+    """Per-layer weights and KV caches as lists (the documented ``List[nl.ndarray]``), S_tkg=1,
+    one KV head, fan-in-scaled weights (scores of O(1), as the library's tests draw them).
+    Batch ``b`` has a context of ``ctx[b]`` tokens: the mask [S_ctx, B, q_heads, 1] admits
+    positions below it and the last position (the active token's), and ``position_ids`` [B, 1]
+    (uint32) writes the new K/V at ``ctx[b]``. No replica groups (tensor parallel degree 1: no
+    all-reduce)."""
+
+    def make(rng):
+        def w(shape, fan_in):
+            return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32).astype(dtype)
+
+        def uni(shape, lo=-1.0, hi=1.0):
+            return rng.uniform(lo, hi, shape).astype(np.float32).astype(dtype)
+
+        qkv = d * (q_heads + 2)
+        per_layer = [
+            [w((h, qkv), h) for _ in range(layers)],
+            [w((q_heads * d, h), q_heads * d) for _ in range(layers)],
+            [w((h, i), h) for _ in range(layers)],
+            [w((h, i), h) for _ in range(layers)],
+            [w((i, h), i) for _ in range(layers)],
+            [uni((1, h), 0.5, 1.5) for _ in range(layers)],
+            [uni((1, h), 0.5, 1.5) for _ in range(layers)],
+            [uni((b, 1, d, s_ctx)) for _ in range(layers)],
+            [uni((b, 1, s_ctx, d)) for _ in range(layers)],
+        ]
+        ctx = s_ctx // 2 + 7 * np.arange(b)
+        mask = np.zeros((s_ctx, b, q_heads, 1), np.uint8)
+        for bi in range(b):
+            mask[: ctx[bi], bi] = 1
+        mask[s_ctx - 1] = 1
+        cos, sin = uni((d // 2, b, 1)), uni((d // 2, b, 1))
+        pos = ctx.reshape(b, 1).astype(np.uint32)
+        x = uni((b, 1, h))
+        return Call((x, *per_layer, cos, sin, mask, None, pos), {"num_layers": layers})
+
+    return make
+
+
+def _rms(x: np.ndarray, gamma, eps: float) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * f64(gamma).reshape(-1)
+
+
+def _rope_halves(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """RoPE on contiguous halves (``rope_contiguous_layout=True``): (x1, x2) ->
+    (x1 cos - x2 sin, x1 sin + x2 cos)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+def _tkg_ref(
+    x,
+    w_qkvs,
+    w_outs,
+    w_gates,
+    w_ups,
+    w_downs,
+    g_qkvs,
+    g_mlps,
+    k_caches,
+    v_caches,
+    cos,
+    sin,
+    mask,
+    mask_active,
+    position_ids,
+    num_layers,
+    eps=1e-6,
+    **_,
+):
+    """The docstring's pseudocode, per layer: attention block (RMSNorm, QKV = x W_qkv with Q
+    heads, then K, then V; RoPE on Q and K; Q / sqrt(d); softmax over the S_ctx window of the
+    cache, the active token's K/V taking its last position, masked where ``mask`` is 0; the
+    heads' outputs concatenated @ W_out), residual, MLP (RMSNorm, silu(x Wg) * (x Wu) @ Wd),
+    residual. The KV caches are read as given (the kernel's own update writes each batch's
+    new token at ``position_ids``, which the next layer's caches do not see)."""
+    bsz, s, _ = x.shape
+    cur = f64(x)
+    for layer in range(num_layers):
+        kc, vc = f64(k_caches[layer]), f64(v_caches[layer])
+        d, s_ctx = kc.shape[2], kc.shape[3]
+        heads = w_qkvs[layer].shape[1] // d - 2
+        qkv = (_rms(cur, g_qkvs[layer], eps) @ f64(w_qkvs[layer])).reshape(bsz, s, heads + 2, d)
+        att = np.zeros((bsz, s, heads * d))
+        for bi in range(bsz):
+            c, sn = f64(cos)[:, bi, :].T, f64(sin)[:, bi, :].T  # [S, d/2]
+            q = _rope_halves(qkv[bi, :, :heads], c[:, None], sn[:, None]) / np.sqrt(d)
+            k = kc[bi, 0].T.copy()  # [S_ctx, d]
+            v = vc[bi, 0].copy()
+            k[s_ctx - s :] = _rope_halves(qkv[bi, :, heads], c, sn)
+            v[s_ctx - s :] = qkv[bi, :, heads + 1]
+            scores = np.einsum("shd,td->hst", q, k)
+            scores = np.where(np.transpose(mask[:, bi], (1, 2, 0)) != 0, scores, -np.inf)
+            p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            p /= p.sum(axis=-1, keepdims=True)
+            att[bi] = np.einsum("hst,td->shd", p, v).reshape(s, heads * d)
+        cur = cur + att @ f64(w_outs[layer])
+        xn = _rms(cur, g_mlps[layer], eps)
+        g = xn @ f64(w_gates[layer])
+        cur = cur + (_act(g, "SiLU") * (xn @ f64(w_ups[layer]))) @ f64(w_downs[layer])
+    return cur.astype(x.dtype)
+
+
 BF16_ULP = 2.0**-7  # one bf16 ulp relative to the binade's lower end
 
 CASES: list[Case] = [
@@ -365,5 +474,34 @@ CASES: list[Case] = [
         "padded), H=512 (the kernel's minimum), I_TP=256, B=256, one all-padding block; "
         "num_static_block=1, so blocks 1 and 2 run in the dynamic loop (register-bounded "
         "dynamic_range up to sum(conditions) = 3); post-scale; tolerance as bwmm_shard_on_I",
+    ),
+    Case(
+        "library/transformer_tkg",
+        REPO,
+        TRANSFORMER,
+        "transformer_tkg",
+        _tkg_inputs(2, 2, 512, 128, 2, 256, 256, np.dtype(np.float32)),
+        _tkg_ref,
+        grid=(2,),
+        rtol=1e-4,
+        atol=1e-4,
+        notes="fp32, 2 layers, B=2, S_tkg=1, H=512, d_head=128, 2 Q heads + 1 KV head, I=256, "
+        "S_ctx=256, LNC=2, HBM residual path, no replica groups; fp32 sums of <= 512 terms. "
+        "External at d2ad3a5: experimental/transformer/__init__.py imports torch, and "
+        "core/mlp/mlp.py:203 is an IndentationError (a docstring fragment pasted twice)",
+    ),
+    Case(
+        "library/transformer_tkg_bf16",
+        REPO,
+        TRANSFORMER,
+        "transformer_tkg",
+        _tkg_inputs(1, 2, 512, 128, 2, 256, 256, bf16),
+        _tkg_ref,
+        grid=(2,),
+        rtol=2 * BF16_ULP,
+        atol=2.0**-6,
+        notes="as transformer_tkg in bf16 (the library tests' dtype), 1 layer: bf16 "
+        "intermediates (normed x, QKV, probabilities, MLP activations) between fp32 matmuls; "
+        "outputs of |.| < 4 to 2 bf16 ulps plus 2^-6",
     ),
 ]
