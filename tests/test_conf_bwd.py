@@ -140,3 +140,106 @@ def test_arrays_in_list_arguments_are_device_tensors_written_back():
     np.testing.assert_array_equal(out, 3.0)
     np.testing.assert_array_equal(caches[1], 3.0)
     np.testing.assert_array_equal(caches[0], 0.0)
+
+
+# ---- write-write races between the cores of an LNC=2 launch (trnsim.core.races) -------------
+
+
+def _race_kernel(values, barrier: bool):
+    """Both cores store ``values[program_id]`` into one HBM tensor, with or without a
+    core_barrier between the stores."""
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+
+    def k():
+        out = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((4, 4), nl.float32, buffer=nl.sbuf)
+        pid = nl.program_id(0)
+        nisa.memset(t, float(values[pid]))
+        if barrier and pid == 1:
+            nisa.core_barrier(out, (0, 1))
+        nisa.dma_copy(out, t)
+        if barrier and pid == 0:
+            nisa.core_barrier(out, (0, 1))
+        return out
+
+    return k
+
+
+def test_cores_storing_different_values_without_a_barrier_is_a_race():
+    import trnsim.nki as nki
+    from trnsim.errors import KernelError
+
+    with pytest.raises(KernelError, match="lnc-race"):
+        nki.run(_race_kernel((1.0, 2.0), barrier=False), lnc=2)
+
+
+def test_cores_storing_the_same_values_or_across_a_barrier_are_not_races():
+    import trnsim.nki as nki
+
+    same = nki.run(_race_kernel((3.0, 3.0), barrier=False), lnc=2).outputs
+    np.testing.assert_array_equal(same, 3.0)
+    ordered = nki.run(_race_kernel((1.0, 2.0), barrier=True), lnc=2).outputs
+    np.testing.assert_array_equal(ordered, 2.0)  # core 1 stores after the barrier
+
+
+def test_an_indirect_scatter_racing_a_store_is_a_race_on_the_deferred_path_too():
+    """Core 0 zeroes a table while core 1 scatters rows into it through a vector_offset
+    (the shape of blockwise_mm_bwd's affinity-gradient race)."""
+    import trnsim.nki as nki
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+    from trnsim.core.options import CoreOptions
+    from trnsim.errors import KernelError
+
+    def k(idx):
+        table = nl.ndarray((8, 4), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((8, 4), nl.float32, buffer=nl.sbuf)
+        if nl.program_id(0) == 0:
+            nisa.memset(t, 0.0)
+            nisa.dma_copy(table, t)
+        else:
+            i = nl.ndarray((2, 1), nl.int32, buffer=nl.sbuf)
+            nisa.dma_copy(i, idx)
+            nisa.memset(t, 5.0)
+            nisa.dma_copy(table.ap([[4, 2], [1, 4]], vector_offset=i, indirect_dim=0), t[0:2])
+        return table
+
+    idx = np.array([[1], [6]], np.int32)
+    for options in (CoreOptions(), CoreOptions(fast_paths=True, deferred=True)):
+        with pytest.raises(KernelError, match="lnc-race"):
+            nki.run(k, idx, lnc=2, options=options)
+
+
+@pytest.mark.parametrize("first_strided", [True, False])
+def test_race_check_compares_each_cores_last_value(first_strided):
+    """RaceCheck directly: strided stores by one core, indexed stores by the other; what
+    counts is each core's last value of a byte in the epoch."""
+    from trnsim.core.memory import Hbm
+    from trnsim.core.races import RaceCheck
+    from trnsim.errors import KernelError
+
+    hbm = Hbm(1 << 20)
+    alloc = hbm.allocate(64, name="t")
+    flat = alloc.buffer[:64].view(np.float32)  # 16 elements
+    race = RaceCheck()
+
+    def strided(core, value):  # column 1 of a [4, 4] view: elements 1, 5, 9, 13
+        race.store(core, alloc, flat.reshape(4, 4)[:, 1], np.full(4, value, np.float32))
+
+    def indexed(core, value):
+        race.store_flat(core, alloc, flat, np.array([5, 9]), np.float32(value))
+
+    a, b = (strided, indexed) if first_strided else (indexed, strided)
+    a(0, 1.0)
+    b(1, 1.0)
+    race.advance()  # the same last value on both cores: no race
+    a(0, 1.0)
+    b(1, 2.0)
+    a(0, 2.0)
+    race.advance()  # core 0 ended on core 1's value: no race
+    a(0, 1.0)
+    b(1, 2.0)
+    with pytest.raises(KernelError, match=r"lnc-race.*HBM tensor 't'.*at this barrier"):
+        race.advance()  # elements 5 and 9 end as 1.0 or 2.0, as the cores interleave
+    assert race.epoch == 4

@@ -30,6 +30,7 @@ from trnsim.core.instruction import Instruction
 from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import HBM, Hbm, View
 from trnsim.core.options import CoreOptions
+from trnsim.core.races import RaceCheck
 from trnsim.hw import chip
 from trnsim.nki.context import Launch, Program, current_or_none, enter
 from trnsim.nki.tensor import NkiTensor
@@ -241,7 +242,9 @@ def _launch(
         )
         for i in range(n)
     ]
-    launch = Launch(n, cores, threading.Barrier(n))
+    race = RaceCheck() if n > 1 and functional else None
+    hbm.race = race  # write-write races between the cores (trnsim.core.races)
+    launch = Launch(n, cores, threading.Barrier(n, action=race.advance if race else None))
     boot = Program(launch, 0, cores[0])
     enter(boot)
     try:
@@ -283,6 +286,8 @@ def _launch(
     for exc in errors:
         if exc is not None:
             raise exc
+    if race is not None:
+        race.check("at the end of the launch")
     if not functional:  # nothing wrote data: the inputs are unchanged, the outputs sentinel
         return _observed(
             RunResult(_to_numpy(results[0]) if keep_data else None, cores, launch.printed)
