@@ -243,3 +243,35 @@ def test_race_check_compares_each_cores_last_value(first_strided):
     with pytest.raises(KernelError, match=r"lnc-race.*HBM tensor 't'.*at this barrier"):
         race.advance()  # elements 5 and 9 end as 1.0 or 2.0, as the cores interleave
     assert race.epoch == 4
+
+
+@pytest.mark.skipif(not LIBRARY.is_dir(), reason="no nki-library checkout")
+def test_blockwise_mm_bwd_with_tokens_across_core_halves_is_refused_as_a_race(monkeypatch):
+    """Each core zeroes half of expert_affinities_masked_grad, then (no barrier) writes the
+    affinity gradients of its own tile of each block: a token of the other core's half is
+    written by one core and zeroed by the other, in either order. Without the split routing
+    of the cases, trnsim refuses it (it used to pass or not as the threads interleaved)."""
+    import dataclasses
+
+    from trnsim.conformance import cases_library_bwd as mod
+    from trnsim.conformance.runner import checkout_imports, run_case
+
+    def in_token_order(rng, t, e, k, b):
+        mask = np.zeros((t, e), bool)
+        for tok in range(t):
+            mask[tok, rng.choice(e, k, replace=False)] = True
+        pos = [np.full(b, t, np.int32) for _ in range(e)]
+        for ex in range(e):
+            ids = np.flatnonzero(mask[:, ex])
+            pos[ex][: len(ids)] = ids
+        return mask, np.concatenate(pos), np.arange(e, dtype=np.int32).reshape(-1, 1)
+
+    monkeypatch.setattr(mod, "_routing", in_token_order)
+    (case,) = [c for c in CASES if c.name == "library/blockwise_mm_bwd_fp32"]
+    case = dataclasses.replace(
+        case, inputs=mod._bwd_inputs(255, 256, 2, 128, 256, 1, np.dtype(np.float32))
+    )
+    with checkout_imports(LIBRARY.resolve(), "nki-library"):
+        r = run_case(case, LIBRARY)
+    assert r.outcome == "kernel-error" and "lnc-race" in r.detail, r.detail
+    assert "bwmm_bwd_dropless.py" in r.location

@@ -68,11 +68,12 @@ def _routing(rng: np.random.Generator, t: int, e: int, k: int, b: int):
     ``t``. Returns (mask [t, e], token_position_to_id [N*b], block_to_expert [N, 1]).
 
     Why split by token: with LNC=2 each core zeroes half of ``expert_affinities_masked_grad``
-    (core c: tokens [c*T/2, (c+1)*T/2) of the [T, E] layout) and then writes the affinity
-    gradients of its own tile of each block, with no barrier in between, so a token's gradient
-    written by the other core could be zeroed after it lands (a race in the kernel; on hardware
-    the zeroing almost surely finishes first). Keeping each core's tokens in its own half makes
-    the result independent of how the two cores interleave."""
+    (core c: tokens [c*T/2, (c+1)*T/2) of the [T, E] layout) and then, with no barrier in
+    between, writes the affinity gradients of its own tile of each block; a token of the other
+    core's half is then zeroed by one core and written by the other in either order (a
+    write-write race in the kernel, refused by trnsim as ``lnc-race``; on hardware the zeroing
+    almost surely lands first). Keeping each core's tokens in its own half avoids it; padding
+    positions write 0 over 0 (the same value from both cores: no race)."""
     assert b == 256, "one 128-token tile per core"
     tile = b // 2
     half = (t + 1) // 2
