@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim.conformance.case import Call, Case
-from trnsim.conformance.cases_library import _bwmm_ref
 from trnsim.conformance.refs import bf16, f64, randn
 
 REPO = "nki-library"
+F32 = np.dtype(np.float32)
 BWD = "src/nkilib_src/nkilib/experimental/moe/bwd/blockwise_mm_backward.py"
 SHARD_I = "src/nkilib_src/nkilib/core/moe/moe_cte/bwmm_shard_on_I.py"
 TRANSFORMER = "src/nkilib_src/nkilib/experimental/transformer/transformer_tkg.py"
@@ -231,7 +231,16 @@ def _bwd_ref(
 # ---- blockwise_mm_baseline_shard_intermediate_hybrid (forward, static + dynamic loop) -------
 
 
-def _hybrid_inputs(counts: tuple[int, ...], h: int, i: int, b: int, pad_blocks: int, static: int):
+def _hybrid_inputs(
+    counts: tuple[int, ...],
+    h: int,
+    i: int,
+    b: int,
+    pad_blocks: int,
+    static: int,
+    dtype=F32,
+    clamp: tuple[float, float, float, float] | None = None,
+):
     """Top-1 routing of ``sum(counts)`` tokens, expert ``ex`` taking ``counts[ex]`` of them
     (its last block partly padded), then ``pad_blocks`` all-padding blocks (expert E-1, as the
     library's tests lay them out). ``conditions`` [N+1]: 1 for each block holding tokens, 0
@@ -269,24 +278,48 @@ def _hybrid_inputs(counts: tuple[int, ...], h: int, i: int, b: int, pad_blocks: 
         blk_ex = np.repeat(bte[:real, 0], b)
         keep = tok < t
         aff[tok[keep] * e + blk_ex[keep], 0] = rng.uniform(0.1, 1.0, keep.sum())
-        return Call(
-            (conditions, x, aff, gup, down, b, perm, bte),
-            {
-                "num_static_block": static,
-                "compute_dtype": np.float32,
-                "expert_affinities_scaling_mode": ExpertAffinityScaleMode.POST_SCALE,
-            },
-        )
+        x, aff, gup, down = (a.astype(dtype) for a in (x, aff, gup, down))
+        kw = {
+            "num_static_block": static,
+            "compute_dtype": dtype,
+            "expert_affinities_scaling_mode": ExpertAffinityScaleMode.POST_SCALE,
+        }
+        if clamp is not None:
+            kw.update(zip(_CLAMPS, clamp, strict=True))
+        return Call((conditions, x, aff, gup, down, b, perm, bte), kw)
 
     return make
 
 
+_CLAMPS = (
+    "gate_clamp_lower_limit",
+    "gate_clamp_upper_limit",
+    "up_clamp_lower_limit",
+    "up_clamp_upper_limit",
+)
+
+
 def _hybrid_ref(conditions, x, aff, gup, down, b, perm, bte, **kw):
     """The docstring's pseudocode: the blocks that hold tokens (the static loop, then the
-    dynamic loop up to ``sum(conditions)``), each as the baseline kernel computes it; the
-    skipped padding blocks would add nothing (every position points at the zero row)."""
-    real = int(np.sum(conditions))
-    return _bwmm_ref(x, aff, gup, down, b, perm[: real * b], bte[:real], **kw)
+    dynamic loop up to ``sum(conditions)``), each as the baseline kernel computes it: per
+    block, g = h Wg and u = h Wu (clamped to the given limits), silu(g) * u @ Wd, scaled by
+    the token's affinity for the block's expert (post-scale) and added to the token's row;
+    the skipped padding blocks would add nothing (every position points at the zero row)."""
+    e = gup.shape[0]
+    out = np.zeros(x.shape)
+    for blk in range(int(np.sum(conditions))):
+        ex = int(bte[blk, 0])
+        ids = perm[blk * b : (blk + 1) * b]
+        hs = f64(x)[ids]
+        g = hs @ f64(gup[ex, :, 0, :])
+        u = hs @ f64(gup[ex, :, 1, :])
+        if kw.get("gate_clamp_lower_limit") is not None:
+            g = np.clip(g, kw["gate_clamp_lower_limit"], kw["gate_clamp_upper_limit"])
+        if kw.get("up_clamp_lower_limit") is not None:
+            u = np.clip(u, kw["up_clamp_lower_limit"], kw["up_clamp_upper_limit"])
+        y = (_act(g, "SiLU") * u) @ f64(down[ex])
+        np.add.at(out, ids, y * f64(aff)[ids * e + ex])
+    return out.astype(x.dtype)
 
 
 # ---- transformer_tkg (attention block + MLP per layer, token generation) -----------------
@@ -475,6 +508,20 @@ CASES: list[Case] = [
         "padded), H=512 (the kernel's minimum), I_TP=256, B=256, one all-padding block; "
         "num_static_block=1, so blocks 1 and 2 run in the dynamic loop (register-bounded "
         "dynamic_range up to sum(conditions) = 3); post-scale; tolerance as bwmm_shard_on_I",
+    ),
+    Case(
+        "library/bwmm_shard_on_I_hybrid_bf16_clamp",
+        REPO,
+        SHARD_I,
+        "blockwise_mm_baseline_shard_intermediate_hybrid",
+        _hybrid_inputs((300, 212), 512, 256, 256, 1, 1, bf16, (-1.0, 1.0, -0.5, 0.5)),
+        _hybrid_ref,
+        grid=(2,),
+        rtol=2 * BF16_ULP,
+        atol=2.0**-6,
+        notes="as bwmm_shard_on_I_hybrid in bf16 (inputs and compute_dtype, the library's "
+        "default) with the gate clamped to [-1, 1] and up to [-0.5, 0.5] (pre-activations of "
+        "std ~1: many clipped); bf16 intermediates between fp32 matmuls: 2 bf16 ulps plus 2^-6",
     ),
     Case(
         "library/transformer_tkg",
