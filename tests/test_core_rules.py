@@ -1374,6 +1374,31 @@ ARG_CASES += [
 ]
 
 
+def r_lnc_race():
+    """Both cores of an LNC=2 launch store their program id into one HBM tensor, with no
+    barrier between the stores (trnsim.core.races)."""
+    out = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
+    t = sb((4, 4))
+    nisa.memset(t, float(nl.program_id(0)))
+    nisa.dma_copy(out, t)
+    mark()
+    nisa.core_barrier(out, (0, 1))
+    return out
+
+
+ARG_CASES += [
+    (
+        "lnc-race",
+        r_lnc_race,
+        (),
+        2,
+        {},
+        "lnc-race",
+        ("both cores wrote byte 2 ", "32 such bytes", "at this barrier"),
+    ),
+]
+
+
 # ---- no bare fail() outside the rule tables ----------------------------------------------------
 # Every refusal of the core and the nki front end goes through a named rule: the checker
 # (``rules.py``), an argument rule (``argrules.broken``), or the legacy front end's own table.

@@ -42,6 +42,7 @@ CASE_MODULES = (
     "trnsim.conformance.cases_library_tkg",
     "trnsim.conformance.cases_library_moe",
     "trnsim.conformance.cases_library_mx",
+    "trnsim.conformance.cases_library_bwd",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
 )
@@ -300,6 +301,16 @@ def _launchable(kernel: Any, case: Case) -> Any:
     return kernel
 
 
+def _copied(x: Any) -> Any:
+    """A kernel's own copy of an input (arrays, and arrays in lists and tuples), so what the
+    kernel writes in place never reaches the reference's inputs."""
+    if isinstance(x, np.ndarray):
+        return np.array(x, copy=True)
+    if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
+        return type(x)(_copied(y) for y in x)
+    return x
+
+
 def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Result:
     """Run one case from the checkout at ``root`` and classify it."""
     from trnsim.nki.simulate import observe_runs, run
@@ -318,8 +329,8 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
     else:
         inputs, kwargs = tuple(made), dict(case.kwargs)
     res.shapes = describe_inputs(inputs, kwargs)
-    args = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in inputs]
-    kw = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+    args = [_copied(a) for a in inputs]
+    kw = {k: _copied(v) for k, v in kwargs.items()}
     try:
         kernel = _launchable(load_kernel(case, root), case)
         with observe_runs() as launches:

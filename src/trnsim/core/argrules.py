@@ -95,6 +95,12 @@ _add("register-32bit", "register-value", DATA, "a register value outside 32 bits
 _add("register-store-range", "register-value", DATA, "register_store into a too narrow int dst")
 _add("register-load-timing-only", "not-implemented", OPTION, "register_load in a timing-only run")
 _add("core-barrier-lnc", "lnc", LAUNCH, "core_barrier outside an LNC=2 launch")
+_add(
+    "lnc-race",
+    "lnc-race",
+    DATA,
+    "two cores of an LNC launch writing different values to one HBM byte between barriers",
+)
 _add("sendrecv-lnc", "lnc", LAUNCH, "sendrecv outside an LNC=2 launch")
 _add("sendrecv-rank", "sendrecv", LAUNCH, "a send_to_rank / recv_from_rank not in the launch")
 _add("sendrecv-pair", "sendrecv", LAUNCH, "a receive from a core that sent to another core")

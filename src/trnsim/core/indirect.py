@@ -556,6 +556,16 @@ def _flat(v: View) -> np.ndarray:
     return alloc.buffer[: n * v.itemsize].view(v.fmt.dtype)
 
 
+def _store(nc: NeuronCore, v: View, flat: np.ndarray, index: np.ndarray, values: Any) -> None:
+    """``flat[index] = values`` into the indexed HBM tensor, through an LNC launch's
+    write-write race check (``trnsim.core.races``) when there is one."""
+    race = nc.hbm.race
+    if race is None:
+        flat[index] = values
+    else:
+        race.store_flat(nc.index, v.storage.alloc, flat, index, values)
+
+
 def _convert(nc: NeuronCore, raw: np.ndarray, src: View, dst: View) -> np.ndarray:
     """``raw`` values of ``src``'s format as ``dst``'s raw format, as ``dma_copy`` converts:
     bit-exact for equal formats, else via fp32 (integers to integers exactly)."""
@@ -621,7 +631,7 @@ def execute(nc: NeuronCore, call: LiveInstruction) -> None:
     # choice 5: the last write of an address wins (unique over the reversed order)
     _, first_rev = np.unique(a[::-1], return_index=True)
     last = a.size - 1 - first_rev
-    flat[a[last]] = vals[last]
+    _store(nc, v, flat, a[last], vals[last])
 
 
 def execute_rmw(nc: NeuronCore, call: LiveInstruction) -> None:
@@ -650,7 +660,7 @@ def execute_rmw(nc: NeuronCore, call: LiveInstruction) -> None:
     a = addr.reshape(addr.shape[0], -1)[rows]
     data = nc.read(call.src_views[call.args["rmw_data"]]).reshape(addr.shape[0], -1)[rows]
     if side == "dst":  # scatter: table rows <- table rows + data
-        flat[a] = nc.cast(flat[a].astype(np.float32) + data, v.fmt)
+        _store(nc, v, flat, a, nc.cast(flat[a].astype(np.float32) + data, v.fmt))
         return
     dst = call.dst_views["dst"]  # gather: dst <- dst + table rows
     new = np.array(nc.read(dst)).reshape(addr.shape[0], -1)

@@ -32,6 +32,7 @@ from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
 from trnsim.core.live import LiveInstruction, live_from
 from trnsim.core.location import kernel_location, warn
 from trnsim.core.memory import (
+    HBM,
     PSUM,
     SBUF,
     Hbm,
@@ -359,8 +360,12 @@ class NeuronCore:
         vals = np.asarray(values)
         if vals.dtype != v.fmt.dtype or v.fmt.name == "tfloat32":
             vals = self.cast(vals, v.fmt)
-        out[...] = vals.reshape(out.shape) if vals.size == out.size else vals
         alloc = v.storage.alloc
+        vals = vals.reshape(out.shape) if vals.size == out.size else vals
+        if alloc.kind == HBM and self.hbm.race is not None:
+            self.hbm.race.store(self.index, alloc, out, vals)  # (trnsim.core.races)
+        else:
+            out[...] = vals
         alloc.version += 1
         if alloc.kind == PSUM:
             v.acc_array()[...] = _FULL_MARK[v.itemsize] if mark_acc else 0
@@ -370,8 +375,11 @@ class NeuronCore:
 
     def write_raw(self, v: View, values: np.ndarray) -> None:
         out = v.array()
-        out[...] = np.asarray(values).reshape(out.shape)
         alloc = v.storage.alloc
+        if alloc.kind == HBM and self.hbm.race is not None:
+            self.hbm.race.store(self.index, alloc, out, np.asarray(values).reshape(out.shape))
+        else:
+            out[...] = np.asarray(values).reshape(out.shape)
         alloc.version += 1
         if alloc.kind == PSUM:
             v.acc_array()[...] = 0

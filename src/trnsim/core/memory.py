@@ -64,6 +64,7 @@ class Allocation:
         "sharers",
         "spill",
         "version",
+        "writers",
     )
 
     def __init__(
@@ -108,6 +109,8 @@ class Allocation:
         # Bumped by every write of the data (version) and of the PSUM accumulation marks
         # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
         self.version = 0
+        # HBM bytes' last writer (epoch, core) in an LNC>1 launch (trnsim.core.races), or None
+        self.writers: np.ndarray | None = None
         self.marks_version = 0
 
     def __repr__(self) -> str:
@@ -161,6 +164,8 @@ class OnChipMemory:
         self.acc = SPARE_ARRAYS.take(self.data.shape, np.uint8) if kind == PSUM else None
         self.live: list[Allocation] = []
         self.operands = OperandTable()
+        # an LNC>1 launch's write-write race check (trnsim.core.races.RaceCheck), or None
+        self.race: Any = None
 
     def __del__(self) -> None:
         for name in ("data", "acc"):
