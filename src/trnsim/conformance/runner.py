@@ -42,6 +42,7 @@ CASE_MODULES = (
     "trnsim.conformance.cases_library_tkg",
     "trnsim.conformance.cases_library_moe",
     "trnsim.conformance.cases_library_mx",
+    "trnsim.conformance.cases_library_utils",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
 )
