@@ -31,7 +31,7 @@ from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import HBM, Hbm, View
 from trnsim.core.options import CoreOptions
 from trnsim.hw import chip
-from trnsim.nki.context import Launch, Program, current_or_none, enter
+from trnsim.nki.context import Launch, Program, World, current_or_none, enter
 from trnsim.nki.tensor import NkiTensor
 from trnsim.numerics import get_format
 
@@ -212,6 +212,8 @@ def _launch(
     keep_data: bool,
     options: CoreOptions | None = None,
     max_instructions: int | None = None,
+    world: World | None = None,
+    rank: int = 0,
 ) -> RunResult:
     if options is None:
         options = CoreOptions.from_env()
@@ -241,7 +243,7 @@ def _launch(
         )
         for i in range(n)
     ]
-    launch = Launch(n, cores, threading.Barrier(n))
+    launch = Launch(n, cores, threading.Barrier(n), world=world, rank=rank)
     boot = Program(launch, 0, cores[0])
     enter(boot)
     try:
@@ -270,6 +272,8 @@ def _launch(
             except BaseException as deferred:
                 errors[i] = deferred
             launch.barrier.abort()
+            if world is not None:  # the other ranks wait for this one in a collective
+                world.barrier.abort()
         finally:
             enter(None)
 
@@ -296,6 +300,69 @@ def _launch(
         if isinstance(a, np.ndarray) and a.flags.writeable:
             a[...] = t.array().reshape(a.shape)
     return _observed(RunResult(_to_numpy(results[0]), cores, launch.printed))
+
+
+def run_ranks(
+    kernel: Any,
+    per_rank: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    *,
+    target: str | None = None,
+    lnc: int | None = None,
+    rounding: str | None = None,
+    seed: int = 0,
+    functional: bool = True,
+    options: CoreOptions | None = None,
+) -> list[RunResult]:
+    """Run ``kernel`` as ``len(per_rank)`` ranks: rank ``r`` is a launch of its own (its own
+    NeuronCore(s) and HBM, one thread) called with ``per_rank[r]`` (positional, keyword
+    arguments); ``nki.collectives`` calls exchange between the ranks (``rank_id()`` is ``r``).
+    Returns each rank's ``RunResult``, in rank order. Core ``i`` of rank ``r`` draws its
+    stochastic-rounding stream from seed ``seed + r * lnc + i``.
+
+    The first failing rank's error is raised (a rank that only saw another rank abort the
+    collective it waited in is not the cause)."""
+    n = len(per_rank)
+    if n < 1:
+        raise broken("launch-ranks", "run_ranks needs at least one rank")
+    width = lnc or (kernel.lnc if isinstance(kernel, Kernel) else 1)
+    world = World(n, threading.Barrier(n))
+    results: list[RunResult | None] = [None] * n
+    errors: list[BaseException | None] = [None] * n
+
+    def one(r: int) -> None:
+        args, kwargs = per_rank[r]
+        try:
+            results[r] = _launch(
+                kernel,
+                tuple(args),
+                dict(kwargs),
+                target,
+                lnc,
+                rounding,
+                seed + r * width,
+                functional,
+                True,
+                options,
+                None,
+                world,
+                r,
+            )
+        except BaseException as exc:
+            errors[r] = exc
+            world.barrier.abort()
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for exc in errors:
+        if exc is not None and not isinstance(exc, threading.BrokenBarrierError):
+            raise exc
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return [r for r in results if r is not None]
 
 
 _OBSERVERS: contextvars.ContextVar[list[RunResult] | None] = contextvars.ContextVar(
