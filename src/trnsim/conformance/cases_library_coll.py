@@ -11,6 +11,9 @@ between them). References are written here from the docstrings:
   ``[RANK_N, LNC_N, CHANNEL_N, local_M, K]`` (SBUF path) or ``[RANK_N, CHANNEL_N, LNC_N,
   local_M, K]`` (HBM path) tensor; with LNC=1 one channel, so both are the stacked shards.
 
+- ``allgather_compute_matmul``: rank ``r`` gets ``lhs_global @ rhs_r`` (the gathered rows
+  times its own column shard of ``rhs``), laid out as ``fine_grained_allgather``'s result.
+
 All-gathers move values unchanged: exact (``rtol = atol = 0``).
 """
 
@@ -55,6 +58,41 @@ def _fg_ref(per_rank):
     shards = np.stack([args[0] for args in per_rank])
     r, m, k = shards.shape
     return [shards.reshape(r, 1, 1, m, k)] * r
+
+
+def _fgcc_inputs(ranks: int, m: int, k: int, n: int, dtype, force_hbm_cc: bool):
+    def make(rng):
+        return [
+            Call(
+                (randn(rng, (m, k), dtype), randn(rng, (k, n), dtype), ranks, 1),
+                {"force_hbm_cc": force_hbm_cc},
+            )
+            for _ in range(ranks)
+        ]
+
+    return make
+
+
+def _fgcc_ref(per_rank):
+    """``lhs_global @ rhs_r`` in float64, rounded once to the inputs' dtype, as
+    ``[RANK_N, 1, 1, m, N_r]`` (LNC=1, one channel: the row blocks in rank order)."""
+    lhs = np.concatenate([args[0] for args in per_rank]).astype(np.float64)
+    r = len(per_rank)
+    m = per_rank[0][0].shape[0]
+    out = []
+    for args in per_rank:
+        y = (lhs @ args[1].astype(np.float64)).astype(np.float32).astype(args[1].dtype)
+        out.append(y.reshape(r, 1, 1, m, y.shape[1]))
+    return out
+
+
+BF16_ULP = 2.0**-7
+"""One bf16 ulp relative to the binade's lower end. The kernel accumulates the K products in
+fp32 (PSUM) and rounds once to bf16; the reference rounds the exact float64 result once. Both
+round a value that differs by far less than a bf16 ulp (fp32 accumulation of K = 256 terms),
+so they differ by at most one bf16 ulp where the two land on either side of a rounding
+boundary: ``rtol`` one ulp; ``atol`` covers results cancelled to near zero, where one ulp of
+fp32 accumulation error (about 2^-24 x sum |products| < 2^-12 here) is the bound."""
 
 
 CASES: list[Case] = [
@@ -108,5 +146,30 @@ CASES: list[Case] = [
         atol=0.0,
         notes="as fine_grained_allgather_sbuf with force_hbm_cc: ring permutes of shared-HBM "
         "buffers, tiles written to the result at a register (rank) offset",
+    ),
+    Case(
+        "library/allgather_compute_matmul_sbuf",
+        REPO,
+        CC + "fgcc.py",
+        "allgather_compute_matmul",
+        _fgcc_inputs(4, 64, 256, 256, bf16, False),
+        _fgcc_ref,
+        ranks=4,
+        rtol=BF16_ULP,
+        atol=2.0**-12,
+        notes="bf16 lhs [64, 256] and rhs [256, 256] per rank, tp_degree 4: the SBUF path "
+        "(each ring step's gathered rows multiplied as they arrive); tolerance: BF16_ULP",
+    ),
+    Case(
+        "library/allgather_compute_matmul_hbm",
+        REPO,
+        CC + "fgcc.py",
+        "allgather_compute_matmul",
+        _fgcc_inputs(4, 64, 256, 256, bf16, True),
+        _fgcc_ref,
+        ranks=4,
+        rtol=BF16_ULP,
+        atol=2.0**-12,
+        notes="as allgather_compute_matmul_sbuf with force_hbm_cc (ring of shared-HBM buffers)",
     ),
 ]
