@@ -235,15 +235,33 @@ def test_more_than_four_ring_channels_are_refused():
     assert "at most 4 channels" in str(_error(k))
 
 
-def test_collectives_of_lnc2_ranks_are_not_implemented():
+def test_lnc2_ranks_exchange_core_by_core_and_send_what_both_cores_wrote():
+    """kernel[2] ranks: core c of each rank gathers its own SBUF tile with core c of the
+    others; a shared-HBM source is sent once both cores of the rank have written it."""
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((2, 8, 16)).astype(np.float32) for _ in range(4)]
+
     @jit
     def k(x):
-        t = _load(x)
-        ncc.all_gather([t], [t], RING4, 1)
-        return _store(t)
+        c = nl.program_id(0)
+        t = _load(x[c])
+        g = nl.ndarray((8, 64), dtype=x.dtype, buffer=nl.sbuf)
+        ncc.all_gather([t], [g], RING4, 1)
+        out = nl.ndarray((2, 8, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[c], src=g)
+        both = nl.ndarray((2, 8, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=both[c], src=t)  # each core writes its half of the rank's source
+        got = nl.ndarray((2, 8, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+        ncc.collective_permute_implicit([[both]], [[got]], RING4)
+        return out, got
 
-    err = _error(k, lnc=2)
-    assert err.rule == "not-implemented" and "LNC=1" in str(err)
+    runs = run_ranks(k, [((x,), {}) for x in xs], lnc=2)
+    for r, res in enumerate(runs):
+        out, got = res.outputs
+        for c in range(2):
+            assert np.array_equal(out[c], np.concatenate([x[c] for x in xs], axis=1))
+        assert np.array_equal(got, xs[(r - 1) % 4])
+    assert all(len(res.cores) == 2 for res in runs)
 
 
 def test_a_failing_rank_stops_the_others_waiting_in_a_collective():

@@ -1,8 +1,10 @@
 """Conformance cases: nki-library's collectives (``experimental/collectives``) over several ranks.
 
 Each case runs the kernel as ``Case.ranks`` ranks (``trnsim.nki.simulate.run_ranks``: every
-rank a launch of its own, LNC=1, with its own core, HBM and input; ``nki.collectives`` exchange
-between them). References are written here from the docstrings:
+rank a launch of its own, with its own core(s), HBM and input; ``nki.collectives`` exchange
+between them; with ``grid=(2,)`` each rank is a kernel[2] launch whose core ``c`` exchanges
+with core ``c`` of the other ranks, as the library's own tests run these kernels with LNC=2).
+References are written here from the docstrings:
 
 - ``allgather_sb2sb`` / ``allgather_sb2sb_tiled``: every rank gets ``[data_0 | data_1 | ...]``
   (the ranks' inputs concatenated along the last dim, the docstring's example);
@@ -53,11 +55,19 @@ def _fg_inputs(ranks: int, m: int, k: int, dtype, force_hbm_cc: bool):
     return make
 
 
-def _fg_ref(per_rank):
-    """The shards stacked in rank order: ``[RANK_N, 1, 1, m, K]`` (LNC=1, one channel)."""
-    shards = np.stack([args[0] for args in per_rank])
-    r, m, k = shards.shape
-    return [shards.reshape(r, 1, 1, m, k)] * r
+def _fg_ref(lnc: int = 1, channels: int = 1):
+    """The shards stacked in rank order as ``[RANK_N, a, b, m // (lnc * channels), K]``
+    (``a x b`` is ``LNC_N x CHANNEL_N`` or ``CHANNEL_N x LNC_N``: the kernel views each rank's
+    shard ``[m, K]`` as ``[a, b, m / (a b), K]`` to fill the result, so either way it is the
+    shard's rows in order; with LNC=1 one channel)."""
+
+    def ref(per_rank):
+        shards = np.stack([args[0] for args in per_rank])
+        r, m, k = shards.shape
+        split = (lnc, channels) if lnc <= channels else (channels, lnc)
+        return [shards.reshape(r, *split, m // (lnc * channels), k)] * r
+
+    return ref
 
 
 def _fgcc_inputs(ranks: int, m: int, k: int, n: int, dtype, force_hbm_cc: bool):
@@ -73,17 +83,21 @@ def _fgcc_inputs(ranks: int, m: int, k: int, n: int, dtype, force_hbm_cc: bool):
     return make
 
 
-def _fgcc_ref(per_rank):
+def _fgcc_ref(lnc: int = 1, channels: int = 1):
     """``lhs_global @ rhs_r`` in float64, rounded once to the inputs' dtype, as
-    ``[RANK_N, 1, 1, m, N_r]`` (LNC=1, one channel: the row blocks in rank order)."""
-    lhs = np.concatenate([args[0] for args in per_rank]).astype(np.float64)
-    r = len(per_rank)
-    m = per_rank[0][0].shape[0]
-    out = []
-    for args in per_rank:
-        y = (lhs @ args[1].astype(np.float64)).astype(np.float32).astype(args[1].dtype)
-        out.append(y.reshape(r, 1, 1, m, y.shape[1]))
-    return out
+    ``[RANK_N, a, b, m / (a b), N_r]`` (``_fg_ref``'s layout: the row blocks in order)."""
+
+    def ref(per_rank):
+        lhs = np.concatenate([args[0] for args in per_rank]).astype(np.float64)
+        r = len(per_rank)
+        m = per_rank[0][0].shape[0]
+        out = []
+        for args in per_rank:
+            y = (lhs @ args[1].astype(np.float64)).astype(np.float32).astype(args[1].dtype)
+            out.append(y.reshape(r, lnc, channels, m // (lnc * channels), y.shape[1]))
+        return out
+
+    return ref
 
 
 BF16_ULP = 2.0**-7
@@ -127,7 +141,7 @@ CASES: list[Case] = [
         CC + "fg_allgather.py",
         "fine_grained_allgather",
         _fg_inputs(4, 64, 256, bf16, False),
-        _fg_ref,
+        _fg_ref(),
         ranks=4,
         rtol=0.0,
         atol=0.0,
@@ -140,7 +154,7 @@ CASES: list[Case] = [
         CC + "fg_allgather.py",
         "fine_grained_allgather",
         _fg_inputs(4, 64, 256, bf16, True),
-        _fg_ref,
+        _fg_ref(),
         ranks=4,
         rtol=0.0,
         atol=0.0,
@@ -153,7 +167,7 @@ CASES: list[Case] = [
         CC + "fgcc.py",
         "allgather_compute_matmul",
         _fgcc_inputs(4, 64, 256, 256, bf16, False),
-        _fgcc_ref,
+        _fgcc_ref(),
         ranks=4,
         rtol=BF16_ULP,
         atol=2.0**-12,
@@ -166,10 +180,67 @@ CASES: list[Case] = [
         CC + "fgcc.py",
         "allgather_compute_matmul",
         _fgcc_inputs(4, 64, 256, 256, bf16, True),
-        _fgcc_ref,
+        _fgcc_ref(),
         ranks=4,
         rtol=BF16_ULP,
         atol=2.0**-12,
         notes="as allgather_compute_matmul_sbuf with force_hbm_cc (ring of shared-HBM buffers)",
+    ),
+    Case(
+        "library/fine_grained_allgather_lnc2",
+        REPO,
+        CC + "fg_allgather.py",
+        "fine_grained_allgather",
+        _fg_inputs(4, 128, 256, bf16, False),
+        _fg_ref(2, 2),
+        ranks=4,
+        grid=(2,),
+        rtol=0.0,
+        atol=0.0,
+        notes="bf16 [128, 256] shard per rank, tp_degree 4, kernel[2] ranks (as the library's "
+        "tests run it): 2 channels per core, SBUF path; core c of each rank rings with core c "
+        "of the others (trnsim's reading, nki.collectives._exchange)",
+    ),
+    Case(
+        "library/fine_grained_allgather_lnc2_hbm",
+        REPO,
+        CC + "fg_allgather.py",
+        "fine_grained_allgather",
+        _fg_inputs(4, 128, 256, bf16, True),
+        _fg_ref(2, 2),
+        ranks=4,
+        grid=(2,),
+        rtol=0.0,
+        atol=0.0,
+        notes="as fine_grained_allgather_lnc2 with force_hbm_cc: both cores of a rank ring the "
+        "rank's shared-HBM buffers",
+    ),
+    Case(
+        "library/allgather_compute_matmul_lnc2",
+        REPO,
+        CC + "fgcc.py",
+        "allgather_compute_matmul",
+        _fgcc_inputs(4, 128, 256, 256, bf16, False),
+        _fgcc_ref(2, 2),
+        ranks=4,
+        grid=(2,),
+        rtol=BF16_ULP,
+        atol=2.0**-12,
+        notes="bf16 lhs [128, 256], rhs [256, 256] per rank, tp_degree 4, kernel[2] ranks "
+        "(2 channels per core, SBUF path); tolerance: BF16_ULP",
+    ),
+    Case(
+        "library/allgather_sb2sb_tiled_lnc2",
+        REPO,
+        CC + "sb2sb_allgather.py",
+        "allgather_sb2sb_tiled",
+        _sb2sb_inputs(4, 256, 32),
+        _sb2sb_ref,
+        ranks=4,
+        grid=(2,),
+        rtol=0.0,
+        atol=0.0,
+        notes="fp32 [256, 32] per rank, 4 ranks of kernel[2]: each core all-gathers its own "
+        "128-row tile with the same core of the other ranks (the docstring's LNC sharding)",
     ),
 ]

@@ -2,8 +2,9 @@
 
 In trnsim a rank is a program of the launch (``kernel[2](...)``: ranks 0 and 1, the two
 NeuronCores of an LNC=2 logical core), or, in a multi-rank run
-(``trnsim.nki.simulate.run_ranks``), a launch of its own (its own core and HBM; LNC=1 only:
-how the two cores of an LNC=2 rank share a collective is not documented). Each call is
+(``trnsim.nki.simulate.run_ranks``), a launch of its own (its own core(s) and HBM; with LNC=2
+core ``c`` of each rank exchanges with core ``c`` of the others, see ``_exchange``: trnsim's
+reading, the docstrings do not say how the cores of a rank share a collective). Each call is
 checked and recorded on every rank (one DMA-queue instruction per src/dst pair, costed by
 ``trnsim.core.costs.collective_cost``), then the ranks exchange their sources through the
 launch or the run (as ``nki.isa.sendrecv`` does) and each writes what it receives:
@@ -59,13 +60,6 @@ def _ranks(prog: Program) -> tuple[int, int, Any]:
     world = launch.world
     if world is None:
         return launch.lnc, prog.program_id, launch
-    if launch.lnc > 1:
-        raise broken(
-            "collectives-missing",
-            f"nki.collectives in a multi-rank run of kernel[{launch.lnc}] launches: how the "
-            f"{launch.lnc} cores of a rank share one collective is not emulated by trnsim "
-            "(multi-rank runs take LNC=1 launches)",
-        )
     return world.ranks, launch.rank, world
 
 
@@ -116,21 +110,28 @@ def _pairs(srcs: Any, dsts: Any, name: str, channels: bool = False) -> list[tupl
 
 
 def _exchange(prog: Program, payload: Any, group: tuple[int, ...]) -> dict[int, Any]:
-    """Post this rank's payload, wait for every rank, and return the group's payloads."""
-    _, me, launch = _ranks(prog)
-    with launch.lock:
-        seq = launch.mailbox.get(("cc-seq", me), 0)
-        launch.mailbox[("cc-seq", me)] = seq + 1
-        launch.mailbox[("cc", seq, me)] = payload
-    launch.barrier.wait()
-    with launch.lock:
-        missing = [r for r in group if ("cc", seq, r) not in launch.mailbox]
+    """Post this rank's payload, wait for every rank, and return the group's payloads.
+
+    In a multi-rank run of LNC=2 launches every core of every rank waits (the run's barrier
+    counts them all; ``_collective`` waits once more before reading the sources, so what both
+    cores of a rank wrote to their shared HBM before the call is sent) and core ``c`` of a
+    rank exchanges with core ``c`` of the others (each core sends its own SBUF; a shared-HBM
+    operand is sent by both cores, the same values, and written twice with them)."""
+    _, me, hub = _ranks(prog)
+    core = prog.program_id if prog.launch.world is not None else 0
+    with hub.lock:
+        seq = hub.mailbox.get(("cc-seq", me, core), 0)
+        hub.mailbox[("cc-seq", me, core)] = seq + 1
+        hub.mailbox[("cc", seq, me, core)] = payload
+    hub.barrier.wait()
+    with hub.lock:
+        missing = [r for r in group if ("cc", seq, r, core) not in hub.mailbox]
         if missing:
             raise broken("collective-join", f"ranks {missing} did not join collective #{seq}")
-        got = {r: launch.mailbox[("cc", seq, r)] for r in group}
-    launch.barrier.wait()  # everyone has read: clear this rank's slot
-    with launch.lock:
-        del launch.mailbox[("cc", seq, me)]
+        got = {r: hub.mailbox[("cc", seq, r, core)] for r in group}
+    hub.barrier.wait()  # everyone has read: clear this rank's slot
+    with hub.lock:
+        del hub.mailbox[("cc", seq, me, core)]
     return got
 
 
@@ -151,6 +152,10 @@ def _collective(
         _run(op, {DST: d}, {SRC: s}, {"ranks": group, **attrs, **extra})
     core = prog.core
     core.sync()  # the data work up to here (trnsim.core.accel)
+    world = prog.launch.world
+    if world is not None and prog.launch.lnc > 1:
+        # the cores of a rank share its HBM: what both wrote before the call is sent
+        world.barrier.wait()
     payload = None
     if core.functional:
         payload = [np.array(core.read_raw(s) if raw else core.read(s)) for s, _ in pairs]

@@ -14,7 +14,8 @@ from trnsim.core.memory import View
 @dataclass
 class World:
     """The ranks of a multi-rank run (``trnsim.nki.simulate.run_ranks``): one launch per rank,
-    each on NeuronCore(s) and an HBM of its own; ``nki.collectives`` exchange between them."""
+    each on NeuronCore(s) and an HBM of its own; ``nki.collectives`` exchange between them.
+    ``barrier`` counts every program of every rank (ranks x LNC)."""
 
     ranks: int
     barrier: threading.Barrier

@@ -316,6 +316,8 @@ def run_ranks(
     """Run ``kernel`` as ``len(per_rank)`` ranks: rank ``r`` is a launch of its own (its own
     NeuronCore(s) and HBM, one thread) called with ``per_rank[r]`` (positional, keyword
     arguments); ``nki.collectives`` calls exchange between the ranks (``rank_id()`` is ``r``).
+    With LNC=2 launches (``lnc=2`` or ``kernel[2]``) core ``c`` of each rank takes part in
+    the collectives with core ``c`` of the others (``trnsim.nki.collectives._exchange``).
     Returns each rank's ``RunResult``, in rank order. Core ``i`` of rank ``r`` draws its
     stochastic-rounding stream from seed ``seed + r * lnc + i``.
 
@@ -325,7 +327,7 @@ def run_ranks(
     if n < 1:
         raise broken("launch-ranks", "run_ranks needs at least one rank")
     width = lnc or (kernel.lnc if isinstance(kernel, Kernel) else 1)
-    world = World(n, threading.Barrier(n))
+    world = World(n, threading.Barrier(n * width))
     results: list[RunResult | None] = [None] * n
     errors: list[BaseException | None] = [None] * n
 
