@@ -31,14 +31,16 @@ def _router_inputs(t: int, h: int, e: int, k: int, act: str, **kw):
     def make(rng):
         from nkilib.core.utils.common_types import RouterActFnType
 
-        while True:  # scores far enough apart that the top-K ranking is unambiguous
-            x = rng.uniform(-0.1, 0.1, (t, h)).astype(bf16)
-            w = rng.uniform(-0.1, 0.1, (h, e)).astype(bf16)
-            bias = rng.uniform(-0.1, 0.1, (1, e)).astype(bf16)
-            logits = f64(x) @ f64(w) + f64(bias)
-            top = -np.sort(-logits, axis=1)[:, : k + 1]
-            if (np.diff(-top, axis=1) > 2.0**-6 * np.abs(top[:, 1:]).max()).all():
-                break
+        w = rng.uniform(-0.1, 0.1, (h, e)).astype(bf16)
+        bias = rng.uniform(-0.1, 0.1, (1, e)).astype(bf16)
+        x = np.empty((t, h), bf16)
+        for i in range(t):  # each token redrawn until its top-K ranking is unambiguous
+            while True:  # (its K+1 best scores at least 2 bf16 ulps apart)
+                x[i] = rng.uniform(-0.1, 0.1, h).astype(bf16)
+                logits = f64(x[i]) @ f64(w) + f64(bias[0])
+                top = -np.sort(-logits)[: k + 1]
+                if (np.diff(-top) > 2.0**-6 * np.abs(top[1:]).max()).all():
+                    break
         outs = (
             np.zeros((t, e), bf16),
             np.zeros((t, e), bf16),
