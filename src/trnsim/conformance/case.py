@@ -44,6 +44,11 @@ class Case:
     out_args: the positions of arguments the kernel writes as its outputs (an output buffer
         passed in, nki-library's ``output.must_alias_input``): the outputs compared are those
         arguments after the run (one array, or a tuple), not the kernel's return value.
+    caller: optional ``caller(kernel)``: a kernel written here that calls the library's
+        (unmodified) ``kernel`` the way the library's own tests do, for subkernels whose
+        contract needs state made inside the launch: an SBUF manager of the program's own, or
+        inputs and outputs already in SBUF (the caller DMAs them from and to the HBM arguments).
+        Each LNC program runs the caller afresh, so nothing mutable is shared between programs.
     notes: why these shapes, tolerance, anything unusual.
     """
 
@@ -61,4 +66,5 @@ class Case:
     target: str = "gen4"
     decode: Callable[[Any], Any] | None = None
     out_args: tuple[int, ...] = ()
+    caller: Callable[[Any], Any] | None = None
     notes: str = ""

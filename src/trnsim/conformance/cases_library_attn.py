@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim.conformance.case import Call, Case
+from trnsim.conformance.refs import bf16, f64, randn
 
 REPO = "nki-library"
 ATTN = "src/nkilib_src/nkilib/core/attention/"
@@ -62,6 +63,8 @@ def _mask_ref(
 def _mask_inputs(bs, q_head, s_active, s_prior, swa: int = 0, active: bool = False, **kw):
     def make(rng):
         cache = rng.integers(1, s_prior - s_active, size=bs)
+        if swa:  # batch 0 early enough that its windows wrap around the cache
+            cache[0] = rng.integers(1, swa - s_active)
         if swa:  # per-query windows as the design spec draws them: [pos - W + 1, pos) mod len
             pos = (cache[:, None] + np.arange(s_active)[None]).astype(np.float32)
             start = np.mod(pos - swa + 1, s_prior).astype(np.float32)
@@ -148,5 +151,360 @@ CASES: list[Case] = [
         s_active=3,
         s_prior=512,
         active=True,
+    ),
+]
+
+
+# ---- attention_tkg ---------------------------------------------------------------------------
+
+
+def _attn_caller(kernel):
+    """``attention_tkg``'s caller (its contract, as the library's tests call it): an SBUF
+    manager over the whole SBUF but 16 KiB with one scope open; with ``qk_in_sb`` the HBM q and
+    k_active are first copied to SBUF tiles of the same shapes; with ``out_in_sb`` /
+    ``k_out_in_sb`` the kernel writes SBUF tiles that are then copied to the HBM outputs."""
+
+    def attention_tkg_caller(
+        q,
+        k_active,
+        v_active,
+        k_prior,
+        v_prior,
+        mask,
+        out,
+        cfg,
+        inv_freqs=None,
+        rope_pos_ids=None,
+        start_pos_ids=None,
+        sink=None,
+        active_blocks_table=None,
+        k_out=None,
+    ):
+        import nki.isa as nisa
+        import nki.language as nl
+        from nkilib.core.utils.allocator import SbufManager
+        from nkilib.core.utils.logging import Logger
+
+        sbm = SbufManager(0, nl.tile_size.total_available_sbuf_size - 16 * 1024, Logger("SBM"))
+        sbm.open_scope()
+
+        def to_sbuf(t):
+            t_sb = sbm.alloc_stack(t.shape, dtype=t.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(t_sb, t)
+            return t_sb
+
+        if cfg.qk_in_sb:
+            q, k_active = to_sbuf(q), to_sbuf(k_active)
+        out_k = sbm.alloc_stack(out.shape, dtype=out.dtype) if cfg.out_in_sb else out
+        k_out_k = k_out
+        if k_out is not None and cfg.k_out_in_sb:
+            k_out_k = sbm.alloc_stack(k_out.shape, dtype=k_out.dtype)
+        kernel(
+            q,
+            k_active,
+            v_active,
+            k_prior,
+            v_prior,
+            mask,
+            out_k,
+            cfg,
+            sbm,
+            inv_freqs,
+            rope_pos_ids,
+            start_pos_ids,
+            sink,
+            active_blocks_table,
+            k_out_k,
+        )
+        if cfg.out_in_sb:
+            nisa.dma_copy(out, out_k)
+        if k_out is not None and cfg.k_out_in_sb:
+            nisa.dma_copy(k_out, k_out_k)
+        sbm.close_scope()
+
+    return attention_tkg_caller
+
+
+def _reduce_angle(emb: np.ndarray, shift: float) -> np.ndarray:
+    """``((emb + shift) % 2pi) - pi`` in fp32 steps, as ``_rope`` documents it (``_modulo``:
+    ``q = round(x / y - 0.5)``, ``x - q * y``): the argument the sine sees."""
+    f32 = np.float32
+    two_pi = f32(2.0 * np.pi)
+    x = emb + f32(shift)
+    q = np.round(x * f32(1.0 / (2.0 * np.pi)) + f32(-0.5))
+    return (x - q * two_pi) + f32(-np.pi)
+
+
+def _rope(x: np.ndarray, pos: np.ndarray, inv_freqs: np.ndarray, rot_dtype=np.float32):
+    """Rotate-half RoPE of ``x[B, N, s_active, d]`` at positions ``pos[B, s_active]``
+    (``_apply_rope`` / ``_rope`` docstrings), in fp32: angle ``inv_freqs[i] * pos`` for
+    i < d/2, repeated for the second half; sin and cos (as sin of angle + pi/2) of the
+    range-reduced angle; ``x * cos + cat(-x2, x1) * sin``. ``_apply_rope`` keeps
+    ``cat(-x2, x1) * sin`` in a tile of x's dtype: fp32 for x loaded from HBM, x's own
+    (``rot_dtype``) for x given in SBUF."""
+    d = x.shape[-1]
+    emb = inv_freqs[:, 0][None, None, :] * pos[:, :, None].astype(np.float32)  # fp32
+    emb = np.concatenate([emb, emb], axis=-1)[:, None]  # [B, 1, s_active, d]
+    sin = np.sin(f64(_reduce_angle(emb, np.pi))).astype(np.float32)
+    cos = np.sin(f64(_reduce_angle(emb, 1.5 * np.pi))).astype(np.float32)
+    x = np.asarray(x).astype(np.float32)
+    rot = np.concatenate([-x[..., d // 2 :], x[..., : d // 2]], axis=-1)
+    return x * cos + (rot * sin).astype(rot_dtype).astype(np.float32)
+
+
+def _attn_tkg_ref(
+    q,
+    k_active,
+    v_active,
+    k_prior,
+    v_prior,
+    mask,
+    out,
+    cfg,
+    inv_freqs=None,
+    rope_pos_ids=None,
+    start_pos_ids=None,
+    sink=None,
+    active_blocks_table=None,
+    k_out=None,
+    **_,
+):
+    io = q.dtype
+    b, h, sa, s, d = cfg.bs, cfg.q_head, cfg.s_active, cfg.curr_sprior, cfg.d_head
+    if cfg.qk_in_sb:  # [d, B*H*s_active] and [d, B*s_active] -> [B, N, s_active, d]
+        q = q.reshape(d, b, h, sa).transpose(1, 2, 3, 0)
+        k_active = k_active.reshape(d, b, 1, sa).transpose(1, 2, 3, 0)
+    if cfg.fuse_rope:  # RoPE'd (fp32) into io-dtype SBUF tiles; then q *= 1/sqrt(d)
+        rot = io if cfg.qk_in_sb else np.float32
+        qr = _rope(q, rope_pos_ids, inv_freqs, rot).astype(io)
+        qs = (f64(qr) * (1 / np.sqrt(d))).astype(io)  # "Q is scaled with 1/sqrt(d_head)"
+        kr = _rope(k_active, rope_pos_ids, inv_freqs, rot).astype(io)  # [B, 1, s_active, d]
+    else:  # "Q is scaled with 1/sqrt(d_head) iff. cfg.fuse_rope"
+        qs, kr = q, k_active
+    k_new = f64(kr)[:, 0]
+    kp = f64(k_prior)[:b, 0]
+    kk = kp[:, :s] if cfg.tp_k_prior else kp[:, :, :s].transpose(0, 2, 1)  # [B, s, d]
+    vv = f64(v_prior)[:b, 0, :s].copy()
+    kk = kk.copy()
+    kk[:, s - sa :] = k_new  # active tokens sit at the end of the prior buffer
+    vv[:, s - sa :] = f64(v_active)[:, 0]
+    if cfg.use_pos_id:  # prior mask from positions, the given active mask on the last s_active
+        tok = np.arange(s)[:, None, None, None]
+        if start_pos_ids is None:  # gen_mask_tkg: token < the batch's (first) position
+            m = tok < rope_pos_ids[None, :, None, :1]
+        else:  # per-query window [start, end), wrapping when start > end
+            st, en = start_pos_ids[None, :, None, :], rope_pos_ids[None, :, None, :]
+            m = np.where(st <= en, (tok >= st) & (tok < en), (tok >= st) | (tok < en))
+        m = np.broadcast_to(m, (s, b, h, sa)).copy()
+        m[s - sa :] = mask.astype(bool)
+    else:
+        m = mask.astype(bool)
+    scores = np.einsum("btd,bhad->bhta", kk, f64(qs))
+    scores = np.where(m.transpose(1, 2, 0, 3), scores, -np.inf)
+    if sink is not None:  # one more logit per head
+        sk = np.broadcast_to(f64(sink).reshape(1, h, 1, 1), (b, h, 1, sa))
+        scores = np.concatenate([scores, sk], axis=2)
+    # scores in fp32 (PSUM); exp(score - max) written to an io-dtype tile that both the sum
+    # and the PV matmul read; the PV sums (fp32) are scaled by 1 / sum
+    scores = f64(scores.astype(np.float32))
+    p = f64(np.exp(scores - scores.max(axis=2, keepdims=True)).astype(io))
+    o = np.einsum("bhta,btd->bhda", p[:, :, :s], vv) / p.sum(axis=2)[:, :, None]
+    o = o.astype(io)  # [B, H, d, s_active]
+    if cfg.out_in_sb:  # [d, B*H*s_active]
+        o = o.transpose(2, 0, 1, 3).reshape(d, b * h * sa)
+    if not cfg.fuse_rope:
+        return o
+    k_o = kr.transpose(0, 1, 3, 2)  # k_out [B, 1, d, s_active]
+    if cfg.k_out_in_sb:  # [d, B*s_active]
+        k_o = k_o[:, 0].transpose(1, 0, 2).reshape(d, b * sa)
+    return o, k_o
+
+
+def _attn_tkg_inputs(b, h, sa, s, full, d, dtype=bf16, sink=False, swa=0, **flags):
+    def make(rng):
+        from nkilib.core.attention.attention_tkg_utils import AttnTKGConfig
+
+        cfg = AttnTKGConfig(b, h, sa, s, full, d, 0, **flags)
+        if cfg.qk_in_sb:  # the caller copies them to SBUF as they are
+            q = randn(rng, (d, b * h * sa), dtype)
+            k_active = randn(rng, (d, b * sa), dtype)
+        else:
+            q = randn(rng, (b, h, sa, d), dtype)
+            k_active = randn(rng, (b, 1, sa, d), dtype)
+        v_active = randn(rng, (b, 1, sa, d), dtype)
+        kshape = (b, 1, full, d) if cfg.tp_k_prior else (b, 1, d, full)
+        k_prior = randn(rng, kshape, dtype)
+        v_prior = randn(rng, (b, 1, full, d), dtype)
+        pos = rng.integers(1, s - sa, size=b)
+        if swa:  # batch 0 early enough that its windows wrap around the cache
+            pos[0] = rng.integers(1, swa - sa)
+        rope_pos = (pos[:, None] + np.arange(sa)[None]).astype(np.float32)  # token a at pos + a
+        start_pos = None
+        if swa:  # windows of swa tokens in the circular cache (wrap for early positions)
+            start_pos = np.mod(rope_pos - swa + 1, s).astype(np.float32)
+        causal = (np.arange(sa)[:, None] <= np.arange(sa)[None]).astype(np.uint8)  # key <= query
+        if cfg.use_pos_id:
+            mask = np.ascontiguousarray(np.broadcast_to(causal[:, None, None], (sa, b, h, sa)))
+        else:  # pre-generated [s_prior, B, H, s_active], tokens in order
+            tok = np.arange(s)[:, None, None, None]
+            mask = np.broadcast_to(tok < pos[None, :, None, None], (s, b, h, sa)).astype(np.uint8)
+            mask[s - sa :] = causal[:, None, None]
+        inv_freqs = rng.random((d // 2, 1)).astype(np.float32) if cfg.fuse_rope else None
+        out = np.zeros((d, b * h * sa) if cfg.out_in_sb else (b, h, d, sa), dtype)
+        k_out = None
+        if cfg.fuse_rope:
+            k_out = np.zeros((d, b * sa) if cfg.k_out_in_sb else (b, 1, d, sa), dtype)
+        sk = randn(rng, (h, 1), np.float32) if sink else None
+        args = (
+            q,
+            k_active,
+            v_active,
+            k_prior,
+            v_prior,
+            mask,
+            out,
+            cfg,
+            inv_freqs,
+            rope_pos,
+            start_pos,
+            sk,
+            None,
+            k_out,
+        )
+        return Call(args)
+
+    return make
+
+
+def _attn_case(name, notes, lnc=1, rtol=0.0, atol=0.0, **shape) -> Case:
+    fuse = shape.get("fuse_rope", False)
+    return Case(
+        name,
+        REPO,
+        ATTN + "attention_tkg.py",
+        "attention_tkg",
+        _attn_tkg_inputs(**shape),
+        _attn_tkg_ref,
+        grid=(lnc,) if lnc > 1 else None,
+        out_args=(6, 13) if fuse else (6,),
+        caller=_attn_caller,
+        rtol=rtol,
+        atol=atol,
+        notes=notes,
+    )
+
+
+BF16_ULP = 2.0**-7  # one bf16 ulp relative to the binade's lower end
+_ATTN_TOL = (
+    "The reference replays the kernel's documented roundings: RoPE in fp32 with the range "
+    "reduction _rope documents, q and k rounded to bf16 (q then scaled by 1/sqrt(d) into bf16), "
+    "scores in fp32, exp(score - max) into a bf16 tile that the sum and the PV matmul read, "
+    "(P V) / sum rounded to bf16; it matches bit for bit on seeds 0-2. Tolerance: one bf16 ulp "
+    "(the hardware's exp/sin last bits and fp32 sum order are unspecified), plus 2^-14 "
+    "absolute (s_prior terms |p v| <= 4 summed in fp32: 256 * 4 * 2^-24)."
+)
+COMMON = dict(b=2, h=2, sa=3, s=256, full=512, d=64, rtol=BF16_ULP, atol=2.0**-14)
+
+
+def _attn(name, notes, **kw) -> Case:
+    return _attn_case(name, notes + ". " + _ATTN_TOL, **{**COMMON, **kw})
+
+
+CASES += [
+    _attn(
+        "library/attention_tkg",
+        "bf16 B=2 H=2 s_active=3 s_prior=256 (cache buffer 512) d=64; fused RoPE, mask made "
+        "from position ids, K prior [B, 1, s, d]",
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+    ),
+    _attn(
+        "library/attention_tkg_k_dT",
+        "as library/attention_tkg with K prior [B, 1, d, s] (tp_k_prior=False)",
+        tp_k_prior=False,
+        use_pos_id=True,
+        fuse_rope=True,
+    ),
+    _attn(
+        "library/attention_tkg_mask_in",
+        "pre-generated mask [s_prior, B, H, s_active] (use_pos_id=False)",
+        tp_k_prior=True,
+        use_pos_id=False,
+        fuse_rope=True,
+    ),
+    _attn(
+        "library/attention_tkg_sink",
+        "with an attention sink [H, 1] (one more logit per head in the softmax)",
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+        sink=True,
+    ),
+    _attn(
+        "library/attention_tkg_swa",
+        "sliding window of 64 tokens (start_pos_ids; windows wrap for early positions)",
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+        swa=64,
+    ),
+    _attn(
+        "library/attention_tkg_nonstrided",
+        "strided_mm1=False (K tiles of consecutive tokens)",
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+        strided_mm1=False,
+    ),
+    _attn(
+        "library/attention_tkg_d128_sa1",
+        "d=128, s_active=1, B=4, H=4, s_prior=512",
+        b=4,
+        h=4,
+        sa=1,
+        s=512,
+        full=512,
+        d=128,
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+        atol=2.0**-13,
+    ),
+    _attn(
+        "library/attention_tkg_lnc2",
+        "LNC=2, s_prior sharded (B=2, B*H*s_active <= 128, s_prior >= 256)",
+        lnc=2,
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+    ),
+    _attn(
+        "library/attention_tkg_qk_sb",
+        "q, k_active given in SBUF without RoPE (qk_in_sb; q unscaled), mask made in-kernel",
+        tp_k_prior=True,
+        use_pos_id=True,
+        qk_in_sb=True,
+    ),
+    _attn(
+        "library/attention_tkg_all_sb",
+        "q, k in SBUF, fused RoPE, out and k_out left in SBUF ([d, B*H*s_active], [d, B*s_active])",
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+        qk_in_sb=True,
+        k_out_in_sb=True,
+        out_in_sb=True,
+    ),
+    _attn(
+        "library/attention_tkg_lnc2_batch",
+        "LNC=2, batch sharded (s_prior=128 < 256; fused RoPE needs an unsharded batch, so q, k in "
+        "SBUF without RoPE)",
+        lnc=2,
+        s=128,
+        full=256,
+        tp_k_prior=True,
+        use_pos_id=True,
+        qk_in_sb=True,
     ),
 ]
