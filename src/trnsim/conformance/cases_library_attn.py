@@ -282,10 +282,14 @@ def _attn_tkg_ref(
     else:  # "Q is scaled with 1/sqrt(d_head) iff. cfg.fuse_rope"
         qs, kr = q, k_active
     k_new = f64(kr)[:, 0]
-    kp = f64(k_prior)[:b, 0]
-    kk = kp[:, :s] if cfg.tp_k_prior else kp[:, :, :s].transpose(0, 2, 1)  # [B, s, d]
-    vv = f64(v_prior)[:b, 0, :s].copy()
-    kk = kk.copy()
+    if active_blocks_table is not None:  # batch b's token i*block_len + j: block table[b, i]
+        kk = f64(k_prior)[active_blocks_table.astype(np.int64)].reshape(b, s, d)
+        vv = f64(v_prior)[active_blocks_table.astype(np.int64)].reshape(b, s, d)
+    else:
+        kp = f64(k_prior)[:b, 0]
+        kk = kp[:, :s] if cfg.tp_k_prior else kp[:, :, :s].transpose(0, 2, 1)  # [B, s, d]
+        vv = f64(v_prior)[:b, 0, :s].copy()
+        kk = kk.copy()
     kk[:, s - sa :] = k_new  # active tokens sit at the end of the prior buffer
     vv[:, s - sa :] = f64(v_active)[:, 0]
     if cfg.use_pos_id:  # prior mask from positions, the given active mask on the last s_active
@@ -320,11 +324,11 @@ def _attn_tkg_ref(
     return o, k_o
 
 
-def _attn_tkg_inputs(b, h, sa, s, full, d, dtype=bf16, sink=False, swa=0, **flags):
+def _attn_tkg_inputs(b, h, sa, s, full, d, dtype=bf16, sink=False, swa=0, block_len=0, **flags):
     def make(rng):
         from nkilib.core.attention.attention_tkg_utils import AttnTKGConfig
 
-        cfg = AttnTKGConfig(b, h, sa, s, full, d, 0, **flags)
+        cfg = AttnTKGConfig(b, h, sa, s, full, d, block_len, **flags)
         if cfg.qk_in_sb:  # the caller copies them to SBUF as they are
             q = randn(rng, (d, b * h * sa), dtype)
             k_active = randn(rng, (d, b * sa), dtype)
@@ -332,9 +336,17 @@ def _attn_tkg_inputs(b, h, sa, s, full, d, dtype=bf16, sink=False, swa=0, **flag
             q = randn(rng, (b, h, sa, d), dtype)
             k_active = randn(rng, (b, 1, sa, d), dtype)
         v_active = randn(rng, (b, 1, sa, d), dtype)
-        kshape = (b, 1, full, d) if cfg.tp_k_prior else (b, 1, d, full)
-        k_prior = randn(rng, kshape, dtype)
-        v_prior = randn(rng, (b, 1, full, d), dtype)
+        table = None
+        if block_len:  # a cache of full // block_len blocks per batch, in shuffled order
+            n_blocks = b * full // block_len
+            k_prior = randn(rng, (n_blocks, block_len, d), dtype)
+            v_prior = randn(rng, (n_blocks, block_len, d), dtype)
+            table = rng.permutation(n_blocks)[: b * s // block_len].reshape(b, -1)
+            table = table.astype(np.uint32)
+        else:
+            kshape = (b, 1, full, d) if cfg.tp_k_prior else (b, 1, d, full)
+            k_prior = randn(rng, kshape, dtype)
+            v_prior = randn(rng, (b, 1, full, d), dtype)
         pos = rng.integers(1, s - sa, size=b)
         if swa:  # batch 0 early enough that its windows wrap around the cache
             pos[0] = rng.integers(1, swa - sa)
@@ -368,7 +380,7 @@ def _attn_tkg_inputs(b, h, sa, s, full, d, dtype=bf16, sink=False, swa=0, **flag
             rope_pos,
             start_pos,
             sk,
-            None,
+            table,
             k_out,
         )
         return Call(args)
@@ -495,6 +507,28 @@ CASES += [
         qk_in_sb=True,
         k_out_in_sb=True,
         out_in_sb=True,
+    ),
+    _attn(
+        "library/attention_tkg_block_kv",
+        "block KV cache: 16-token blocks [n_blocks, 16, d] picked by a shuffled active blocks "
+        "table [B, 16] (needs q, k in SBUF, K not strided)",
+        block_len=16,
+        tp_k_prior=True,
+        strided_mm1=False,
+        use_pos_id=True,
+        qk_in_sb=True,
+    ),
+    _attn(
+        "library/attention_tkg_block_kv_rope",
+        "block KV cache with fused RoPE, 32-token blocks, s_prior=512",
+        s=512,
+        full=512,
+        block_len=32,
+        tp_k_prior=True,
+        strided_mm1=False,
+        use_pos_id=True,
+        qk_in_sb=True,
+        fuse_rope=True,
     ),
     _attn(
         "library/attention_tkg_lnc2_batch",
