@@ -590,3 +590,155 @@ CASES += [
         qk_in_sb=True,
     ),
 ]
+
+
+# ---- attention_block_tkg (experimental/transformer) --------------------------------------------
+
+BLOCK = "src/nkilib_src/nkilib/experimental/transformer/attention_block_tkg.py"
+
+
+def _rope_halves(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """``RoPE_sbuf`` (contiguous halves) on ``x[..., d]`` with ``cos``/``sin`` [..., d/2]:
+    ``out1 = x1 cos - x2 sin``, ``out2 = x2 cos + x1 sin``, each product and each sum
+    rounded to x's dtype (its docstring's formula; the intermediates are x-dtype tiles)."""
+    io = x.dtype
+    h = x.shape[-1] // 2
+    x1, x2 = f64(x[..., :h]), f64(x[..., h:])
+    c, s = f64(cos), f64(sin)
+
+    def r(v):
+        return f64(v.astype(io))
+
+    o1 = r(r(x1 * c) - r(x2 * s))
+    o2 = r(r(x2 * c) + r(x1 * s))
+    return np.concatenate([o1, o2], axis=-1).astype(io)
+
+
+def _qkv_tkg(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``qkv_tkg``'s projection ``x[BxS, H] @ w[H, I]`` as its ``_process_h_block`` /
+    ``_accumulate_psum_to_output`` docstrings describe it: H viewed as (128, H1) (h = h0 * H1 +
+    h1); with B*S <= 32 the PE array is tiled 4 ways (``array_tiling_factor``), tile f summing
+    (fp32) the h1 = f mod 4 slices; the output tile (x's dtype) starts at zero and each tile's
+    sum is added to it in turn, rounding each time. One H block (H <= 2048), LNC 1, no bias."""
+    io = x.dtype
+    bxs, hid = x.shape
+    h1 = hid // 128
+    assert hid <= 2048 and bxs <= 32, "the reference models one H block and 32-wide tiling"
+    factor = 4 if h1 % 4 == 0 else 1
+    xs = f64(x).reshape(bxs, 128, h1)
+    ws = f64(w).reshape(128, h1, -1)
+    out = np.zeros((bxs, w.shape[1]), io)
+    for f in range(factor):
+        part = np.einsum("bpk,pki->bi", xs[:, :, f::factor], ws[:, f::factor]).astype(np.float32)
+        out = (f64(out) + f64(part)).astype(io)
+    return out
+
+
+def _block_ref(X, W_qkv, cos, sin, K_cache, V_cache, attention_mask, **kw):
+    """The docstring's pseudocode, stages 1-3 (no norms, no cache update, no projection):
+    QKV = X @ W_qkv (``_qkv_tkg``); Q heads, K, V split in that order;
+    RoPE on Q and K; Q *= 1/sqrt(d) (into X's dtype); attention_tkg with K/V cache
+    [B, 1, S_max_ctx, d] whose last S_tkg of S_ctx positions are the new K, V. Returns the
+    kernel's (out [B, q_heads, d, S_tkg], K_out [d, B, S_tkg], V_out [B, 1, S_tkg, d])."""
+    io = X.dtype
+    b, st, _ = X.shape
+    d = K_cache.shape[-1]
+    s_ctx = attention_mask.shape[0]
+    qh = W_qkv.shape[1] // d - 2
+    qkv = _qkv_tkg(X.reshape(b * st, -1), W_qkv).reshape(b, st, qh + 2, d)
+    cs = cos.transpose(1, 2, 0)[:, :, None]  # [B, S_tkg, 1, d/2]
+    sn = sin.transpose(1, 2, 0)[:, :, None]
+    q = _rope_halves(qkv[:, :, :qh], cs, sn)  # [B, S_tkg, qh, d]
+    k = _rope_halves(qkv[:, :, qh : qh + 1], cs, sn)[:, :, 0]  # [B, S_tkg, d]
+    v = qkv[:, :, qh + 1]
+    qs = (f64(q) * (1 / np.sqrt(d))).astype(io)
+    kk = f64(K_cache)[:, 0, :s_ctx].copy()
+    vv = f64(V_cache)[:, 0, :s_ctx].copy()
+    kk[:, s_ctx - st :] = f64(k)
+    vv[:, s_ctx - st :] = f64(v)
+    scores = np.einsum("btd,bahd->bhta", kk, f64(qs))
+    scores = np.where(attention_mask.astype(bool).transpose(1, 2, 0, 3), scores, -np.inf)
+    scores = f64(scores.astype(np.float32))
+    p = f64(np.exp(scores - scores.max(axis=2, keepdims=True)).astype(io))
+    o = (np.einsum("bhta,btd->bhda", p, vv) / p.sum(axis=2)[:, :, None]).astype(io)
+    return o, k.transpose(2, 0, 1), v[:, None]
+
+
+def _block_inputs(b, st, hid, qh, d, s_ctx, s_max):
+    def make(rng):
+        from nkilib.core.utils.common_types import QuantizationType
+
+        x = rng.uniform(-1, 1, (b, st, hid)).astype(bf16)
+        w = (rng.standard_normal((hid, (qh + 2) * d)) / np.sqrt(hid)).astype(bf16)
+        cos = rng.uniform(-1, 1, (d // 2, b, st)).astype(bf16)
+        sin = rng.uniform(-1, 1, (d // 2, b, st)).astype(bf16)
+        k_cache = rng.uniform(-1, 1, (b, 1, s_max, d)).astype(bf16)
+        v_cache = rng.uniform(-1, 1, (b, 1, s_max, d)).astype(bf16)
+        pos = rng.integers(1, s_ctx - st, size=b)
+        tok = np.arange(s_ctx)[:, None, None, None]
+        mask = np.broadcast_to(tok < pos[None, :, None, None], (s_ctx, b, qh, st)).astype(np.uint8)
+        mask[s_ctx - st :] = (np.arange(st)[:, None] <= np.arange(st)[None])[:, None, None]
+        none = QuantizationType.NONE
+        kw = dict(
+            X=x,
+            X_hidden_dim_actual=None,
+            rmsnorm_X_enabled=False,
+            rmsnorm_X_eps=None,
+            rmsnorm_X_gamma=None,
+            W_qkv=w,
+            bias_qkv=None,
+            quantization_type_qkv=none,
+            weight_dequant_scale_qkv=None,
+            input_dequant_scale_qkv=None,
+            rmsnorm_QK_pre_rope_enabled=False,
+            rmsnorm_QK_pre_rope_eps=1e-5,
+            rmsnorm_QK_pre_rope_W_Q=None,
+            rmsnorm_QK_pre_rope_W_K=None,
+            cos=cos,
+            sin=sin,
+            rope_contiguous_layout=True,
+            rmsnorm_QK_post_rope_enabled=False,
+            rmsnorm_QK_post_rope_eps=1e-5,
+            rmsnorm_QK_post_rope_W_Q=None,
+            rmsnorm_QK_post_rope_W_K=None,
+            K_cache_transposed=False,
+            active_blocks_table=None,
+            K_cache=k_cache,
+            V_cache=v_cache,
+            attention_mask=mask,
+            sink=None,
+            update_cache=False,
+            kv_cache_update_idx=None,
+            W_out=None,
+            bias_out=None,
+            quantization_type_out=none,
+            weight_dequant_scale_out=None,
+            input_dequant_scale_out=None,
+            transposed_out=False,
+            out_in_sb=False,
+        )
+        return Call((), kw)
+
+    return make
+
+
+CASES += [
+    Case(
+        "library/attention_block_tkg",
+        REPO,
+        BLOCK,
+        "attention_block_tkg",
+        _block_inputs(b=2, st=2, hid=512, qh=4, d=64, s_ctx=256, s_max=512),
+        _block_ref,
+        rtol=BF16_ULP,
+        atol=256 * 4 * 2.0**-24,
+        notes="bf16 B=2 S_tkg=2 H=512 q_heads=4 d=64 S_ctx=256 (cache 512): QKV projection, "
+        "RoPE from given cos/sin, attention over the K/V cache; no norms, no cache update, no "
+        "output projection. The reference replays the documented roundings (QKV in bf16, "
+        "RoPE's bf16 products and sums, q/sqrt(d), attention as in library/attention_tkg); "
+        "tolerance as there: one bf16 ulp plus S_ctx * 4 * 2^-24 absolute. Outcome "
+        "external here: the package's __init__ (experimental/transformer/__init__.py) imports "
+        "transformer_tkg_torch, which imports torch; with that import stubbed "
+        "(tests/test_conf_attn.py) the kernel matches the reference bit for bit.",
+    ),
+]
