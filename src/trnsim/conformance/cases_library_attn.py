@@ -338,7 +338,10 @@ def _attn_tkg_ref(
     # and the PV matmul read; the PV sums (fp32) are scaled by 1 / sum
     scores = f64(scores.astype(np.float32))
     if s <= FA_TILE:
-        p = f64(np.exp(scores - scores.max(axis=2, keepdims=True)).astype(io))
+        mx = scores.max(axis=2, keepdims=True)
+        p = f64(np.exp(scores - mx).astype(io))
+        if sink is not None:  # the sink's exp(sink - max) joins the fp32 sum unrounded
+            p[:, :, s:] = np.exp(f64((scores[:, :, s:] - mx).astype(np.float32))).astype(np.float32)
         o = np.einsum("bhta,btd->bhda", p[:, :, :s], vv) / p.sum(axis=2)[:, :, None]
     else:
         o = _flash(scores, vv, io)
@@ -436,25 +439,28 @@ def _attn_case(name, notes, lnc=1, rtol=0.0, atol=0.0, **shape) -> Case:
 
 
 BF16_ULP = 2.0**-7  # one bf16 ulp relative to the binade's lower end
+F32_ULP = 2.0**-23
 _ATTN_TOL = (
     "The reference replays the kernel's documented roundings: RoPE in fp32 with the range "
     "reduction _rope documents (rotate_half * sin kept in q's dtype when q is given in SBUF), "
-    "q and k rounded to bf16 (q then scaled by 1/sqrt(d) into bf16), scores in fp32, "
-    "exp(score - max) into a bf16 tile that the sum and the PV matmul read, (P V) / sum "
-    "rounded to bf16 (flash attention: per-tile running max, sum and output rescaled in fp32); "
-    "it matches bit for bit on most draws. Tolerance: one bf16 ulp relative (the hardware's "
-    "exp/sin last bits are unspecified) plus s_prior * 4 * 2^-24 absolute: the fp32 PV sum's "
-    "order is unspecified, s_prior terms whose |p v| / sum(p) add up to at most max|v| ~ 4 "
-    "(normal draws) give at most that much apart, which matters only where the weighted "
-    "average cancels to near zero"
+    "q and k rounded to the io dtype (q then scaled by 1/sqrt(d) into it), scores in fp32, "
+    "exp(score - max) into an io-dtype tile that the sum and the PV matmul read, a sink's "
+    "exp(sink - max) added to that sum in fp32, (P V) / sum rounded to the io dtype (flash "
+    "attention: per-tile running max, sum and output rescaled in fp32); bf16 cases match bit "
+    "for bit on seeds 0-2. Tolerance: one ulp of the io dtype relative (the hardware's exp/sin "
+    "last bits are unspecified) plus s_prior * 4 * 2^-24 absolute: the fp32 PV sum's order is "
+    "unspecified, s_prior terms whose |p v| / sum(p) add up to at most max|v| ~ 4 (normal "
+    "draws) give at most that much apart, which matters only where the weighted average "
+    "cancels to near zero"
 )
 COMMON = dict(b=2, h=2, sa=3, s=256, full=512, d=64)
 
 
 def _attn(name, notes, **kw) -> Case:
     shape = {**COMMON, **kw}
+    ulp = F32_ULP if shape.get("dtype") == np.float32 else BF16_ULP  # one ulp of the output
     return _attn_case(
-        name, notes + ". " + _ATTN_TOL, rtol=BF16_ULP, atol=shape["s"] * 4 * 2.0**-24, **shape
+        name, notes + ". " + _ATTN_TOL, rtol=ulp, atol=shape["s"] * 4 * 2.0**-24, **shape
     )
 
 
@@ -577,6 +583,40 @@ CASES += [
         use_pos_id=True,
         qk_in_sb=True,
         fuse_rope=True,
+    ),
+    _attn(
+        "library/attention_tkg_fp32_sink",
+        "fp32 q, K, V with a sink, B=4 H=4 s_active=1 (the library's fp32 sink tests); every "
+        "rounding above is then to fp32",
+        b=4,
+        h=4,
+        sa=1,
+        dtype=np.float32,
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+        sink=True,
+    ),
+    _attn(
+        "library/attention_tkg_lnc2_sink",
+        "LNC=2, s_prior sharded, with a sink (the max and sum are exchanged between the cores)",
+        lnc=2,
+        s=512,
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+        sink=True,
+    ),
+    _attn(
+        "library/attention_tkg_lnc2_block_kv",
+        "LNC=2, s_prior sharded, block KV cache (16-token blocks, s_prior=512)",
+        lnc=2,
+        s=512,
+        block_len=16,
+        tp_k_prior=True,
+        strided_mm1=False,
+        use_pos_id=True,
+        qk_in_sb=True,
     ),
     _attn(
         "library/attention_tkg_lnc2_batch",
