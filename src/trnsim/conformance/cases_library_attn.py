@@ -654,12 +654,25 @@ def _rope_halves(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return np.concatenate([o1, o2], axis=-1).astype(io)
 
 
-def _qkv_tkg(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _qkv_tkg(x: np.ndarray, w: np.ndarray, lnc: int = 1) -> np.ndarray:
     """``qkv_tkg``'s projection ``x[BxS, H] @ w[H, I]`` as its ``_process_h_block`` /
     ``_accumulate_psum_to_output`` docstrings describe it: H viewed as (128, H1) (h = h0 * H1 +
     h1); with B*S <= 32 the PE array is tiled 4 ways (``array_tiling_factor``), tile f summing
     (fp32) the h1 = f mod 4 slices; the output tile (x's dtype) starts at zero and each tile's
-    sum is added to it in turn, rounding each time. One H block (H <= 2048), LNC 1, no bias."""
+    sum is added to it in turn, rounding each time. With LNC=2 each core does this over its
+    contiguous half of H (``_input_load``: H as (shards, 128, H1 / shards)) and the two
+    results are added (``_compute_qkv_i_block``: sendrecv, then add, rounding). One H block
+    per core (H <= 2048), no bias."""
+    if lnc > 1:
+        half = x.shape[1] // lnc
+        parts = [
+            _qkv_tkg(x[:, c * half : (c + 1) * half], w[c * half : (c + 1) * half])
+            for c in range(lnc)
+        ]
+        out = parts[0]
+        for part in parts[1:]:
+            out = (f64(out) + f64(part)).astype(x.dtype)
+        return out
     io = x.dtype
     bxs, hid = x.shape
     h1 = hid // 128
@@ -674,7 +687,27 @@ def _qkv_tkg(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
-def _block_ref(X, W_qkv, cos, sin, K_cache, V_cache, attention_mask, **kw):
+def _block_ref_lnc(lnc: int):
+    def ref(*args, **kw):
+        return _block_ref(*args, lnc=lnc, **kw)
+
+    return ref
+
+
+def _block_ref(
+    X,
+    W_qkv,
+    cos,
+    sin,
+    K_cache,
+    V_cache,
+    attention_mask,
+    update_cache=False,
+    kv_cache_update_idx=None,
+    W_out=None,
+    lnc=1,
+    **kw,
+):
     """The docstring's pseudocode, stages 1-3 (no norms, no cache update, no projection):
     QKV = X @ W_qkv (``_qkv_tkg``); Q heads, K, V split in that order;
     RoPE on Q and K; Q *= 1/sqrt(d) (into X's dtype); attention_tkg with K/V cache
@@ -685,7 +718,7 @@ def _block_ref(X, W_qkv, cos, sin, K_cache, V_cache, attention_mask, **kw):
     d = K_cache.shape[-1]
     s_ctx = attention_mask.shape[0]
     qh = W_qkv.shape[1] // d - 2
-    qkv = _qkv_tkg(X.reshape(b * st, -1), W_qkv).reshape(b, st, qh + 2, d)
+    qkv = _qkv_tkg(X.reshape(b * st, -1), W_qkv, lnc).reshape(b, st, qh + 2, d)
     cs = cos.transpose(1, 2, 0)[:, :, None]  # [B, S_tkg, 1, d/2]
     sn = sin.transpose(1, 2, 0)[:, :, None]
     q = _rope_halves(qkv[:, :, :qh], cs, sn)  # [B, S_tkg, qh, d]
@@ -701,10 +734,20 @@ def _block_ref(X, W_qkv, cos, sin, K_cache, V_cache, attention_mask, **kw):
     scores = f64(scores.astype(np.float32))
     p = f64(np.exp(scores - scores.max(axis=2, keepdims=True)).astype(io))
     o = (np.einsum("bhta,btd->bhda", p, vv) / p.sum(axis=2)[:, :, None]).astype(io)
-    return o, k.transpose(2, 0, 1), v[:, None]
+    if W_out is not None:  # output_projection_tkg: out[b * S + s, :] = attn[b, :, s] @ W_out
+        rows = f64(o).transpose(0, 3, 1, 2).reshape(b * st, qh * d)
+        o = (rows @ f64(W_out)).astype(np.float32).astype(io)
+    if not update_cache:
+        return o, k.transpose(2, 0, 1), v[:, None]
+    k_new, v_new = K_cache.copy(), V_cache.copy()  # S_tkg tokens written from each batch's index
+    for i in range(b):
+        at = int(kv_cache_update_idx[i, 0])
+        k_new[i, 0, at : at + st] = k[i]
+        v_new[i, 0, at : at + st] = v[i]
+    return o, k_new, v_new
 
 
-def _block_inputs(b, st, hid, qh, d, s_ctx, s_max):
+def _block_inputs(b, st, hid, qh, d, s_ctx, s_max, update=False, proj=False):
     def make(rng):
         from nkilib.core.utils.common_types import QuantizationType
 
@@ -757,6 +800,11 @@ def _block_inputs(b, st, hid, qh, d, s_ctx, s_max):
             transposed_out=False,
             out_in_sb=False,
         )
+        if update:  # the new tokens go where each batch's cache ends (pos)
+            kw.update(update_cache=True, kv_cache_update_idx=pos[:, None].astype(np.uint32))
+        if proj:
+            w_out = (rng.standard_normal((qh * d, hid)) * 0.5).astype(bf16)
+            kw.update(W_out=w_out)
         return Call((), kw)
 
     return make
@@ -780,5 +828,37 @@ CASES += [
         "external here: the package's __init__ (experimental/transformer/__init__.py) imports "
         "transformer_tkg_torch, which imports torch; with that import stubbed "
         "(tests/test_conf_attn.py) the kernel matches the reference bit for bit.",
+    ),
+]
+
+CASES += [
+    Case(
+        "library/attention_block_tkg_update_proj",
+        REPO,
+        BLOCK,
+        "attention_block_tkg",
+        _block_inputs(b=2, st=2, hid=512, qh=4, d=64, s_ctx=256, s_max=512, update=True, proj=True),
+        _block_ref,
+        rtol=BF16_ULP,
+        atol=256 * 4 * 2.0**-24,
+        notes="as library/attention_block_tkg, plus the KV cache update (each batch's S_tkg new "
+        "K, V written at kv_cache_update_idx; the updated caches returned) and the output "
+        "projection [B*S_tkg, q_heads*d] @ W_out [q_heads*d, H] (fp32 sums, one rounding). "
+        "External for the same torch import.",
+    ),
+    Case(
+        "library/attention_block_tkg_lnc2",
+        REPO,
+        BLOCK,
+        "attention_block_tkg",
+        _block_inputs(b=2, st=2, hid=512, qh=4, d=64, s_ctx=256, s_max=512, update=True, proj=True),
+        _block_ref_lnc(2),
+        grid=(2,),
+        rtol=BF16_ULP,
+        atol=256 * 4 * 2.0**-24,
+        notes="library/attention_block_tkg_update_proj on LNC=2: each core projects its half "
+        "of H and the two bf16 results are added (qkv_tkg). External for the same torch "
+        "import; with it stubbed, bit-exact but for one output-projection value one bf16 ulp "
+        "apart (fp32 sum order) on seed 0.",
     ),
 ]
