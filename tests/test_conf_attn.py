@@ -136,3 +136,24 @@ def test_attention_block_tkg_is_external_and_matches_with_torch_stubbed(name, mo
     with checkout_imports(LIBRARY.resolve(), "nki-library"):
         r = run_case(case, LIBRARY)
     assert r.outcome == "pass", r.detail
+
+
+@pytest.mark.skipif(not LIBRARY.is_dir(), reason="no nki-library checkout")
+def test_an_illegal_configuration_is_a_kernel_error_at_the_asserting_line():
+    """Fused RoPE with a batch-sharded LNC=2 launch is refused by the kernel's own check; the
+    runner reports it at attention_tkg.py's line, not inside kernel_assert."""
+    import dataclasses
+
+    from trnsim.conformance.cases_library_attn import _attn_tkg_inputs
+    from trnsim.conformance.runner import checkout_imports, run_case
+
+    (base,) = [c for c in CASES if c.name == "library/attention_tkg_lnc2_batch"]
+    shape = dict(b=2, h=2, sa=3, s=128, full=256, d=64, tp_k_prior=True, use_pos_id=True)
+    case = dataclasses.replace(
+        base, inputs=_attn_tkg_inputs(**shape, fuse_rope=True), out_args=(6, 13)
+    )
+    with checkout_imports(LIBRARY.resolve(), "nki-library"):
+        r = run_case(case, LIBRARY)
+    assert r.outcome == "kernel-error"
+    assert "Fuse rope requires batch to not be sharded" in r.detail
+    assert r.location.startswith("src/nkilib_src/nkilib/core/attention/attention_tkg.py:")
