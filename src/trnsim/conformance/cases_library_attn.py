@@ -18,6 +18,7 @@ Masks are 0/1, so they are compared exactly.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from trnsim.conformance.case import Call, Case
@@ -356,29 +357,33 @@ def _attn_tkg_ref(
     return o, k_o
 
 
-def _attn_tkg_inputs(b, h, sa, s, full, d, dtype=bf16, sink=False, swa=0, block_len=0, **flags):
+def _attn_tkg_inputs(
+    b, h, sa, s, full, d, dtype=bf16, kv_dtype=None, sink=False, swa=0, block_len=0, **flags
+):
+    kv = dtype if kv_dtype is None else kv_dtype  # K, V (active and cache) dtype
+
     def make(rng):
         from nkilib.core.attention.attention_tkg_utils import AttnTKGConfig
 
         cfg = AttnTKGConfig(b, h, sa, s, full, d, block_len, **flags)
         if cfg.qk_in_sb:  # the caller copies them to SBUF as they are
             q = randn(rng, (d, b * h * sa), dtype)
-            k_active = randn(rng, (d, b * sa), dtype)
+            k_active = randn(rng, (d, b * sa), kv)
         else:
             q = randn(rng, (b, h, sa, d), dtype)
-            k_active = randn(rng, (b, 1, sa, d), dtype)
-        v_active = randn(rng, (b, 1, sa, d), dtype)
+            k_active = randn(rng, (b, 1, sa, d), kv)
+        v_active = randn(rng, (b, 1, sa, d), kv)
         table = None
         if block_len:  # a cache of full // block_len blocks per batch, in shuffled order
             n_blocks = b * full // block_len
-            k_prior = randn(rng, (n_blocks, block_len, d), dtype)
-            v_prior = randn(rng, (n_blocks, block_len, d), dtype)
+            k_prior = randn(rng, (n_blocks, block_len, d), kv)
+            v_prior = randn(rng, (n_blocks, block_len, d), kv)
             table = rng.permutation(n_blocks)[: b * s // block_len].reshape(b, -1)
             table = table.astype(np.uint32)
         else:
             kshape = (b, 1, full, d) if cfg.tp_k_prior else (b, 1, d, full)
-            k_prior = randn(rng, kshape, dtype)
-            v_prior = randn(rng, (b, 1, full, d), dtype)
+            k_prior = randn(rng, kshape, kv)
+            v_prior = randn(rng, (b, 1, full, d), kv)
         pos = rng.integers(1, s - sa, size=b)
         if swa:  # batch 0 early enough that its windows wrap around the cache
             pos[0] = rng.integers(1, swa - sa)
@@ -615,6 +620,15 @@ CASES += [
         block_len=16,
         tp_k_prior=True,
         strided_mm1=False,
+        use_pos_id=True,
+        qk_in_sb=True,
+    ),
+    _attn(
+        "library/attention_tkg_fp8_kv",
+        "FP8 KV cache: K, V (cache and active) float8_e4m3, q bf16 in SBUF, no RoPE (the "
+        "kernel's FP8 constraints); fp8 values are exact in the bf16/fp32 arithmetic",
+        kv_dtype=np.dtype(ml_dtypes.float8_e4m3),
+        tp_k_prior=True,
         use_pos_id=True,
         qk_in_sb=True,
     ),
