@@ -64,11 +64,15 @@ def _mask_ref(
 def _mask_inputs(bs, q_head, s_active, s_prior, swa: int = 0, active: bool = False, **kw):
     def make(rng):
         cache = rng.integers(1, s_prior - s_active, size=bs)
-        if swa:  # batch 0 early enough that its windows wrap around the cache
+        if swa:  # batch 0 early enough that its window starts before the cache does
             cache[0] = rng.integers(1, swa - s_active)
-        if swa:  # per-query windows as the design spec draws them: [pos - W + 1, pos) mod len
+        if swa:  # per-query windows as the design spec draws them: [pos - W + 1, pos), the
+            # start modulo the length (flat cache, wraps) or clamped to 0 (block cache)
             pos = (cache[:, None] + np.arange(s_active)[None]).astype(np.float32)
-            start = np.mod(pos - swa + 1, s_prior).astype(np.float32)
+            if kw.get("block_len", 0):
+                start = np.maximum(pos - swa + 1, 0).astype(np.float32)
+            else:
+                start = np.mod(pos - swa + 1, s_prior).astype(np.float32)
             kw["start_pos_hbm"] = start.reshape(1, bs * s_active)
         else:
             pos = np.repeat(cache, s_active).astype(np.float32)
@@ -132,6 +136,27 @@ CASES: list[Case] = [
         s_active=2,
         s_prior=2048,
         block_len=4,
+    ),
+    _mask_case(
+        "library/gen_mask_tkg_block_kv_swa",
+        "block KV cache (block_len 4) with a sliding window of 100",
+        bs=2,
+        q_head=2,
+        s_active=2,
+        s_prior=2048,
+        block_len=4,
+        swa=100,
+    ),
+    _mask_case(
+        "library/gen_mask_tkg_lnc2_block_kv",
+        "LNC=2, s_prior sharded, block KV cache (block_len 2), active mask",
+        lnc=2,
+        bs=1,
+        q_head=2,
+        s_active=3,
+        s_prior=1024,
+        block_len=2,
+        active=True,
     ),
     _mask_case(
         "library/gen_mask_tkg_lnc2",
