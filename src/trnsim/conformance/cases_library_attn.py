@@ -18,6 +18,8 @@ Masks are 0/1, so they are compared exactly.
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -281,27 +283,43 @@ def _rope(x: np.ndarray, pos: np.ndarray, inv_freqs: np.ndarray, rot_dtype=np.fl
 FA_TILE = 8192  # attention_tkg_utils._FA_TILE_SIZE: s_prior above it is tiled (flash attention)
 
 
-def _flash(scores: np.ndarray, v: np.ndarray, io) -> np.ndarray:
+def _flash(scores: np.ndarray, v: np.ndarray, io, shards: int = 1) -> np.ndarray:
     """Flash attention over s_prior tiles of ``FA_TILE`` (the pseudocode's FA loop; the
     ``_fa_update_*`` docstrings): running max m; per tile exp(score - m) into io dtype, its
     sum and its PV product (fp32); before adding a tile, the running sum and output are
-    scaled by exp(m_prev - m) (fp32); at the end output * 1 / sum. ``scores[B, H, s, sa]``."""
+    scaled by exp(m_prev - m) (fp32); at the end output * 1 / sum. ``scores[B, H, s, sa]``.
+    With s_prior sharded over ``shards`` cores each runs this on its contiguous part; on the
+    last tile the running max becomes the cores' global max (``_fa_update_running_max``:
+    "gather and sync global max"), the sums are added across cores and each core's output
+    times 1 / global sum is added to the other's (``_gather_and_store_output``)."""
     f32 = np.float32
-    m = run = acc = None
-    for t0 in range(0, scores.shape[2], FA_TILE):
-        sc = scores[:, :, t0 : t0 + FA_TILE]
-        m_new = sc.max(axis=2) if m is None else np.maximum(m, sc.max(axis=2))
-        p = f64(np.exp(sc - m_new[:, :, None]).astype(io))
-        t_sum = p.sum(axis=2).astype(f32)
-        t_pv = np.einsum("bhta,btd->bhda", p, v[:, t0 : t0 + FA_TILE]).astype(f32)
-        if m is None:
-            run, acc = t_sum, t_pv
-        else:
-            corr = np.exp(m - m_new).astype(f32)
-            run = run * corr + t_sum
-            acc = acc * corr[:, :, None, :] + t_pv
-        m = m_new
-    return acc * (f32(1) / run)[:, :, None, :]
+    n = scores.shape[2] // shards
+    starts = list(range(0, n, FA_TILE))
+    m = [None] * shards
+    run = [None] * shards
+    acc = [None] * shards
+    for i, t0 in enumerate(starts):
+        tiles = [scores[:, :, c * n + t0 : c * n + min(t0 + FA_TILE, n)] for c in range(shards)]
+        m_new = [
+            t.max(axis=2) if m[c] is None else np.maximum(m[c], t.max(axis=2))
+            for c, t in enumerate(tiles)
+        ]
+        if shards > 1 and i == len(starts) - 1:
+            m_new = [np.maximum.reduce(m_new)] * shards
+        for c, t in enumerate(tiles):
+            p = f64(np.exp(t - m_new[c][:, :, None]).astype(io))
+            t_sum = p.sum(axis=2).astype(f32)
+            vt = v[:, c * n + t0 : c * n + min(t0 + FA_TILE, n)]
+            t_pv = np.einsum("bhta,btd->bhda", p, vt).astype(f32)
+            if m[c] is None:
+                run[c], acc[c] = t_sum, t_pv
+            else:
+                corr = np.exp(m[c] - m_new[c]).astype(f32)
+                run[c] = run[c] * corr + t_sum
+                acc[c] = acc[c] * corr[:, :, None, :] + t_pv
+            m[c] = m_new[c]
+    recip = f32(1) / np.add.reduce(run)
+    return np.add.reduce([a * recip[:, :, None, :] for a in acc])
 
 
 def _attn_tkg_ref(
@@ -319,6 +337,7 @@ def _attn_tkg_ref(
     sink=None,
     active_blocks_table=None,
     k_out=None,
+    lnc=1,
     **_,
 ):
     io = q.dtype
@@ -363,14 +382,18 @@ def _attn_tkg_ref(
     # scores in fp32 (PSUM); exp(score - max) written to an io-dtype tile that both the sum
     # and the PV matmul read; the PV sums (fp32) are scaled by 1 / sum
     scores = f64(scores.astype(np.float32))
-    if s <= FA_TILE:
+    # "Batch sharding: Used when batch is even AND (s_prior < 256 OR b*q_head*s_active > 128);
+    # Sequence sharding: Used when s_prior >= 256 and batch sharding criteria not met"
+    batch_sharded = b % 2 == 0 and (s < 256 or b * h * sa > 128)
+    shards = 2 if lnc == 2 and not batch_sharded and s >= 256 else 1
+    if s // shards <= FA_TILE:
         mx = scores.max(axis=2, keepdims=True)
         p = f64(np.exp(scores - mx).astype(io))
         if sink is not None:  # the sink's exp(sink - max) joins the fp32 sum unrounded
             p[:, :, s:] = np.exp(f64((scores[:, :, s:] - mx).astype(np.float32))).astype(np.float32)
         o = np.einsum("bhta,btd->bhda", p[:, :, :s], vv) / p.sum(axis=2)[:, :, None]
     else:
-        o = _flash(scores, vv, io)
+        o = _flash(scores, vv, io, shards)
     o = o.astype(io)  # [B, H, d, s_active]
     if cfg.out_in_sb:  # [d, B*H*s_active]
         o = o.transpose(2, 0, 1, 3).reshape(d, b * h * sa)
@@ -458,7 +481,7 @@ def _attn_case(name, notes, lnc=1, rtol=0.0, atol=0.0, **shape) -> Case:
         ATTN + "attention_tkg.py",
         "attention_tkg",
         _attn_tkg_inputs(**shape),
-        _attn_tkg_ref,
+        functools.partial(_attn_tkg_ref, lnc=lnc),
         grid=(lnc,) if lnc > 1 else None,
         out_args=(6, 13) if fuse else (6,),
         caller=_attn_caller,
@@ -588,6 +611,21 @@ CASES += [
         sa=2,
         s=8704,
         full=8704,
+        tp_k_prior=True,
+        use_pos_id=True,
+        fuse_rope=True,
+    ),
+    _attn(
+        "library/attention_tkg_lnc2_flash",
+        "LNC=2, s_prior sharded, s_prior=16640: each core's 8320 > 8K tokens run flash "
+        "attention (8192 + 128) and the cores exchange running max, sum and output; "
+        "B=1 H=2 s_active=2",
+        lnc=2,
+        b=1,
+        h=2,
+        sa=2,
+        s=16640,
+        full=16640,
         tp_k_prior=True,
         use_pos_id=True,
         fuse_rope=True,
