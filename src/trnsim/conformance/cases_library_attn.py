@@ -1,4 +1,15 @@
-"""Conformance cases: nki-library's token-generation attention (``core/attention``).
+"""Conformance cases: nki-library's token-generation attention (``core/attention``) and the
+fused attention block (``experimental/transformer/attention_block_tkg``).
+
+``attention_tkg`` is a subkernel taking the caller's SBUF manager (and, in some configurations,
+SBUF-resident q/k and outputs): ``Case.caller`` wraps it the way the library's tests do, fresh
+in each LNC program. Its reference is softmax(K q * scale + mask) V over the documented cache
+layouts (flat [B, 1, s, d] or [B, 1, d, s], block cache through the active blocks table), the
+active tokens written over the last s_active cache positions, replaying the kernel's
+documented roundings (see ``_ATTN_TOL``). ``attention_block_tkg`` adds the QKV projection,
+RoPE from given cos/sin, the KV-cache update and the output projection; its package imports
+torch, so those cases are ``external`` here (tests/test_conf_attn.py runs them with that import
+stubbed).
 
 ``gen_mask_tkg_hbm`` (the HBM wrapper of ``gen_mask_tkg``, in the same file) returns the mask
 as ``[s_prior, B, H, s_active]`` float32 whose rows are the kernel's K-cache layout, written
