@@ -50,9 +50,12 @@ class Case:
         list and returns each rank's expected outputs (a list), and the profile is the
         slowest rank's time.
     notes: why these shapes, tolerance, anything unusual.
-    driver: for a subkernel that takes SBUF tensors: ``driver(fn)`` returns a kernel written
-        here (loads HBM inputs to SBUF, calls ``fn``, the library function imported from the
-        checkout, stores its SBUF outputs to HBM); that kernel is launched instead of ``fn``.
+    driver: ``driver(fn)`` returns a kernel written here that calls ``fn``, the library's
+        (unmodified) function imported from the checkout, the way the library's own tests do;
+        that kernel is launched instead of ``fn``. For subkernels that take SBUF tensors (it
+        loads HBM inputs to SBUF and stores the SBUF outputs) or whose contract needs state
+        made inside the launch (an SBUF manager of the program's own). Each LNC program runs
+        it afresh, so nothing mutable is shared between programs.
     """
 
     name: str

@@ -45,6 +45,7 @@ CASE_MODULES = (
     "trnsim.conformance.cases_library_bwd",
     "trnsim.conformance.cases_library_utils",
     "trnsim.conformance.cases_library_coll",
+    "trnsim.conformance.cases_library_attn",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
 )
@@ -199,10 +200,18 @@ def compare(out: Any, ref: Any, rtol: float, atol: float) -> tuple[bool, float |
     return ok, worst, why
 
 
+_ASSERT_HELPERS = ("kernel_assert", "assert_shape")
+"""nki-library's validation helpers (``core/utils/kernel_assert.py``): a failed check is located
+at the line that called them, not at their own ``assert``."""
+
+
 def _location(tb: Any, root: Path) -> str:
-    """file:line of the innermost frame inside the checkout (the kernel's own line)."""
+    """file:line of the innermost frame inside the checkout (the kernel's own line), skipping
+    the library's assertion helpers."""
     where = ""
     for frame in traceback.extract_tb(tb):
+        if frame.name in _ASSERT_HELPERS and where:
+            break
         if str(Path(frame.filename).resolve()).startswith(str(root)):
             where = f"{Path(frame.filename).resolve().relative_to(root)}:{frame.lineno}"
     return where
@@ -294,7 +303,7 @@ def load_kernel(case: Case, root: Path) -> Any:
 def _launchable(kernel: Any, case: Case) -> Any:
     from trnsim.nki.simulate import Kernel
 
-    if case.driver is not None:
+    if case.driver is not None:  # a kernel written here around the unmodified one
         kernel = case.driver(kernel)
     if not isinstance(kernel, Kernel):
         kernel = Kernel(kernel)
