@@ -38,6 +38,7 @@ CASE_MODULES = (
     "trnsim.conformance.cases_library",
     "trnsim.conformance.cases_library_tkg",
     "trnsim.conformance.cases_library_moe",
+    "trnsim.conformance.cases_library_moetkg",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
 )

@@ -1,0 +1,488 @@
+"""Conformance cases: nki-library's MoE token-generation kernels (``core/moe/moe_tkg`` and
+``core/moe_block``).
+
+``moe_tkg`` runs each expert's MLP and sums the outputs: the all-expert path runs every local
+expert on every token, the selective path only each token's top-K. References follow the
+docstring's pseudocode, in float64: per expert, gate = x @ Wg (+ gate bias, then clamped from
+above), up = x @ Wu (+ up bias, clamped to [lower, upper]), y = (act(gate) * up) @ Wd (+ down
+bias); with POST_SCALE y is weighted by the token's affinity to the expert; the weighted y are
+summed (the parameter docs: the biases and clamp limits act on the projection results; the
+activations are ``nl.silu``, ``nl.gelu``, ``nl.gelu_apprx_sigmoid`` as the library maps
+``ActFnType``). All-expert with affinity scaling first slices the global [T, E] affinities at
+``rank_id * E_L`` and, with ``mask_unselected_experts``, zeroes a token's affinity to an
+expert not in its ``expert_index`` row (``mask_expert_affinities``' docstring). FP8 row
+quantization dequantizes each weight column by its fp32 scale.
+
+``moe_block_tkg`` is RMSNorm, then ``router_topk``, then ``moe_tkg`` on the normalised input
+(its pseudocode): the reference normalises in float64 and rounds to the input dtype (the
+RMSNorm output tile's dtype), computes the router logits from it (returned in the input dtype),
+takes the top-K experts of each token (softmax or sigmoid before or after the top-K, optionally
+renormalised, as ``cases_library_moe`` documents) and weights each selected expert's MLP by its
+affinity. Inputs are redrawn until every token's K-th and (K+1)-th logits are far apart, so
+the expert choice does not depend on the precision the kernel computes them in.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from trnsim.conformance.case import Call, Case
+from trnsim.conformance.refs import bf16, f64
+
+REPO = "nki-library"
+MOE_TKG = "src/nkilib_src/nkilib/core/moe/moe_tkg/moe_tkg.py"
+MOE_BLOCK = "src/nkilib_src/nkilib/core/moe_block/moe_block_tkg.py"
+
+
+def _act(z: np.ndarray, name: str) -> np.ndarray:
+    if name == "SiLU":
+        return z / (1 + np.exp(-z))
+    if name == "Swish":  # nl.gelu_apprx_sigmoid: x * sigmoid(1.702 x)
+        return z / (1 + np.exp(-1.702 * z))
+    if name == "GELU":  # nl.gelu: x * Phi(x)
+        from scipy.special import erf
+
+        return 0.5 * z * (1 + erf(z / np.sqrt(2)))
+    raise NotImplementedError(name)
+
+
+def _expert(x, wgu, wd, bgu, bd, act, gate_hi, up_lo, up_hi, sgu=None, sd=None):
+    """One expert's MLP on x [T, H] in float64: weights [H, 2, I] and [I, H] (times their
+    per-column fp32 scales [2, I] and [H] with FP8 row quantization)."""
+    wg, wu, wdd = f64(wgu[:, 0, :]), f64(wgu[:, 1, :]), f64(wd)
+    if sgu is not None:
+        wg, wu, wdd = wg * f64(sgu[0]), wu * f64(sgu[1]), wdd * f64(sd)
+    g = f64(x) @ wg
+    u = f64(x) @ wu
+    if bgu is not None:
+        g = g + f64(bgu[0])
+        u = u + f64(bgu[1])
+    if gate_hi is not None:
+        g = np.minimum(g, gate_hi)
+    if up_lo is not None:
+        u = np.maximum(u, up_lo)
+    if up_hi is not None:
+        u = np.minimum(u, up_hi)
+    y = (_act(g, act) * u) @ wdd
+    if bd is not None:
+        y = y + f64(bd)
+    return y
+
+
+def _moe_ref(
+    x,
+    wgu,
+    wd,
+    affin,
+    idx,
+    is_all_expert,
+    rank_id=None,
+    expert_gate_up_bias=None,
+    expert_down_bias=None,
+    expert_affinities_scaling_mode=None,
+    activation_fn=None,
+    gate_clamp_upper_limit=None,
+    up_clamp_upper_limit=None,
+    up_clamp_lower_limit=None,
+    mask_unselected_experts=False,
+    expert_gate_up_weights_scale=None,
+    expert_down_weights_scale=None,
+    output_dtype=None,
+    **_,
+):
+    t, h = x.shape
+    e_l = wgu.shape[0]
+    base = 0 if rank_id is None else int(rank_id[0, 0]) * e_l  # this rank's first expert
+    post = (
+        expert_affinities_scaling_mode is not None
+        and expert_affinities_scaling_mode.name == "POST_SCALE"
+    )
+    act = activation_fn.name if activation_fn is not None else "SiLU"
+    out = np.zeros((t, h))
+    for e in range(e_l):
+        bgu = None if expert_gate_up_bias is None else expert_gate_up_bias[e]
+        bd = None if expert_down_bias is None else expert_down_bias[e]
+        sgu = None if expert_gate_up_weights_scale is None else expert_gate_up_weights_scale[e]
+        sd = None if expert_down_weights_scale is None else expert_down_weights_scale[e]
+        y = _expert(
+            x,
+            wgu[e],
+            wd[e],
+            bgu,
+            bd,
+            act,
+            gate_clamp_upper_limit,
+            up_clamp_lower_limit,
+            up_clamp_upper_limit,
+            sgu,
+            sd,
+        )
+        if is_all_expert:
+            w = f64(affin[:, base + e]) if post else np.ones(t)
+            if post and mask_unselected_experts:
+                w = np.where((idx == base + e).any(axis=1), w, 0.0)
+        else:
+            sel = (idx == e).any(axis=1)
+            w = np.where(sel, f64(affin[:, e]) if post else 1.0, 0.0)
+        out += w[:, None] * y
+    return out.astype(x.dtype if output_dtype is None else output_dtype)
+
+
+def _moe_inputs(
+    t: int,
+    h: int,
+    i: int,
+    e: int,
+    k: int | None,
+    all_expert: bool,
+    dtype,
+    bias: bool = False,
+    clamp: bool = False,
+    act: str = "SiLU",
+    scale: str = "POST_SCALE",
+    ranks: int = 1,
+    rank: int = 0,
+    mask: bool = False,
+    fp8_row: bool = False,
+):
+    """``e`` local experts (all of them when ``k`` is None); with ``ranks`` > 1 the affinities
+    and indices span ``e * ranks`` global experts, of which rank ``rank`` holds ``e``.
+    Affinities: each token's K selected experts' weights sum to 1, zero elsewhere, except with
+    ``mask`` (every expert has a weight: the kernel must zero the unselected ones).
+    ``fp8_row``: float8_e4m3 weights with fp32 per-column scales (QuantizationType.ROW)."""
+
+    def make(rng):
+        from nkilib.core.utils.common_types import ActFnType, ExpertAffinityScaleMode
+
+        x = rng.standard_normal((t, h)).astype(dtype)
+        wgu = rng.standard_normal((e, h, 2, i)) / np.sqrt(h)
+        wd = rng.standard_normal((e, i, h)) / np.sqrt(i)
+        kw: dict = {}
+        if fp8_row:  # weights of a few units in fp8, the column scales bring them back
+            sgu = rng.uniform(0.5, 1.5, (e, 2, i)).astype(np.float32) / 16
+            sd = rng.uniform(0.5, 1.5, (e, h)).astype(np.float32) / 16
+            wgu = (wgu / sgu[:, None]).astype(ml_dtypes.float8_e4m3)
+            wd = (wd / sd[:, None]).astype(ml_dtypes.float8_e4m3)
+            kw.update(expert_gate_up_weights_scale=sgu, expert_down_weights_scale=sd)
+        else:
+            wgu, wd = wgu.astype(dtype), wd.astype(dtype)
+        eg = e * ranks
+        kk = eg if k is None else k
+        idx = np.stack([rng.permutation(eg)[:kk] for _ in range(t)]).astype(np.int32)
+        if mask:
+            aff = rng.random((t, eg))
+        else:
+            aff = np.zeros((t, eg))
+            p = rng.random((t, kk))
+            np.put_along_axis(aff, idx, p / p.sum(axis=1, keepdims=True), axis=1)
+        # the library's tests: bf16 affinities for all-expert, fp32 for selective (a FIXME)
+        aff = aff.astype(bf16 if all_expert else np.float32)
+        kw["expert_affinities_scaling_mode"] = getattr(ExpertAffinityScaleMode, scale)
+        kw["activation_fn"] = getattr(ActFnType, act)
+        if all_expert and scale != "NO_SCALE":
+            kw["rank_id"] = np.full((1, 1), rank, np.uint32)
+        if mask:
+            kw["mask_unselected_experts"] = True
+        if bias:
+            kw["expert_gate_up_bias"] = rng.standard_normal((e, 2, i)).astype(dtype)
+            kw["expert_down_bias"] = rng.standard_normal((e, h)).astype(dtype)
+        if clamp:  # the library tests' limits: gate <= 7, -6 <= up <= 8
+            kw.update(
+                gate_clamp_upper_limit=7.0, up_clamp_upper_limit=8.0, up_clamp_lower_limit=-6.0
+            )
+        return Call((x, wgu, wd, aff, idx, all_expert), kw)
+
+    return make
+
+
+# ---- moe_block_tkg: RMSNorm + router top-K + experts ------------------------------------------
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    ez = np.exp(z - z.max(axis=-1, keepdims=True))
+    return ez / ez.sum(axis=-1, keepdims=True)
+
+
+def _block_norm(inp, gamma, eps, hidden_actual):
+    x = f64(inp).reshape(-1, inp.shape[-1])
+    n = x.shape[-1] if hidden_actual is None else hidden_actual
+    xn = x / np.sqrt((x * x).sum(axis=-1, keepdims=True) / n + eps) * f64(gamma)
+    return xn.astype(inp.dtype)  # the RMSNorm output tile is in the input's dtype
+
+
+def _block_logits(xn, w, bias, mm_dtype):
+    logits = f64(xn.astype(mm_dtype)) @ f64(w)
+    return logits if bias is None else logits + f64(bias)
+
+
+def _block_weights(logits, k, act, pre_norm, norm_topk):
+    """[T, E] weight of each expert for each token: the top-K affinities, zeros elsewhere."""
+    f = _softmax if act == "SOFTMAX" else (lambda z: 1 / (1 + np.exp(-z)))
+    scores = f(logits) if pre_norm else logits
+    idx = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    top = np.take_along_axis(scores, idx, axis=1)
+    if not pre_norm:
+        top = f(top)
+    if norm_topk:
+        top = top / top.sum(axis=1, keepdims=True)
+    w = np.zeros_like(logits)
+    np.put_along_axis(w, idx, top, axis=1)
+    return w
+
+
+def _block_ref(
+    inp,
+    gamma,
+    router_weights,
+    wgu,
+    wd,
+    eps=1e-6,
+    top_k=1,
+    router_act_fn=None,
+    router_pre_norm=True,
+    norm_topk_prob=False,
+    expert_affinities_scaling_mode=None,
+    hidden_act_fn=None,
+    router_bias=None,
+    expert_gate_up_bias=None,
+    expert_down_bias=None,
+    gate_clamp_upper_limit=None,
+    up_clamp_upper_limit=None,
+    up_clamp_lower_limit=None,
+    router_mm_dtype=None,
+    hidden_actual=None,
+    rank_id=None,
+    **_,
+):
+    xn = _block_norm(inp, gamma, eps, hidden_actual)
+    logits = _block_logits(xn, router_weights, router_bias, router_mm_dtype or bf16)
+    w = _block_weights(logits, top_k, router_act_fn.name, router_pre_norm, norm_topk_prob)
+    post = expert_affinities_scaling_mode.name == "POST_SCALE"
+    e_l = wgu.shape[0]
+    base = 0 if rank_id is None else int(rank_id[0, 0]) * e_l
+    out = np.zeros(xn.shape)
+    for e in range(e_l):
+        bgu = None if expert_gate_up_bias is None else expert_gate_up_bias[e]
+        bd = None if expert_down_bias is None else expert_down_bias[e]
+        y = _expert(
+            xn,
+            wgu[e],
+            wd[e],
+            bgu,
+            bd,
+            hidden_act_fn.name,
+            gate_clamp_upper_limit,
+            up_clamp_lower_limit,
+            up_clamp_upper_limit,
+        )
+        sel = w[:, base + e] if post else (w[:, base + e] > 0).astype(np.float64)
+        out += sel[:, None] * y
+    return out.astype(inp.dtype), logits.astype(inp.dtype)
+
+
+def _block_inputs(
+    b,
+    s,
+    h,
+    i,
+    e,
+    k,
+    dtype,
+    act="SOFTMAX",
+    hidden_act="Swish",
+    pre_norm=False,
+    norm_topk=False,
+    bias=False,
+    clamp=False,
+    all_expert=False,
+    e_local=None,
+    rank=0,
+):
+    """Inputs drawn (and redrawn) until every token's K-th and (K+1)-th router scores are
+    further apart than the router's bf16 rounding could move them, so the expert choice is
+    the same in any precision the kernel may use."""
+
+    def make(rng):
+        from nkilib.core.utils.common_types import (
+            ActFnType,
+            ExpertAffinityScaleMode,
+            RouterActFnType,
+        )
+
+        el = e if e_local is None else e_local
+        mm = bf16 if dtype == bf16 else dtype
+        while True:
+            inp = rng.uniform(-1, 1, (b, s, h)).astype(dtype)
+            gamma = rng.uniform(0.5, 1.5, (1, h)).astype(dtype)
+            w = (rng.uniform(-1, 1, (h, e)) / np.sqrt(h)).astype(mm)
+            rb = rng.uniform(-0.1, 0.1, (1, e)).astype(mm) if bias else None
+            logits = _block_logits(_block_norm(inp, gamma, 1e-6, None), w, rb, mm)
+            top = -np.sort(-logits, axis=1)[:, : k + 1]
+            if (np.diff(-top, axis=1) > 2.0**-5 * np.abs(top).max()).all():
+                break
+        wgu = (rng.standard_normal((el, h, 2, i)) / np.sqrt(h)).astype(dtype)
+        wd = (rng.standard_normal((el, i, h)) / np.sqrt(i)).astype(dtype)
+        kw = {
+            "top_k": k,
+            "router_act_fn": getattr(RouterActFnType, act),
+            "router_pre_norm": pre_norm,
+            "norm_topk_prob": norm_topk,
+            "expert_affinities_scaling_mode": ExpertAffinityScaleMode.POST_SCALE,
+            "hidden_act_fn": getattr(ActFnType, hidden_act),
+            "router_mm_dtype": mm,
+            "is_all_expert": all_expert,
+        }
+        if bias:
+            kw["router_bias"] = rb
+            kw["expert_gate_up_bias"] = rng.standard_normal((el, 2, i)).astype(dtype)
+            kw["expert_down_bias"] = rng.standard_normal((el, h)).astype(dtype)
+        if clamp:
+            kw.update(
+                gate_clamp_upper_limit=7.0, up_clamp_upper_limit=8.0, up_clamp_lower_limit=-6.0
+            )
+        if all_expert:
+            kw["rank_id"] = np.full((1, 1), rank, np.uint32)
+        return Call((inp, gamma, w, wgu, wd), kw)
+
+    return make
+
+
+BF16_TOL = 2.0**-6  # 4 bf16 ulps (2^-8 relative each)
+F16_TOL = 2.0**-8  # 4 fp16 ulps (2^-10 relative each)
+_TOL_WHY = (
+    "; tolerance {tol} relative and absolute: outputs of order 1, and the kernel rounds the "
+    "projections, the activation product, each affinity-weighted expert output and the running "
+    "sum over experts to the I/O dtype (a few ulps of it; the sum can cancel, hence the "
+    "absolute part)"
+)
+
+
+def _case(name: str, inputs, dtype, notes: str) -> Case:
+    tol = BF16_TOL if dtype == bf16 else F16_TOL
+    label = "2^-6" if dtype == bf16 else "2^-8"
+    return Case(
+        name,
+        REPO,
+        MOE_TKG,
+        "moe_tkg",
+        inputs,
+        _moe_ref,
+        grid=(2,),  # the library's tests run LNC=2 (H or K is split over the two cores)
+        rtol=tol,
+        atol=tol,
+        notes=notes + _TOL_WHY.format(tol=label),
+    )
+
+
+def _block_case(name: str, inputs, dtype, notes: str) -> Case:
+    tol = BF16_TOL if dtype == bf16 else F16_TOL
+    label = "2^-6" if dtype == bf16 else "2^-8"
+    return Case(
+        name,
+        REPO,
+        MOE_BLOCK,
+        "moe_block_tkg",
+        inputs,
+        _block_ref,
+        grid=(2,),  # moe_block_tkg asserts an LNC=2 grid
+        rtol=tol,
+        atol=tol,
+        notes=notes + _TOL_WHY.format(tol=label),
+    )
+
+
+F16 = np.float16
+
+CASES: list[Case] = [
+    _case(
+        "library/moe_tkg_all_expert",
+        _moe_inputs(4, 512, 128, 2, None, True, bf16),
+        bf16,
+        "all-expert, bf16 [4, 512] x 2 experts (I=128), SiLU, POST_SCALE by each expert's "
+        "affinity (rank 0 of 1)",
+    ),
+    _case(
+        "library/moe_tkg_all_expert_bias_clamp",
+        _moe_inputs(4, 1024, 192, 4, None, True, F16, bias=True, clamp=True, act="Swish"),
+        F16,
+        "all-expert, fp16, Swish (gelu_apprx_sigmoid), gate/up and down biases, clamps "
+        "(gate <= 7, -6 <= up <= 8), I=192 (not a multiple of 128)",
+    ),
+    _case(
+        "library/moe_tkg_all_expert_gelu_noscale",
+        _moe_inputs(4, 512, 128, 2, None, True, bf16, act="GELU", scale="NO_SCALE"),
+        bf16,
+        "all-expert, NO_SCALE (the plain sum of every expert's output), GELU",
+    ),
+    _case(
+        "library/moe_tkg_all_expert_rank_mask",
+        _moe_inputs(8, 512, 128, 2, 2, True, bf16, ranks=4, rank=2, mask=True),
+        bf16,
+        "all-expert on rank 2 of 4 (experts 4-5 of 8 global): the kernel slices the [T, 8] "
+        "affinities at rank_id * E_L and, with mask_unselected_experts, zeroes each token's "
+        "affinity to an expert not in its top-2 (every affinity is non-zero in the input)",
+    ),
+    _case(
+        "library/moe_tkg_all_expert_t160",
+        _moe_inputs(160, 512, 128, 2, None, True, bf16),
+        bf16,
+        "all-expert with T=160 > 128: the documented T-tiling (a full and a partial tile)",
+    ),
+    _case(
+        "library/moe_tkg_all_expert_fp8_row",
+        _moe_inputs(4, 512, 128, 2, None, True, bf16, fp8_row=True),
+        bf16,
+        "all-expert, FP8 row quantization: float8_e4m3 weights, fp32 scales per output column "
+        "([E, 2, I] gate/up, [E, H] down); the reference dequantizes the same fp8 values",
+    ),
+    _case(
+        "library/moe_tkg_selective",
+        _moe_inputs(4, 512, 128, 4, 2, False, bf16),
+        bf16,
+        "selective-expert, bf16, top-2 of 4 experts, SiLU, POST_SCALE (fp32 affinities, as the "
+        "library's tests give them)",
+    ),
+    _case(
+        "library/moe_tkg_selective_bias_clamp",
+        _moe_inputs(3, 512, 128, 4, 2, False, F16, bias=True, clamp=True, act="Swish"),
+        F16,
+        "selective-expert, fp16, odd T=3 (shard on T), Swish, biases and clamps",
+    ),
+    _case(
+        "library/moe_tkg_selective_fp8_row",
+        _moe_inputs(4, 512, 128, 4, 2, False, bf16, fp8_row=True, act="Swish", bias=True),
+        bf16,
+        "selective-expert, FP8 row quantization, Swish, biases",
+    ),
+    _block_case(
+        "library/moe_block_tkg_selective",
+        _block_inputs(1, 4, 512, 128, 8, 2, F16, bias=True, clamp=True),
+        F16,
+        "RMSNorm + router (softmax after top-2, router bias) + selective experts (Swish, "
+        "biases, clamps), fp16 [1, 4, 512], 8 experts; outputs: [T, H] and the router logits",
+    ),
+    _block_case(
+        "library/moe_block_tkg_selective_prenorm",
+        _block_inputs(1, 4, 512, 128, 8, 2, bf16, hidden_act="SiLU", pre_norm=True, norm_topk=True),
+        bf16,
+        "bf16, softmax over the 8 experts then top-2, renormalised (norm_topk_prob), SiLU",
+    ),
+    _block_case(
+        "library/moe_block_tkg_all_expert",
+        _block_inputs(
+            8, 1, 512, 128, 8, 2, F16, bias=True, clamp=True, all_expert=True, e_local=4, rank=1
+        ),
+        F16,
+        "all-expert: 4 local experts on rank 1 of 2 (experts 4-7 of 8), top-2 routing",
+    ),
+    _block_case(
+        "library/moe_block_tkg_all_expert_mask",
+        _block_inputs(
+            8, 1, 512, 128, 8, 2, bf16, hidden_act="SiLU", pre_norm=True, all_expert=True, e_local=4
+        ),
+        bf16,
+        "all-expert, softmax over E then top-2 without renormalising: the router returns the "
+        "full [T, E] affinities and moe_tkg masks the unselected experts (rank 0 of 2)",
+    ),
+]
