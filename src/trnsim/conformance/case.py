@@ -44,6 +44,10 @@ class Case:
     out_args: the positions of arguments the kernel writes as its outputs (an output buffer
         passed in, nki-library's ``output.must_alias_input``): the outputs compared are those
         arguments after the run (one array, or a tuple), not the kernel's return value.
+    caller: optional ``caller(kernel)``: a function of the same arguments that the launch runs
+        instead, calling the kernel unmodified on what it builds from them inside the launch
+        (e.g. the library's own ``TensorView`` of an HBM argument, as nki-library's tests'
+        wrappers pass MX weights). Written here; say why in ``notes``.
     notes: why these shapes, tolerance, anything unusual.
     """
 
@@ -61,4 +65,5 @@ class Case:
     target: str = "gen4"
     decode: Callable[[Any], Any] | None = None
     out_args: tuple[int, ...] = ()
+    caller: Callable[[Any], Any] | None = None
     notes: str = ""

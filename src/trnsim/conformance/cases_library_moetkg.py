@@ -28,7 +28,7 @@ import ml_dtypes
 import numpy as np
 
 from trnsim.conformance.case import Call, Case
-from trnsim.conformance.refs import bf16, f64
+from trnsim.conformance.refs import bf16, f64, mx_decode, mx_quantized_values, mx_words
 
 REPO = "nki-library"
 MOE_TKG = "src/nkilib_src/nkilib/core/moe/moe_tkg/moe_tkg.py"
@@ -194,6 +194,209 @@ def _moe_inputs(
         return Call((x, wgu, wd, aff, idx, all_expert), kw)
 
     return make
+
+
+# ---- MX weights (MXFP4 / MXFP8): all_expert_mx_impl, selective_expert_mx_impl -------------------
+#
+# Layouts, from the kernels' docstrings: gate/up weights [E, 128, 2, H/512, I] (x4 words) with
+# scales [E, 16, 2, H/512, I]; down weights [E, I_p, ceil(I/512), H] with scales
+# [E, I_p/8, ceil(I/512), H] (I_p = I/4 for I <= 512). The hidden input goes through the layout
+# adapter (``_layout_adapter_hbm``: [T, H] viewed as [T, 4_H, H/512, 128]), so H index
+# h = j * H/4 + tile * 128 + p sits at partition p, H/512 tile ``tile``, x4 slot j; the
+# contraction pairs it with the weight word (p, tile) slot j. The gate/up result is laid out
+# [I_p (P), ceil(I/512), T, 4]: intermediate index i = j * I/4 + p (one I/512 tile). An MX
+# block is 8 partitions x the 4 slots of a word, one scale each (``quantize_mx``,
+# ``nc_matmul_mx`` docs). The kernel quantizes the hidden input and the intermediate
+# act(gate) * up to MXFP8 (float8_e4m3fn_x4) on device; the reference quantizes the same
+# blocks with the NKI scale rule (``refs.mx_quantized_values``).
+
+
+def _k_order(n: int, rows: int) -> np.ndarray:
+    """For an axis of ``n`` = 4 * ``rows`` values laid out index = j * rows + r (slot j,
+    row r = partition within its tiles), the index of each K = 4 r + j (``mx_words``' order:
+    word r packs K = 4r..4r+3, a block is 8 consecutive words)."""
+    k = np.arange(n)
+    r, j = k // 4, k % 4
+    return j * rows + r
+
+
+def _mx_weights(w: np.ndarray, elem: str, packed: str) -> tuple[np.ndarray, np.ndarray]:
+    """w [N, F] (N the contraction axis, index j * N/4 + r) -> words [N/4, F] and scales
+    [N/32, F] in the kernel's layout."""
+    n = w.shape[0]
+    return mx_words(w[_k_order(n, n // 4)], elem, packed)
+
+
+def _mx_values(words: np.ndarray, scales: np.ndarray, packed: str) -> np.ndarray:
+    """Inverse of ``_mx_weights``: the [N, F] values the words hold."""
+    n = words.shape[0] * 4
+    vals = np.empty((n, words.shape[1]))
+    vals[_k_order(n, n // 4)] = mx_decode(words, scales, _MX_ELEM[packed], packed)
+    return vals
+
+
+def _mx_quantize_axis0(x: np.ndarray) -> np.ndarray:
+    """x [N, T] quantized to MXFP8 (e4m3fn) in the kernel's blocks along N (as _mx_weights)."""
+    n = x.shape[0]
+    order = _k_order(n, n // 4)
+    out = np.empty(x.shape)
+    out[order] = mx_quantized_values(x[order], "float8_e4m3fn")
+    return out
+
+
+_MX_ELEM = {"float4_e2m1fn_x4": "float4_e2m1fn", "float8_e4m3fn_x4": "float8_e4m3fn"}
+
+
+def _mx_inputs(
+    t, h, i, e, k, all_expert, packed, act="Swish", clamp=True, dtype=bf16, down_bias=False
+):
+    """Random MX weights: gate/up [E, H, 2, I], down [E, I, H] quantized in the kernel's blocks
+    and stored in its layouts (the reference decodes the words it is given)."""
+    kernel_assert = i <= 512 and i % 32 == 0 and h % 512 == 0
+    assert kernel_assert, "these layouts cover one I/512 tile, I a multiple of 32"
+    elem = _MX_ELEM[packed]
+
+    def make(rng):
+        from nkilib.core.utils.common_types import ActFnType, ExpertAffinityScaleMode
+
+        from trnsim.nki.simulate import TypedArray
+
+        nh = h // 512
+        x = rng.standard_normal((t, h)).astype(dtype)
+        gu_w = np.zeros((e, 128, 2, nh, i), np.uint16 if "float4" in packed else np.uint32)
+        gu_s = np.zeros((e, 16, 2, nh, i), np.uint8)
+        d_w = np.zeros((e, i // 4, 1, h), gu_w.dtype)
+        d_s = np.zeros((e, i // 32, 1, h), np.uint8)
+        for ex in range(e):
+            for g in range(2):
+                w = rng.standard_normal((h, i)) / np.sqrt(h)
+                words, scales = _mx_weights(w, elem, packed)
+                gu_w[ex, :, g] = words.reshape(nh, 128, i).transpose(1, 0, 2)
+                gu_s[ex, :, g] = scales.reshape(nh, 16, i).transpose(1, 0, 2)
+            w = rng.standard_normal((i, h)) / np.sqrt(i)
+            words, scales = _mx_weights(w, elem, packed)
+            d_w[ex, :, 0] = words
+            d_s[ex, :, 0] = scales
+        kk = e if k is None else k
+        idx = np.stack([rng.permutation(e)[:kk] for _ in range(t)]).astype(np.int32)
+        aff = np.zeros((t, e))
+        p = rng.random((t, kk))
+        np.put_along_axis(aff, idx, p / p.sum(axis=1, keepdims=True), axis=1)
+        aff = aff.astype(bf16 if all_expert else np.float32)
+        # gate/up bias [E, 2, I] in the intermediate's layout [E, I/4, 2, 1, 4]: i = j * I/4 + p
+        b = rng.standard_normal((e, 2, i)).astype(dtype)
+        gu_b = np.ascontiguousarray(b.reshape(e, 2, 4, i // 4).transpose(0, 3, 1, 2)[:, :, :, None])
+        kw = {
+            "expert_gate_up_bias": gu_b,
+            "expert_gate_up_weights_scale": gu_s,
+            "expert_down_weights_scale": d_s,
+            "expert_affinities_scaling_mode": ExpertAffinityScaleMode.POST_SCALE,
+            "activation_fn": getattr(ActFnType, act),
+        }
+        if down_bias:
+            kw["expert_down_bias"] = rng.standard_normal((e, h)).astype(dtype)
+        if all_expert:
+            kw["rank_id"] = np.zeros((1, 1), np.uint32)
+        if clamp:
+            kw.update(
+                gate_clamp_upper_limit=7.0, up_clamp_upper_limit=8.0, up_clamp_lower_limit=-6.0
+            )
+        gu, dw = TypedArray(gu_w, packed), TypedArray(d_w, packed)
+        return Call((x, gu, dw, aff, idx, all_expert), kw)
+
+    return make
+
+
+def _mx_caller(kernel):
+    """moe_tkg reads MX weights through ``.base_tensor``, an attribute of the library's
+    ``TensorView`` (not of the documented ``NkiTensor``): pass the two weight tensors wrapped in
+    one, as the library's own moe_block_tkg MX test wrapper does."""
+
+    def call(x, wgu, wd, *args, **kwargs):
+        from nkilib.core.utils.tensor_view import TensorView
+
+        return kernel(x, TensorView(wgu), TensorView(wd), *args, **kwargs)
+
+    return call
+
+
+def _mx_case(name: str, inputs, notes: str) -> Case:
+    return Case(
+        name,
+        REPO,
+        MOE_TKG,
+        "moe_tkg",
+        inputs,
+        _mx_ref,
+        caller=_mx_caller,
+        grid=(2,),
+        rtol=BF16_TOL,
+        atol=BF16_TOL,
+        notes=notes
+        + "; I=512 (one full I/512 tile: for I % 512 != 0 the kernel feeds never-written SBUF "
+        "partitions to nc_matmul_mx against zeroed weights, its comment calls them garbage; "
+        "trnsim's never-written memory is NaN and NaN * 0 is NaN); the weights are passed as "
+        "the library's TensorView (see _mx_caller); the reference quantizes the input and the "
+        "intermediate to MXFP8 in the kernel's blocks and rounds each bf16 step as the kernel "
+        "does, so only bf16 roundings remain: tolerance 2^-6 (4 bf16 ulps)",
+    )
+
+
+def _bf(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, np.float32).astype(bf16).astype(np.float64)
+
+
+def _mx_ref(
+    x,
+    wgu,
+    wd,
+    affin,
+    idx,
+    is_all_expert,
+    expert_gate_up_bias=None,
+    expert_down_bias=None,
+    expert_gate_up_weights_scale=None,
+    expert_down_weights_scale=None,
+    activation_fn=None,
+    gate_clamp_upper_limit=None,
+    up_clamp_upper_limit=None,
+    up_clamp_lower_limit=None,
+    **_,
+):
+    t, h = x.shape
+    packed = wgu.dtype
+    gu_w, gu_s = wgu.data, expert_gate_up_weights_scale
+    d_w, d_s = wd.data, expert_down_weights_scale
+    e_l, i = gu_w.shape[0], gu_w.shape[-1]
+    vals_gu = np.zeros((e_l, h, 2, i))
+    vals_d = np.zeros((e_l, i, h))
+    for e in range(e_l):
+        for g in range(2):
+            words = gu_w[e, :, g].transpose(1, 0, 2).reshape(h // 4, i)
+            scales = gu_s[e, :, g].transpose(1, 0, 2).reshape(h // 32, i)
+            vals_gu[e, :, g] = _mx_values(words, scales, packed)
+        vals_d[e] = _mx_values(d_w[e, :, 0], d_s[e, :, 0], packed)
+    xq = _mx_quantize_axis0(f64(x).T).T  # [T, H] as the kernel's MXFP8 holds it
+    out = np.zeros((t, h))
+    for e in range(vals_gu.shape[0]):
+        g = _bf(xq @ vals_gu[e, :, 0])  # each step's result tile is bf16 (PSUM and SBUF)
+        u = _bf(xq @ vals_gu[e, :, 1])
+        if expert_gate_up_bias is not None:  # [I/4, 2, 1, 4] -> [2, I]: i = j * I/4 + p
+            b = f64(expert_gate_up_bias[e, :, :, 0]).transpose(1, 2, 0).reshape(2, i)
+            g, u = _bf(g + b[0]), _bf(u + b[1])
+        if gate_clamp_upper_limit is not None:
+            g = np.minimum(g, gate_clamp_upper_limit)
+        if up_clamp_lower_limit is not None:
+            u = np.maximum(u, up_clamp_lower_limit)
+        if up_clamp_upper_limit is not None:
+            u = np.minimum(u, up_clamp_upper_limit)
+        inter = _mx_quantize_axis0(_bf(_bf(_act(g, activation_fn.name)) * u).T).T
+        y = inter @ vals_d[e]
+        if expert_down_bias is not None:
+            y = y + f64(expert_down_bias[e])
+        w = f64(affin[:, e]) if is_all_expert else np.where((idx == e).any(axis=1), affin[:, e], 0)
+        out += f64(w)[:, None] * y
+    return out.astype(x.dtype)
 
 
 # ---- moe_block_tkg: RMSNorm + router top-K + experts ------------------------------------------
@@ -484,5 +687,27 @@ CASES: list[Case] = [
         bf16,
         "all-expert, softmax over E then top-2 without renormalising: the router returns the "
         "full [T, E] affinities and moe_tkg masks the unselected experts (rank 0 of 2)",
+    ),
+    _mx_case(
+        "library/moe_tkg_selective_mxfp4",
+        _mx_inputs(2, 512, 512, 4, 2, False, "float4_e2m1fn_x4"),
+        "selective-expert, MXFP4 weights, top-2 of 4 experts, T=2, Swish, gate/up bias, clamps",
+    ),
+    _mx_case(
+        "library/moe_tkg_selective_mxfp8",
+        _mx_inputs(2, 512, 512, 4, 2, False, "float8_e4m3fn_x4", act="SiLU", down_bias=True),
+        "selective-expert, MXFP8 weights, SiLU, gate/up and down biases (the down bias is "
+        "weighted by the affinities after the projection, as the kernel's comments describe)",
+    ),
+    _mx_case(
+        "library/moe_tkg_all_expert_mxfp4",
+        _mx_inputs(32, 512, 512, 2, None, True, "float4_e2m1fn_x4"),
+        "all-expert, MXFP4 weights, T=32 (the kernel asks T divisible by 32 when it quantizes "
+        "the input itself), 2 experts, Swish, gate/up bias, clamps",
+    ),
+    _mx_case(
+        "library/moe_tkg_all_expert_mxfp8",
+        _mx_inputs(32, 512, 512, 2, None, True, "float8_e4m3fn_x4", act="SiLU", clamp=False),
+        "all-expert, MXFP8 weights, SiLU, no clamps",
     ),
 ]

@@ -131,6 +131,8 @@ def describe_inputs(inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
             return f"{x.dtype}[{','.join(str(n) for n in x.shape)}]"
         if isinstance(x, tuple | list) and x and all(isinstance(y, np.ndarray) for y in x):
             return "(" + ", ".join(one(y) for y in x) + ")"
+        if hasattr(x, "data") and isinstance(getattr(x, "data", None), np.ndarray):
+            return f"{x.dtype}[{','.join(str(n) for n in x.data.shape)}]"  # a TypedArray
         return repr(x) if not callable(x) else getattr(x, "__name__", "fn")
 
     parts = [one(x) for x in inputs] + [f"{k}={one(v)}" for k, v in kwargs.items()]
@@ -271,6 +273,8 @@ def load_kernel(case: Case, root: Path) -> Any:
 def _launchable(kernel: Any, case: Case) -> Any:
     from trnsim.nki.simulate import Kernel
 
+    if case.caller is not None:
+        kernel = case.caller(kernel)
     if not isinstance(kernel, Kernel):
         kernel = Kernel(kernel)
     if case.grid is not None:

@@ -246,10 +246,10 @@ def _launch(
     enter(boot)
     try:
         inputs = [
-            (_to_tensor(cores[0], a, keep_data) if isinstance(a, np.ndarray) else a) for a in args
+            (_to_tensor(cores[0], a, keep_data) if isinstance(a, _ARRAYS) else a) for a in args
         ]
         kw = {
-            k: (_to_tensor(cores[0], v, keep_data) if isinstance(v, np.ndarray) else v)
+            k: (_to_tensor(cores[0], v, keep_data) if isinstance(v, _ARRAYS) else v)
             for k, v in kwargs.items()
         }
     finally:
@@ -363,17 +363,47 @@ def _hbm_bytes(target: str) -> int:
         return 2**40
 
 
-def _to_tensor(nc: NeuronCore, a: np.ndarray, copy: bool = True) -> NkiTensor:
-    try:
+@dataclass(frozen=True)
+class TypedArray:
+    """A kernel argument of an NKI dtype that has no NumPy dtype: the packed MX x4 types
+    (``float8_e4m3fn_x4``, ``float8_e5m2_x4``: four fp8 in a 32-bit word; ``float4_e2m1fn_x4``:
+    four fp4 in 16 bits; aws-neuron-sdk ``nki/api/nki.api.shared.rst``, "Packed" data types).
+    ``data`` holds the storage words (uint32 or uint16, e.g. ``trnsim.numerics.packing.pack_x4``
+    output); the kernel sees an HBM tensor of ``dtype`` with ``data``'s shape, as a NumPy array
+    of the harness's own x4 dtype would give it. Read-only: the kernel's writes to it are not
+    copied back."""
+
+    data: np.ndarray
+    dtype: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+
+def _to_tensor(nc: NeuronCore, a: np.ndarray | TypedArray, copy: bool = True) -> NkiTensor:
+    if isinstance(a, TypedArray):
         fmt = get_format(a.dtype)
-    except Exception:
-        raise broken(
-            "argument-dtype", f"kernel argument of dtype {a.dtype} is not an NKI dtype"
-        ) from None
+        if fmt.dtype != a.data.dtype:
+            raise broken(
+                "argument-dtype",
+                f"a {fmt.name} argument holds {fmt.dtype} storage words, got {a.data.dtype}",
+            )
+        a = a.data
+    else:
+        try:
+            fmt = get_format(a.dtype)
+        except Exception:
+            raise broken(
+                "argument-dtype", f"kernel argument of dtype {a.dtype} is not an NKI dtype"
+            ) from None
     v = nc.allocate(a.shape, fmt, HBM, name="arg", fill=False, view_type=NkiTensor)
     if copy:
         v.array()[...] = a
     return v  # type: ignore[return-value]
+
+
+_ARRAYS = (np.ndarray, TypedArray)
 
 
 def _to_numpy(x: Any) -> Any:
