@@ -12,6 +12,8 @@ from trnsim.conformance.case import Case
 from trnsim.conformance.cases_library_moetkg import (
     CASES,
     _block_weights,
+    _i_map,
+    _i_order,
     _k_order,
     _moe_ref,
     _mx_values,
@@ -132,6 +134,17 @@ def test_mx_layout_blocks_are_8_partitions_by_4_slots():
     big[16 * 3 + 2, 0] = 100.0  # slot 3, row 2: in block 0 (not 1)
     _, s2 = _mx_weights(big, "float8_e4m3fn", "float8_e4m3fn_x4")
     assert s2[0, 0] > scales[0, 0] and s2[1, 0] == scales[1, 0]
+
+
+def test_intermediate_layout_is_per_512_tile():
+    # I = 1024: two tiles of [128 partitions, 4 slots], index tile * 512 + j * 128 + p
+    m = _i_map(1024)
+    assert m.shape == (128, 2, 4) and m[5, 1, 3] == 512 + 3 * 128 + 5
+    order = _i_order(1024)
+    assert sorted(order) == list(range(1024))
+    assert list(order[512:516]) == [512, 640, 768, 896]  # K = 512 + 4 p + j
+    small = _i_map(128)  # I = 128: one tile of 32 partitions, index j * 32 + p
+    assert small.shape == (32, 1, 4) and small[5, 0, 3] == 3 * 32 + 5
 
 
 @pytest.mark.skipif(not LIBRARY.is_dir(), reason="no nki-library checkout")

@@ -220,25 +220,45 @@ def _k_order(n: int, rows: int) -> np.ndarray:
     return j * rows + r
 
 
-def _mx_weights(w: np.ndarray, elem: str, packed: str) -> tuple[np.ndarray, np.ndarray]:
-    """w [N, F] (N the contraction axis, index j * N/4 + r) -> words [N/4, F] and scales
-    [N/32, F] in the kernel's layout."""
+def _i_order(n: int) -> np.ndarray:
+    """``_k_order`` for the intermediate axis: per I/512 tile (index tile * 512 + j * R/4 + p,
+    R = min(I, 512) the tile's size), K = tile * 512 + 4 p + j."""
+    r = min(n, 512)
+    return np.concatenate([t * 512 + _k_order(r, r // 4) for t in range(n // r)])
+
+
+def _i_map(n: int) -> np.ndarray:
+    """[I_p, ceil(I/512), 4]: the intermediate index at partition p, I/512 tile, slot j."""
+    r = min(n, 512)
+    p, t, j = np.meshgrid(np.arange(r // 4), np.arange(n // r), np.arange(4), indexing="ij")
+    return t * 512 + j * (r // 4) + p
+
+
+def _mx_weights(
+    w: np.ndarray, elem: str, packed: str, order: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """w [N, F] (N the contraction axis, by default index j * N/4 + r) -> words [N/4, F] and
+    scales [N/32, F] in the kernel's layout (``order``: each K's index, default _k_order)."""
     n = w.shape[0]
-    return mx_words(w[_k_order(n, n // 4)], elem, packed)
+    order = _k_order(n, n // 4) if order is None else order
+    return mx_words(w[order], elem, packed)
 
 
-def _mx_values(words: np.ndarray, scales: np.ndarray, packed: str) -> np.ndarray:
+def _mx_values(
+    words: np.ndarray, scales: np.ndarray, packed: str, order: np.ndarray | None = None
+) -> np.ndarray:
     """Inverse of ``_mx_weights``: the [N, F] values the words hold."""
     n = words.shape[0] * 4
+    order = _k_order(n, n // 4) if order is None else order
     vals = np.empty((n, words.shape[1]))
-    vals[_k_order(n, n // 4)] = mx_decode(words, scales, _MX_ELEM[packed], packed)
+    vals[order] = mx_decode(words, scales, _MX_ELEM[packed], packed)
     return vals
 
 
-def _mx_quantize_axis0(x: np.ndarray) -> np.ndarray:
+def _mx_quantize_axis0(x: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """x [N, T] quantized to MXFP8 (e4m3fn) in the kernel's blocks along N (as _mx_weights)."""
     n = x.shape[0]
-    order = _k_order(n, n // 4)
+    order = _k_order(n, n // 4) if order is None else order
     out = np.empty(x.shape)
     out[order] = mx_quantized_values(x[order], "float8_e4m3fn")
     return out
@@ -248,12 +268,23 @@ _MX_ELEM = {"float4_e2m1fn_x4": "float4_e2m1fn", "float8_e4m3fn_x4": "float8_e4m
 
 
 def _mx_inputs(
-    t, h, i, e, k, all_expert, packed, act="Swish", clamp=True, dtype=bf16, down_bias=False
+    t,
+    h,
+    i,
+    e,
+    k,
+    all_expert,
+    packed,
+    act="Swish",
+    clamp=True,
+    dtype=bf16,
+    down_bias=False,
+    block_size=None,
 ):
     """Random MX weights: gate/up [E, H, 2, I], down [E, I, H] quantized in the kernel's blocks
     and stored in its layouts (the reference decodes the words it is given)."""
-    kernel_assert = i <= 512 and i % 32 == 0 and h % 512 == 0
-    assert kernel_assert, "these layouts cover one I/512 tile, I a multiple of 32"
+    legal = ((i <= 512 and i % 32 == 0) or i % 512 == 0) and h % 512 == 0
+    assert legal, "these layouts: I a multiple of 32 up to 512, or of 512"
     elem = _MX_ELEM[packed]
 
     def make(rng):
@@ -265,8 +296,9 @@ def _mx_inputs(
         x = rng.standard_normal((t, h)).astype(dtype)
         gu_w = np.zeros((e, 128, 2, nh, i), np.uint16 if "float4" in packed else np.uint32)
         gu_s = np.zeros((e, 16, 2, nh, i), np.uint8)
-        d_w = np.zeros((e, i // 4, 1, h), gu_w.dtype)
-        d_s = np.zeros((e, i // 32, 1, h), np.uint8)
+        ni, ip = max(1, i // 512), min(i, 512) // 4
+        d_w = np.zeros((e, ip, ni, h), gu_w.dtype)
+        d_s = np.zeros((e, ip // 8, ni, h), np.uint8)
         for ex in range(e):
             for g in range(2):
                 w = rng.standard_normal((h, i)) / np.sqrt(h)
@@ -274,18 +306,18 @@ def _mx_inputs(
                 gu_w[ex, :, g] = words.reshape(nh, 128, i).transpose(1, 0, 2)
                 gu_s[ex, :, g] = scales.reshape(nh, 16, i).transpose(1, 0, 2)
             w = rng.standard_normal((i, h)) / np.sqrt(i)
-            words, scales = _mx_weights(w, elem, packed)
-            d_w[ex, :, 0] = words
-            d_s[ex, :, 0] = scales
+            words, scales = _mx_weights(w, elem, packed, _i_order(i))
+            d_w[ex] = words.reshape(ni, ip, h).transpose(1, 0, 2)
+            d_s[ex] = scales.reshape(ni, ip // 8, h).transpose(1, 0, 2)
         kk = e if k is None else k
         idx = np.stack([rng.permutation(e)[:kk] for _ in range(t)]).astype(np.int32)
         aff = np.zeros((t, e))
         p = rng.random((t, kk))
         np.put_along_axis(aff, idx, p / p.sum(axis=1, keepdims=True), axis=1)
         aff = aff.astype(bf16 if all_expert else np.float32)
-        # gate/up bias [E, 2, I] in the intermediate's layout [E, I/4, 2, 1, 4]: i = j * I/4 + p
+        # gate/up bias [E, 2, I] in the intermediate's layout [E, I_p, 2, ceil(I/512), 4]
         b = rng.standard_normal((e, 2, i)).astype(dtype)
-        gu_b = np.ascontiguousarray(b.reshape(e, 2, 4, i // 4).transpose(0, 3, 1, 2)[:, :, :, None])
+        gu_b = np.ascontiguousarray(b[:, :, _i_map(i)].transpose(0, 2, 1, 3, 4))
         kw = {
             "expert_gate_up_bias": gu_b,
             "expert_gate_up_weights_scale": gu_s,
@@ -295,6 +327,8 @@ def _mx_inputs(
         }
         if down_bias:
             kw["expert_down_bias"] = rng.standard_normal((e, h)).astype(dtype)
+        if block_size is not None:
+            kw.update(is_all_expert_dynamic=True, block_size=block_size)
         if all_expert:
             kw["rank_id"] = np.zeros((1, 1), np.uint32)
         if clamp:
@@ -332,8 +366,7 @@ def _mx_case(name: str, inputs, notes: str) -> Case:
         grid=(2,),
         rtol=BF16_TOL,
         atol=BF16_TOL,
-        notes=notes
-        + "; I=512 (one full I/512 tile: for I % 512 != 0 the kernel feeds never-written SBUF "
+        notes=notes + "; I a multiple of 512 (for I % 512 != 0 the kernel feeds never-written SBUF "
         "partitions to nc_matmul_mx against zeroed weights, its comment calls them garbage; "
         "trnsim's never-written memory is NaN and NaN * 0 is NaN); the weights are passed as "
         "the library's TensorView (see _mx_caller); the reference quantizes the input and the "
@@ -375,14 +408,18 @@ def _mx_ref(
             words = gu_w[e, :, g].transpose(1, 0, 2).reshape(h // 4, i)
             scales = gu_s[e, :, g].transpose(1, 0, 2).reshape(h // 32, i)
             vals_gu[e, :, g] = _mx_values(words, scales, packed)
-        vals_d[e] = _mx_values(d_w[e, :, 0], d_s[e, :, 0], packed)
+        ni, ip = d_w.shape[2], d_w.shape[1]
+        words = d_w[e].transpose(1, 0, 2).reshape(ni * ip, h)
+        scales = d_s[e].transpose(1, 0, 2).reshape(ni * ip // 8, h)
+        vals_d[e] = _mx_values(words, scales, packed, _i_order(i))
     xq = _mx_quantize_axis0(f64(x).T).T  # [T, H] as the kernel's MXFP8 holds it
     out = np.zeros((t, h))
     for e in range(vals_gu.shape[0]):
         g = _bf(xq @ vals_gu[e, :, 0])  # each step's result tile is bf16 (PSUM and SBUF)
         u = _bf(xq @ vals_gu[e, :, 1])
-        if expert_gate_up_bias is not None:  # [I/4, 2, 1, 4] -> [2, I]: i = j * I/4 + p
-            b = f64(expert_gate_up_bias[e, :, :, 0]).transpose(1, 2, 0).reshape(2, i)
+        if expert_gate_up_bias is not None:  # [I_p, 2, ceil(I/512), 4] -> [2, I]
+            b = np.zeros((2, i))
+            b[:, _i_map(i)] = f64(expert_gate_up_bias[e]).transpose(1, 0, 2, 3)
             g, u = _bf(g + b[0]), _bf(u + b[1])
         if gate_clamp_upper_limit is not None:
             g = np.minimum(g, gate_clamp_upper_limit)
@@ -390,7 +427,8 @@ def _mx_ref(
             u = np.maximum(u, up_clamp_lower_limit)
         if up_clamp_upper_limit is not None:
             u = np.minimum(u, up_clamp_upper_limit)
-        inter = _mx_quantize_axis0(_bf(_bf(_act(g, activation_fn.name)) * u).T).T
+        inter = _bf(_bf(_act(g, activation_fn.name)) * u)
+        inter = _mx_quantize_axis0(inter.T, _i_order(i)).T
         y = inter @ vals_d[e]
         if expert_down_bias is not None:
             y = y + f64(expert_down_bias[e])
@@ -707,7 +745,18 @@ CASES: list[Case] = [
     ),
     _mx_case(
         "library/moe_tkg_all_expert_mxfp8",
-        _mx_inputs(32, 512, 512, 2, None, True, "float8_e4m3fn_x4", act="SiLU", clamp=False),
+        _mx_inputs(32, 512, 1024, 2, None, True, "float8_e4m3fn_x4", act="SiLU", clamp=False),
         "all-expert, MXFP8 weights, SiLU, no clamps",
+    ),
+    _mx_case(
+        "library/moe_tkg_all_expert_mxfp4_dynamic",
+        _mx_inputs(32, 512, 1024, 1, None, True, "float4_e2m1fn_x4", block_size=8),
+        "all-expert with dynamic control flow (is_all_expert_dynamic, block_size 8 of T=32, "
+        "one local expert as the kernel requires, I=1024 so that I is sharded over the two "
+        "cores: with one I/512 tile the dynamic blocks still take shard_on_I's default True "
+        "and both cores add the same full result, doubling it). Every token is routed: the "
+        "kernel never writes the output row of a token routed to no local expert (its "
+        "indirect DMA skips it; moe_tkg's own output buffer is not zeroed), so those rows "
+        "hold whatever the buffer held",
     ),
 ]
