@@ -20,6 +20,12 @@ takes the top-K experts of each token (softmax or sigmoid before or after the to
 renormalised, as ``cases_library_moe`` documents) and weights each selected expert's MLP by its
 affinity. Inputs are redrawn until every token's K-th and (K+1)-th logits are far apart, so
 the expert choice does not depend on the precision the kernel computes them in.
+
+MX weights (MXFP4 / MXFP8, ``all_expert_mx_impl`` and ``selective_expert_mx_impl``) are passed
+as ``trnsim.nki.simulate.TypedArray`` (x4 storage words with their NKI dtype) wrapped, inside
+the launch, in the library's ``TensorView`` (``Case.caller``): the kernels read them through
+``.base_tensor``. The layouts and the reference's modelling of the kernel's on-device MXFP8
+quantization and bf16 steps are described at the MX section below.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from trnsim.conformance.case import Call, Case
 from trnsim.conformance.refs import bf16, f64, mx_decode, mx_quantized_values, mx_words
 
 REPO = "nki-library"
+F16 = np.float16
 MOE_TKG = "src/nkilib_src/nkilib/core/moe/moe_tkg/moe_tkg.py"
 MOE_BLOCK = "src/nkilib_src/nkilib/core/moe_block/moe_block_tkg.py"
 
@@ -267,6 +274,37 @@ def _mx_quantize_axis0(x: np.ndarray, order: np.ndarray | None = None) -> np.nda
 _MX_ELEM = {"float4_e2m1fn_x4": "float4_e2m1fn", "float8_e4m3fn_x4": "float8_e4m3fn"}
 
 
+def _mx_expert_weights(rng, e: int, h: int, i: int, packed: str, dtype) -> tuple:
+    """Random MX expert weights: gate/up [E, H, 2, I] and down [E, I, H] quantized in the
+    kernel's blocks and stored in its layouts, and a gate/up bias [E, 2, I] in the
+    intermediate's layout [E, I_p, 2, ceil(I/512), 4] -> (gate/up words, down words (both
+    TypedArray), gate/up scales, down scales, gate/up bias)."""
+    from trnsim.nki.simulate import TypedArray
+
+    legal = ((i <= 512 and i % 32 == 0) or i % 512 == 0) and h % 512 == 0
+    assert legal, "these layouts: I a multiple of 32 up to 512, or of 512"
+    elem = _MX_ELEM[packed]
+    nh = h // 512
+    gu_w = np.zeros((e, 128, 2, nh, i), np.uint16 if "float4" in packed else np.uint32)
+    gu_s = np.zeros((e, 16, 2, nh, i), np.uint8)
+    ni, ip = max(1, i // 512), min(i, 512) // 4
+    d_w = np.zeros((e, ip, ni, h), gu_w.dtype)
+    d_s = np.zeros((e, ip // 8, ni, h), np.uint8)
+    for ex in range(e):
+        for g in range(2):
+            w = rng.standard_normal((h, i)) / np.sqrt(h)
+            words, scales = _mx_weights(w, elem, packed)
+            gu_w[ex, :, g] = words.reshape(nh, 128, i).transpose(1, 0, 2)
+            gu_s[ex, :, g] = scales.reshape(nh, 16, i).transpose(1, 0, 2)
+        w = rng.standard_normal((i, h)) / np.sqrt(i)
+        words, scales = _mx_weights(w, elem, packed, _i_order(i))
+        d_w[ex] = words.reshape(ni, ip, h).transpose(1, 0, 2)
+        d_s[ex] = scales.reshape(ni, ip // 8, h).transpose(1, 0, 2)
+    b = rng.standard_normal((e, 2, i)).astype(dtype)
+    gu_b = np.ascontiguousarray(b[:, :, _i_map(i)].transpose(0, 2, 1, 3, 4))
+    return TypedArray(gu_w, packed), TypedArray(d_w, packed), gu_s, d_s, gu_b
+
+
 def _mx_inputs(
     t,
     h,
@@ -281,43 +319,20 @@ def _mx_inputs(
     down_bias=False,
     block_size=None,
 ):
-    """Random MX weights: gate/up [E, H, 2, I], down [E, I, H] quantized in the kernel's blocks
-    and stored in its layouts (the reference decodes the words it is given)."""
-    legal = ((i <= 512 and i % 32 == 0) or i % 512 == 0) and h % 512 == 0
-    assert legal, "these layouts: I a multiple of 32 up to 512, or of 512"
-    elem = _MX_ELEM[packed]
+    """moe_tkg's arguments with MX weights (``_mx_expert_weights``; the reference decodes the
+    words it is given)."""
 
     def make(rng):
         from nkilib.core.utils.common_types import ActFnType, ExpertAffinityScaleMode
 
-        from trnsim.nki.simulate import TypedArray
-
-        nh = h // 512
         x = rng.standard_normal((t, h)).astype(dtype)
-        gu_w = np.zeros((e, 128, 2, nh, i), np.uint16 if "float4" in packed else np.uint32)
-        gu_s = np.zeros((e, 16, 2, nh, i), np.uint8)
-        ni, ip = max(1, i // 512), min(i, 512) // 4
-        d_w = np.zeros((e, ip, ni, h), gu_w.dtype)
-        d_s = np.zeros((e, ip // 8, ni, h), np.uint8)
-        for ex in range(e):
-            for g in range(2):
-                w = rng.standard_normal((h, i)) / np.sqrt(h)
-                words, scales = _mx_weights(w, elem, packed)
-                gu_w[ex, :, g] = words.reshape(nh, 128, i).transpose(1, 0, 2)
-                gu_s[ex, :, g] = scales.reshape(nh, 16, i).transpose(1, 0, 2)
-            w = rng.standard_normal((i, h)) / np.sqrt(i)
-            words, scales = _mx_weights(w, elem, packed, _i_order(i))
-            d_w[ex] = words.reshape(ni, ip, h).transpose(1, 0, 2)
-            d_s[ex] = scales.reshape(ni, ip // 8, h).transpose(1, 0, 2)
+        gu, dw, gu_s, d_s, gu_b = _mx_expert_weights(rng, e, h, i, packed, dtype)
         kk = e if k is None else k
         idx = np.stack([rng.permutation(e)[:kk] for _ in range(t)]).astype(np.int32)
         aff = np.zeros((t, e))
         p = rng.random((t, kk))
         np.put_along_axis(aff, idx, p / p.sum(axis=1, keepdims=True), axis=1)
         aff = aff.astype(bf16 if all_expert else np.float32)
-        # gate/up bias [E, 2, I] in the intermediate's layout [E, I_p, 2, ceil(I/512), 4]
-        b = rng.standard_normal((e, 2, i)).astype(dtype)
-        gu_b = np.ascontiguousarray(b[:, :, _i_map(i)].transpose(0, 2, 1, 3, 4))
         kw = {
             "expert_gate_up_bias": gu_b,
             "expert_gate_up_weights_scale": gu_s,
@@ -335,10 +350,76 @@ def _mx_inputs(
             kw.update(
                 gate_clamp_upper_limit=7.0, up_clamp_upper_limit=8.0, up_clamp_lower_limit=-6.0
             )
-        gu, dw = TypedArray(gu_w, packed), TypedArray(d_w, packed)
         return Call((x, gu, dw, aff, idx, all_expert), kw)
 
     return make
+
+
+def _block_mx_inputs(b, s_, h, i, e, k, packed, dtype=F16, **kw):
+    """moe_block_tkg's arguments (``_block_inputs``: the router part) with MX expert weights,
+    gate/up bias and down bias."""
+    base = _block_inputs(b, s_, h, i, e, k, dtype, **kw)
+
+    def make(rng):
+        call = base(rng)
+        gu, dw, gu_s, d_s, gu_b = _mx_expert_weights(rng, e, h, i, packed, dtype)
+        extra = {
+            "expert_gate_up_weights_scale": gu_s,
+            "expert_down_weights_scale": d_s,
+            "expert_gate_up_bias": gu_b,
+            "expert_down_bias": rng.standard_normal((e, h)).astype(dtype),
+        }
+        return Call((*call.args[:3], gu, dw), {**call.kwargs, **extra})
+
+    return make
+
+
+def _block_mx_ref(inp, gamma, router_weights, wgu, wd, **kw):
+    """RMSNorm, router top-K (as ``_block_ref``), then the MX experts (``_mx_ref``) on the
+    normalised input (the RMSNorm output tile, in the input's dtype)."""
+    xn = _block_norm(inp, gamma, kw.get("eps", 1e-6), kw.get("hidden_actual"))
+    mm = kw.get("router_mm_dtype") or bf16
+    logits = _block_logits(xn, router_weights, kw.get("router_bias"), mm)
+    w = _block_weights(
+        logits,
+        kw["top_k"],
+        kw["router_act_fn"].name,
+        kw.get("router_pre_norm", True),
+        kw.get("norm_topk_prob", False),
+    )
+    idx = np.argsort(-w, axis=1, kind="stable")[:, : kw["top_k"]]
+    keep = (
+        "expert_gate_up_bias",
+        "expert_down_bias",
+        "expert_gate_up_weights_scale",
+        "expert_down_weights_scale",
+        "gate_clamp_upper_limit",
+        "up_clamp_upper_limit",
+        "up_clamp_lower_limit",
+    )
+    out = _mx_ref(
+        xn,
+        wgu,
+        wd,
+        w,
+        idx,
+        False,
+        activation_fn=kw["hidden_act_fn"],
+        **{n: kw[n] for n in keep if n in kw},
+    )
+    return out, logits.astype(inp.dtype)
+
+
+def _block_mx_caller(kernel):
+    """As ``_mx_caller``: moe_block_tkg hands the MX weights to moe_tkg, which reads them
+    through the library's ``TensorView``."""
+
+    def call(inp, gamma, router_weights, wgu, wd, *args, **kwargs):
+        from nkilib.core.utils.tensor_view import TensorView
+
+        return kernel(inp, gamma, router_weights, TensorView(wgu), TensorView(wd), *args, **kwargs)
+
+    return call
 
 
 def _mx_caller(kernel):
@@ -371,7 +452,8 @@ def _mx_case(name: str, inputs, notes: str) -> Case:
         "trnsim's never-written memory is NaN and NaN * 0 is NaN); the weights are passed as "
         "the library's TensorView (see _mx_caller); the reference quantizes the input and the "
         "intermediate to MXFP8 in the kernel's blocks and rounds each bf16 step as the kernel "
-        "does, so only bf16 roundings remain: tolerance 2^-6 (4 bf16 ulps)",
+        "does (all-expert: bit-exact; selective: the down projection's bf16 steps are not "
+        "modelled), so only bf16 roundings remain: tolerance 2^-6 (4 bf16 ulps)",
     )
 
 
@@ -414,6 +496,7 @@ def _mx_ref(
         vals_d[e] = _mx_values(words, scales, packed, _i_order(i))
     xq = _mx_quantize_axis0(f64(x).T).T  # [T, H] as the kernel's MXFP8 holds it
     out = np.zeros((t, h))
+    parts: dict[int, np.ndarray] = {}
     for e in range(vals_gu.shape[0]):
         g = _bf(xq @ vals_gu[e, :, 0])  # each step's result tile is bf16 (PSUM and SBUF)
         u = _bf(xq @ vals_gu[e, :, 1])
@@ -427,13 +510,33 @@ def _mx_ref(
             u = np.maximum(u, up_clamp_lower_limit)
         if up_clamp_upper_limit is not None:
             u = np.minimum(u, up_clamp_upper_limit)
-        inter = _bf(_bf(_act(g, activation_fn.name)) * u)
-        inter = _mx_quantize_axis0(inter.T, _i_order(i)).T
-        y = inter @ vals_d[e]
-        if expert_down_bias is not None:
-            y = y + f64(expert_down_bias[e])
-        w = f64(affin[:, e]) if is_all_expert else np.where((idx == e).any(axis=1), affin[:, e], 0)
-        out += f64(w)[:, None] * y
+        # the product goes to the intermediate tile: bf16 (activation_compute_dtype) in the
+        # all-expert kernel, the I/O dtype in the selective one (intermediate_state_sb)
+        inter = _bf(_act(g, activation_fn.name)) * u
+        inter = _bf(inter) if is_all_expert else inter.astype(np.float32).astype(x.dtype)
+        inter = _mx_quantize_axis0(f64(inter).T, _i_order(i)).T
+        if not is_all_expert:
+            y = inter @ vals_d[e]
+            if expert_down_bias is not None:
+                y = y + f64(expert_down_bias[e])
+            w = np.where((idx == e).any(axis=1), affin[:, e], 0)
+            out += f64(w)[:, None] * y
+            continue
+        # all-expert (down_projection_mx): with two or more I/512 tiles each core takes half
+        # of them (shard_on_I); a core's PSUM result is bf16, scaled by the affinity into its
+        # bf16 output tile and added to the earlier experts' there; at the last expert the two
+        # cores' tiles are added (sendrecv, one bf16 add)
+        n_i = max(1, i // 512)
+        halves = np.array_split(np.arange(i), 2 if n_i >= 2 else 1)
+        a = f64(affin[:, e])[:, None]
+        for c, rows in enumerate(halves):
+            y = _bf(inter[:, rows] @ vals_d[e][rows])
+            if expert_down_bias is not None and c == 0:
+                y = _bf(y + f64(expert_down_bias[e]))
+            part = _bf(a * y)
+            parts[c] = part if e == 0 else _bf(parts[c] + part)
+    if is_all_expert:
+        out = parts[0] if len(parts) == 1 else _bf(parts[0] + parts[1])
     return out.astype(x.dtype)
 
 
@@ -633,8 +736,6 @@ def _block_case(name: str, inputs, dtype, notes: str) -> Case:
     )
 
 
-F16 = np.float16
-
 CASES: list[Case] = [
     _case(
         "library/moe_tkg_all_expert",
@@ -733,9 +834,12 @@ CASES: list[Case] = [
     ),
     _mx_case(
         "library/moe_tkg_selective_mxfp8",
-        _mx_inputs(2, 512, 512, 4, 2, False, "float8_e4m3fn_x4", act="SiLU", down_bias=True),
-        "selective-expert, MXFP8 weights, SiLU, gate/up and down biases (the down bias is "
-        "weighted by the affinities after the projection, as the kernel's comments describe)",
+        _mx_inputs(
+            2, 512, 512, 4, 2, False, "float8_e4m3fn_x4", act="SiLU", down_bias=True, dtype=F16
+        ),
+        "selective-expert, MXFP8 weights, fp16 I/O, SiLU, gate/up and down biases (the down "
+        "bias is weighted by the affinities after the projection, as the kernel's comments "
+        "describe)",
     ),
     _mx_case(
         "library/moe_tkg_all_expert_mxfp4",
@@ -758,5 +862,22 @@ CASES: list[Case] = [
         "kernel never writes the output row of a token routed to no local expert (its "
         "indirect DMA skips it; moe_tkg's own output buffer is not zeroed), so those rows "
         "hold whatever the buffer held",
+    ),
+    Case(
+        "library/moe_block_tkg_selective_mxfp4",
+        REPO,
+        MOE_BLOCK,
+        "moe_block_tkg",
+        _block_mx_inputs(1, 4, 512, 512, 8, 2, "float4_e2m1fn_x4", bias=True, clamp=True),
+        _block_mx_ref,
+        caller=_block_mx_caller,
+        grid=(2,),  # moe_block_tkg asserts an LNC=2 grid
+        rtol=BF16_TOL,
+        atol=BF16_TOL,
+        notes="RMSNorm + router (softmax after top-2 of 8, router bias) + selective MXFP4 "
+        "experts (eager affinities from the router), fp16 [1, 4, 512], I=512, Swish, biases, "
+        "clamps; the weights passed as the library's TensorView (_block_mx_caller); the expert "
+        "part as in the moe_tkg MX cases (the intermediate tile in the I/O dtype): tolerance "
+        "2^-6 (4 bf16 ulps: the projections run in bf16)",
     ),
 ]
