@@ -118,6 +118,27 @@ def _double(x):
     return out
 
 
+def _max8(x):
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+
+    sb = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=sb, src=x)
+    top = nl.ndarray((x.shape[0], 8), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.max8(dst=top, src=sb)
+    out = nl.ndarray(top.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=top)
+    return out
+
+
+def test_max8_reads_at_least_8_elements_per_partition():
+    # nki.isa.max8: "The number of elements read per partition must be between 8 and 16,384"
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    np.testing.assert_array_equal(run(_max8, x).outputs, x[:, ::-1])
+    with pytest.raises(KernelError, match="max8 reads 4 elements per partition"):
+        run(_max8, np.ones((2, 4), np.float32))
+
+
 def test_mx_layout_blocks_are_8_partitions_by_4_slots():
     # an axis of 64 values laid out index = j * 16 + r: K = 4 r + j
     order = _k_order(64, 16)

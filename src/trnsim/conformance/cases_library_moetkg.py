@@ -377,7 +377,15 @@ def _block_mx_inputs(b, s_, h, i, e, k, packed, dtype=F16, **kw):
 def _block_mx_ref(inp, gamma, router_weights, wgu, wd, **kw):
     """RMSNorm, router top-K (as ``_block_ref``), then the MX experts (``_mx_ref``) on the
     normalised input (the RMSNorm output tile, in the input's dtype)."""
-    xn = _block_norm(inp, gamma, kw.get("eps", 1e-6), kw.get("hidden_actual"))
+    eps, n_act = kw.get("eps", 1e-6), kw.get("hidden_actual")
+    if kw.get("is_all_expert"):  # rmsnorm_mx_quantize_tkg: x * gamma to an input-dtype tile,
+        x = f64(inp).reshape(-1, inp.shape[-1])  # then times 1/RMS (fp32) to the output tile
+        n = x.shape[-1] if n_act is None else n_act
+        xg = (x * f64(gamma)).astype(inp.dtype).astype(np.float64)
+        rs = (1 / np.sqrt((x * x).sum(axis=-1, keepdims=True) / n + eps)).astype(np.float32)
+        xn = (xg * rs).astype(np.float32).astype(inp.dtype)
+    else:
+        xn = _block_norm(inp, gamma, eps, n_act)
     mm = kw.get("router_mm_dtype") or bf16
     logits = _block_logits(xn, router_weights, kw.get("router_bias"), mm)
     w = _block_weights(
@@ -397,13 +405,15 @@ def _block_mx_ref(inp, gamma, router_weights, wgu, wd, **kw):
         "up_clamp_upper_limit",
         "up_clamp_lower_limit",
     )
+    e_l = wgu.data.shape[0]
+    base = 0 if kw.get("rank_id") is None else int(kw["rank_id"][0, 0]) * e_l
     out = _mx_ref(
         xn,
         wgu,
         wd,
-        w,
-        idx,
-        False,
+        w[:, base : base + e_l],
+        idx - base,
+        kw.get("is_all_expert", False),
         activation_fn=kw["hidden_act_fn"],
         **{n: kw[n] for n in keep if n in kw},
     )
@@ -879,5 +889,25 @@ CASES: list[Case] = [
         "clamps; the weights passed as the library's TensorView (_block_mx_caller); the expert "
         "part as in the moe_tkg MX cases (the intermediate tile in the I/O dtype): tolerance "
         "2^-6 (4 bf16 ulps: the projections run in bf16)",
+    ),
+    Case(
+        "library/moe_block_tkg_all_expert_mxfp4",
+        REPO,
+        MOE_BLOCK,
+        "moe_block_tkg",
+        _block_mx_inputs(
+            4, 1, 512, 1024, 8, 2, "float4_e2m1fn_x4", bias=True, clamp=True, all_expert=True
+        ),
+        _block_mx_ref,
+        caller=_block_mx_caller,
+        grid=(2,),
+        rtol=BF16_TOL,
+        atol=BF16_TOL,
+        notes="all-expert with MXFP4 experts: the fused RMSNorm + MXFP8 quantization "
+        "(rmsnorm_mx_quantize_tkg: x * gamma stored in the input dtype, then times 1/RMS; the "
+        "reference rounds the same two steps), the router (softmax after top-2 of 8), and "
+        "moe_tkg on the pre-quantized input (hidden_input_scale); T=4, H=512, I=1024 (I "
+        "sharded over the two cores); E=8: router_topk's max8 reads E values per token and "
+        "max8 needs at least 8 (with E=4 trnsim stops at the max8 rule); tolerance 2^-6",
     ),
 ]
