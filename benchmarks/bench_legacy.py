@@ -34,7 +34,17 @@ MATMULS = {  # legacy kernel -> (new-API port variant, calibration variant)
     "nki_matmul_block_free_dimension_": "blocked",
     "nki_matmul_fully_optimized_": "optimized",
 }
-ATTENTION = ("attn_fwd_v7", "attn_fwd_v8", "attn_fwd_v9", "attn_fwd_v10", "attn_fwd_v11")
+ATTENTION = (
+    "attn_fwd_v3",
+    "attn_fwd_v4",
+    "attn_fwd_v5",
+    "attn_fwd_v6",
+    "attn_fwd_v7",
+    "attn_fwd_v8",
+    "attn_fwd_v9",
+    "attn_fwd_v10",
+    "attn_fwd_v11",
+)
 
 
 def _load(path: str):

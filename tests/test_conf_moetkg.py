@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trnsim.conformance.case import Case
 from trnsim.conformance.cases_library_moetkg import (
     CASES,
     _block_weights,
@@ -19,9 +18,9 @@ from trnsim.conformance.cases_library_moetkg import (
     _mx_values,
     _mx_weights,
 )
-from trnsim.conformance.runner import describe_inputs, run_case, run_checkout
+from trnsim.conformance.runner import run_checkout
 from trnsim.errors import KernelError
-from trnsim.nki.simulate import TypedArray, run
+from trnsim.nki.simulate import run
 
 LIBRARY = Path(os.environ.get("TRNSIM_NKI_LIBRARY", "/work/checkouts/nki-library"))
 
@@ -62,60 +61,6 @@ def test_router_weights_top_k():
     w = _block_weights(logits, 2, "SOFTMAX", True, False)
     full = np.exp(logits[0]) / np.exp(logits[0]).sum()
     np.testing.assert_allclose(w, [[full[0], 0, full[2], 0]])
-
-
-def _copy_x4(w):
-    import trnsim.nki.isa as nisa
-    import trnsim.nki.language as nl
-
-    out = nl.ndarray(w.shape, dtype=w.dtype, buffer=nl.shared_hbm)
-    sb = nl.ndarray(w.shape, dtype=w.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=sb, src=w)
-    nisa.dma_copy(dst=out, src=sb)
-    return out, str(w.dtype)
-
-
-def test_typed_array_argument_is_an_x4_hbm_tensor():
-    from trnsim.numerics.packing import pack_x4
-
-    vals = np.array([[0.5, -1.0, 6.0, 0.0, 1.5, -3.0, 2.0, 4.0]] * 4, np.float32)
-    words = pack_x4(vals, "float4_e2m1fn_x4")  # [4, 2] uint16
-    out, dtype = run(_copy_x4, TypedArray(words, "float4_e2m1fn_x4")).outputs
-    assert "float4_e2m1fn_x4" in dtype
-    np.testing.assert_array_equal(out, words)  # the storage words come back unchanged
-    assert describe_inputs((TypedArray(words, "float4_e2m1fn_x4"),), {}).endswith("[4,2]")
-
-
-def test_typed_array_storage_must_match_the_dtype():
-    with pytest.raises(KernelError, match="uint16 storage words, got uint32"):
-        run(_copy_x4, TypedArray(np.zeros((4, 2), np.uint32), "float4_e2m1fn_x4"))
-
-
-def test_case_caller_runs_instead_of_the_kernel(tmp_path):
-    (tmp_path / "k.py").write_text("def kernel(x):\n    return x\n")
-    case = Case(
-        "t/caller",
-        "nki-library",
-        "k.py",
-        "kernel",
-        lambda rng: (np.ones((2, 2), np.float32),),
-        lambda x: 2 * x,
-        caller=lambda k: lambda x: k(_double(x)),
-    )
-    r = run_case(case, tmp_path)
-    assert r.outcome == "pass", r.detail
-
-
-def _double(x):
-    import trnsim.nki.isa as nisa
-    import trnsim.nki.language as nl
-
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    sb = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=sb, src=x)
-    nisa.tensor_scalar(dst=sb, data=sb, op0=nl.multiply, operand0=2.0)
-    nisa.dma_copy(dst=out, src=sb)
-    return out
 
 
 def _max8(x):

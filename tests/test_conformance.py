@@ -210,3 +210,31 @@ def test_a_kernel_callers_launches_are_profiled(tmp_path):
         r = run_case(case, root, profile=True)
     assert r.outcome == "pass", r.detail
     assert r.profile_s is not None and r.profile_s > 0
+
+
+def test_bounds_references_pass_inside_and_fail_outside_or_on_nan():
+    from trnsim.conformance.refs import Bounds, gamma
+
+    b = Bounds(np.array([0.0, 1.0, -2.0]), np.array([0.5, 1.0, -1.0]))
+    ok, err, _ = compare(np.array([0.25, 1.0, -1.5], np.float32), b, 0.0, 0.0)
+    assert ok and err == 0.0
+    ok, err, why = compare(np.array([0.25, 1.0 + 2**-20, -1.5]), b, 0.0, 0.0)
+    assert not ok and err == pytest.approx(2**-20) and "outside bounds" in why
+    assert compare(np.array([0.25, 1.0 + 2**-20, -1.5]), b, 2**-19, 0.0)[0]  # within rtol
+    assert not compare(np.array([np.nan, 1.0, -1.5]), b, 1.0, 1.0)[0]
+    assert not compare(np.zeros(2), b, 1.0, 1.0)[0]  # shape
+    assert gamma(128) == pytest.approx(128 * 2**-24, rel=1e-5)
+
+
+def test_attention_bounds_hold_the_exact_value_and_are_narrow():
+    from trnsim.conformance.cases_legacy import CASES, ref_attention_dk
+
+    case = next(c for c in CASES if c.name == "legacy/samples/attention_v7")
+    q, k, v = case.inputs(np.random.default_rng(0))
+    b = case.reference(q, k, v)
+    exact = ref_attention_dk(q, k, v).astype(np.float64)
+    # the exact softmax (no bf16 rounding) is not an admissible kernel result: some of it
+    # falls outside, so the bounds do check the bf16 roundings
+    assert ((exact < b.lo) | (exact > b.hi)).any()
+    # narrower than one bf16 ulp (2^-8 relative) of the typical output
+    assert (b.lo <= b.hi).all() and np.median(b.hi - b.lo) < 2**-8 * np.abs(exact).mean()

@@ -572,6 +572,37 @@ def a_dma_oob(a):
     nisa.dma_copy(dst=sb((128, 64)), src=view)
 
 
+def _dyn(t, idx):
+    """An on-chip dynamic-offset view: column idx of each partition of t."""
+    return t.ap([[t.shape[1], t.shape[0]], [1, 1]], scalar_offset=idx, indirect_dim=1)
+
+
+def a_ap_dynamic_dim(a):
+    t, idx = sb((128, 64)), _idx(p=1)
+    mark()
+    t.ap([[64, 1], [1, 64]], scalar_offset=idx, indirect_dim=0)
+
+
+def a_dynamic_both(a):
+    t, idx = sb((128, 64)), _idx(p=1)
+    mark()
+    nisa.tensor_copy(_dyn(t, idx), _dyn(t, idx))
+
+
+def a_dynamic_oob(a):
+    t, idx = sb((128, 64)), _idx(p=1, value=64)
+    mark()
+    nisa.tensor_copy(sb((128, 1)), _dyn(t, idx))
+
+
+def a_depends_on(a):
+    t = sb((128, 64))
+    first = nisa.memset(t, 0.0)
+    second = nisa.memset(t, 1.0)
+    mark()
+    first.depends_on(second)
+
+
 def a_ti_nested(a):
     view = _rows(a, _idx())
     mark()
@@ -777,6 +808,10 @@ ARG_CASES = [
     ("ap-no-address", a_ap_no_address, (A,), 1, {}, "indirect-operand", ("no static address",)),
     ("dma-both-indirect", a_dma_both_indirect, (A,), 1, {}, "indirect", ("both src and dst",)),
     ("dma-oob", a_dma_oob, (A,), 1, {}, "oob", ("index 200", "0..127")),
+    ("ap-dynamic-dim", a_ap_dynamic_dim, (A,), 1, {}, "indirect", ("indirect_dim 0",)),
+    ("dynamic-both", a_dynamic_both, (A,), 1, {}, "indirect", ("both src and dst",)),
+    ("dynamic-oob", a_dynamic_oob, (A,), 1, {}, "oob", ("offset 64", "0..63")),
+    ("depends-on", a_depends_on, (A,), 1, {}, "depends-on", ("instruction 2",)),
     ("ti-nested", a_ti_nested, (A,), 1, {}, "ti-view", ("of an indirect view",)),
     ("ti-on-chip", a_ti_on_chip, (A,), 1, {}, "ti-view", ("HBM tensor [128, 64]",)),
     ("ti-free-dim", a_ti_free_dim, (), 1, {}, "ti-view", ("[128] has none",)),
@@ -1335,6 +1370,31 @@ ARG_CASES += [
         {},
         "not-implemented",
         ("all_gather_v is not emulated",),
+    ),
+]
+
+
+def r_lnc_race():
+    """Both cores of an LNC=2 launch store their program id into one HBM tensor, with no
+    barrier between the stores (trnsim.core.races)."""
+    out = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
+    t = sb((4, 4))
+    nisa.memset(t, float(nl.program_id(0)))
+    nisa.dma_copy(out, t)
+    mark()
+    nisa.core_barrier(out, (0, 1))
+    return out
+
+
+ARG_CASES += [
+    (
+        "lnc-race",
+        r_lnc_race,
+        (),
+        2,
+        {},
+        "lnc-race",
+        ("both cores wrote byte 2 ", "32 such bytes", "at this barrier"),
     ),
 ]
 

@@ -53,10 +53,7 @@ DOCUMENTED = {
     "nki.typing": "tensor",
 }
 
-WAITING = {
-    # absent: no nki.isa call returns an instruction handle (.depends_on) yet
-    "nki.isa": {"NkiInstruction"},
-}
+WAITING: dict[str, set[str]] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)

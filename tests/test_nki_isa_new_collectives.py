@@ -171,3 +171,33 @@ def test_sbuf_all_gather_along_the_free_axis_and_timing_only_recording():
         assert np.array_equal(out[r], np.concatenate([x[0], x[1]], axis=1))
     timing = nki.run(k, x, lnc=2, functional=False)
     assert sum(i.opcode is Op.ALL_GATHER for i in timing.instructions) == 2
+
+
+def test_a_collective_starts_when_every_core_has_its_inputs():
+    """Core 1 reaches the all-reduce at once, core 0 only after a long load: in the timing
+    model neither core's all-reduce starts before core 0's input is ready (the k-th
+    collective of each core meets; ``timing._rendezvous``)."""
+
+    def k(x, big):
+        r = ncc.rank_id()
+        src = nl.ndarray((64, 32), nl.float32, buffer=nl.sbuf)
+        if r == 0:
+            pad = nl.ndarray(big.shape, big.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(pad, big)  # a long transfer on core 0 only
+            nisa.tensor_copy(src, pad[0:64, 0:32])
+        else:
+            nisa.dma_copy(src, x[r])
+        dst = nl.ndarray((64, 32), nl.float32, buffer=nl.sbuf)
+        ncc.all_reduce(src, dst, RG, nl.add)
+        out = nl.ndarray((64, 32), nl.float32, buffer=nl.hbm)
+        nisa.dma_copy(out, dst)
+
+    x = np.zeros((2, 64, 32), np.float32)
+    big = np.zeros((128, 16384), np.float32)
+    rec = _run2(k, x, big).instructions
+    s = schedule(rec, "gen4").schedule
+    ar = [i for i, ins in enumerate(rec) if ins.opcode is Op.ALL_REDUCE]
+    feed0 = next(i for i, ins in enumerate(rec) if ins.opcode is Op.TENSOR_COPY)
+    assert len(ar) == 2 and rec[ar[0]].core != rec[ar[1]].core
+    assert all(s.start[i] >= s.end[feed0] for i in ar)
+    assert s.start[ar[0]] == s.start[ar[1]]  # same queues, same inputs bound: they start together

@@ -44,11 +44,10 @@ class Case:
     out_args: the positions of arguments the kernel writes as its outputs (an output buffer
         passed in, nki-library's ``output.must_alias_input``): the outputs compared are those
         arguments after the run (one array, or a tuple), not the kernel's return value.
-    caller: optional ``caller(kernel)``: a function of the same arguments that the launch runs
-        instead, calling the kernel unmodified on what it builds from them inside the launch
-        (e.g. the library's own ``TensorView`` of an HBM argument, as nki-library's tests'
-        wrappers pass MX weights). Written here; say why in ``notes``.
     notes: why these shapes, tolerance, anything unusual.
+    driver: for a subkernel that takes SBUF tensors: ``driver(fn)`` returns a kernel written
+        here (loads HBM inputs to SBUF, calls ``fn``, the library function imported from the
+        checkout, stores its SBUF outputs to HBM); that kernel is launched instead of ``fn``.
     """
 
     name: str
@@ -65,5 +64,5 @@ class Case:
     target: str = "gen4"
     decode: Callable[[Any], Any] | None = None
     out_args: tuple[int, ...] = ()
-    caller: Callable[[Any], Any] | None = None
     notes: str = ""
+    driver: Callable[[Any], Any] | None = None

@@ -22,8 +22,8 @@ affinity. Inputs are redrawn until every token's K-th and (K+1)-th logits are fa
 the expert choice does not depend on the precision the kernel computes them in.
 
 MX weights (MXFP4 / MXFP8, ``all_expert_mx_impl`` and ``selective_expert_mx_impl``) are passed
-as ``trnsim.nki.simulate.TypedArray`` (x4 storage words with their NKI dtype) wrapped, inside
-the launch, in the library's ``TensorView`` (``Case.caller``): the kernels read them through
+as their x4 storage words (uint16 / uint32) and, inside the launch (``Case.driver``), viewed as
+the x4 dtype and wrapped in the library's ``TensorView``: the kernels read them through
 ``.base_tensor``. The layouts and the reference's modelling of the kernel's on-device MXFP8
 quantization and bf16 steps are described at the MX section below.
 """
@@ -272,15 +272,16 @@ def _mx_quantize_axis0(x: np.ndarray, order: np.ndarray | None = None) -> np.nda
 
 
 _MX_ELEM = {"float4_e2m1fn_x4": "float4_e2m1fn", "float8_e4m3fn_x4": "float8_e4m3fn"}
+# the x4 dtype of the weights' storage words (these cases use e4m3fn for MXFP8)
+_PACKED = {"uint16": "float4_e2m1fn_x4", "uint32": "float8_e4m3fn_x4"}
 
 
 def _mx_expert_weights(rng, e: int, h: int, i: int, packed: str, dtype) -> tuple:
     """Random MX expert weights: gate/up [E, H, 2, I] and down [E, I, H] quantized in the
     kernel's blocks and stored in its layouts, and a gate/up bias [E, 2, I] in the
     intermediate's layout [E, I_p, 2, ceil(I/512), 4] -> (gate/up words, down words (both
-    TypedArray), gate/up scales, down scales, gate/up bias)."""
-    from trnsim.nki.simulate import TypedArray
-
+    storage words: uint16 for MXFP4, uint32 for MXFP8), gate/up scales, down scales, gate/up
+    bias)."""
     legal = ((i <= 512 and i % 32 == 0) or i % 512 == 0) and h % 512 == 0
     assert legal, "these layouts: I a multiple of 32 up to 512, or of 512"
     elem = _MX_ELEM[packed]
@@ -302,7 +303,7 @@ def _mx_expert_weights(rng, e: int, h: int, i: int, packed: str, dtype) -> tuple
         d_s[ex] = scales.reshape(ni, ip // 8, h).transpose(1, 0, 2)
     b = rng.standard_normal((e, 2, i)).astype(dtype)
     gu_b = np.ascontiguousarray(b[:, :, _i_map(i)].transpose(0, 2, 1, 3, 4))
-    return TypedArray(gu_w, packed), TypedArray(d_w, packed), gu_s, d_s, gu_b
+    return gu_w, d_w, gu_s, d_s, gu_b
 
 
 def _mx_inputs(
@@ -405,7 +406,7 @@ def _block_mx_ref(inp, gamma, router_weights, wgu, wd, **kw):
         "up_clamp_upper_limit",
         "up_clamp_lower_limit",
     )
-    e_l = wgu.data.shape[0]
+    e_l = wgu.shape[0]
     base = 0 if kw.get("rank_id") is None else int(kw["rank_id"][0, 0]) * e_l
     out = _mx_ref(
         xn,
@@ -420,27 +421,32 @@ def _block_mx_ref(inp, gamma, router_weights, wgu, wd, **kw):
     return out, logits.astype(inp.dtype)
 
 
-def _block_mx_caller(kernel):
-    """As ``_mx_caller``: moe_block_tkg hands the MX weights to moe_tkg, which reads them
-    through the library's ``TensorView``."""
+def _block_mx_driver(kernel):
+    """As ``_mx_driver``, for moe_block_tkg (which hands the weights to moe_tkg)."""
 
     def call(inp, gamma, router_weights, wgu, wd, *args, **kwargs):
-        from nkilib.core.utils.tensor_view import TensorView
-
-        return kernel(inp, gamma, router_weights, TensorView(wgu), TensorView(wd), *args, **kwargs)
+        return kernel(inp, gamma, router_weights, _mx_view(wgu), _mx_view(wd), *args, **kwargs)
 
     return call
 
 
-def _mx_caller(kernel):
-    """moe_tkg reads MX weights through ``.base_tensor``, an attribute of the library's
-    ``TensorView`` (not of the documented ``NkiTensor``): pass the two weight tensors wrapped in
-    one, as the library's own moe_block_tkg MX test wrapper does."""
+def _mx_view(w):
+    """Inside the launch: the weight words (HBM, uint16 / uint32) viewed as their x4 dtype
+    (``NkiTensor.view``) and wrapped in the library's ``TensorView``: moe_tkg reads MX weights
+    through ``.base_tensor``, an attribute of ``TensorView``, not of the documented
+    ``NkiTensor`` (nki-library's moe_block_tkg MX test wrapper passes them so)."""
+    import nki.language as nl
+    from nkilib.core.utils.tensor_view import TensorView
+
+    packed = _PACKED[str(w.dtype)]
+    return TensorView(w.view(getattr(nl, packed)))
+
+
+def _mx_driver(kernel):
+    """The launched kernel: moe_tkg, unmodified, on the MX weights as ``_mx_view`` gives them."""
 
     def call(x, wgu, wd, *args, **kwargs):
-        from nkilib.core.utils.tensor_view import TensorView
-
-        return kernel(x, TensorView(wgu), TensorView(wd), *args, **kwargs)
+        return kernel(x, _mx_view(wgu), _mx_view(wd), *args, **kwargs)
 
     return call
 
@@ -453,14 +459,14 @@ def _mx_case(name: str, inputs, notes: str) -> Case:
         "moe_tkg",
         inputs,
         _mx_ref,
-        caller=_mx_caller,
+        driver=_mx_driver,
         grid=(2,),
         rtol=BF16_TOL,
         atol=BF16_TOL,
         notes=notes + "; I a multiple of 512 (for I % 512 != 0 the kernel feeds never-written SBUF "
         "partitions to nc_matmul_mx against zeroed weights, its comment calls them garbage; "
         "trnsim's never-written memory is NaN and NaN * 0 is NaN); the weights are passed as "
-        "the library's TensorView (see _mx_caller); the reference quantizes the input and the "
+        "the library's TensorView (see _mx_view); the reference quantizes the input and the "
         "intermediate to MXFP8 in the kernel's blocks and rounds each bf16 step as the kernel "
         "does (all-expert: bit-exact; selective: the down projection's bf16 steps are not "
         "modelled), so only bf16 roundings remain: tolerance 2^-6 (4 bf16 ulps)",
@@ -489,9 +495,9 @@ def _mx_ref(
     **_,
 ):
     t, h = x.shape
-    packed = wgu.dtype
-    gu_w, gu_s = wgu.data, expert_gate_up_weights_scale
-    d_w, d_s = wd.data, expert_down_weights_scale
+    packed = _PACKED[np.dtype(wgu.dtype).name]
+    gu_w, gu_s = wgu, expert_gate_up_weights_scale
+    d_w, d_s = wd, expert_down_weights_scale
     e_l, i = gu_w.shape[0], gu_w.shape[-1]
     vals_gu = np.zeros((e_l, h, 2, i))
     vals_d = np.zeros((e_l, i, h))
@@ -880,13 +886,13 @@ CASES: list[Case] = [
         "moe_block_tkg",
         _block_mx_inputs(1, 4, 512, 512, 8, 2, "float4_e2m1fn_x4", bias=True, clamp=True),
         _block_mx_ref,
-        caller=_block_mx_caller,
+        driver=_block_mx_driver,
         grid=(2,),  # moe_block_tkg asserts an LNC=2 grid
         rtol=BF16_TOL,
         atol=BF16_TOL,
         notes="RMSNorm + router (softmax after top-2 of 8, router bias) + selective MXFP4 "
         "experts (eager affinities from the router), fp16 [1, 4, 512], I=512, Swish, biases, "
-        "clamps; the weights passed as the library's TensorView (_block_mx_caller); the expert "
+        "clamps; the weights passed as the library's TensorView (_block_mx_driver); the expert "
         "part as in the moe_tkg MX cases (the intermediate tile in the I/O dtype): tolerance "
         "2^-6 (4 bf16 ulps: the projections run in bf16)",
     ),
@@ -899,7 +905,7 @@ CASES: list[Case] = [
             4, 1, 512, 1024, 8, 2, "float4_e2m1fn_x4", bias=True, clamp=True, all_expert=True
         ),
         _block_mx_ref,
-        caller=_block_mx_caller,
+        driver=_block_mx_driver,
         grid=(2,),
         rtol=BF16_TOL,
         atol=BF16_TOL,

@@ -6,12 +6,36 @@ returns the output in the kernel's documented output dtype.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 bf16 = np.dtype(ml_dtypes.bfloat16)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A reference output given as an interval per element: the kernel's value must lie in
+    ``[lo, hi]`` (then within the case's ``rtol`` / ``atol`` of it). For kernels that round an
+    intermediate to a narrow format after an fp32 accumulation whose order the documentation
+    does not fix: an fp32 sum may land on either side of a rounding midpoint, so each such
+    intermediate is one of its two neighbouring values; the interval is what every
+    admissible choice gives (derived from error bounds, never fitted to the run)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+GAMMA_U32 = 2.0**-24
+"""The unit roundoff of fp32."""
+
+
+def gamma(n: int, u: float = GAMMA_U32) -> float:
+    """Higham's gamma_n = n u / (1 - n u): the relative error bound of an n-term sum (or dot
+    product) in precision u, in any order."""
+    return n * u / (1 - n * u)
 
 
 def randn(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:

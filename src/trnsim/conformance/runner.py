@@ -17,10 +17,12 @@ the case's inputs, compares with the case's reference and classifies the result:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -32,12 +34,15 @@ from typing import Any
 import numpy as np
 
 from trnsim.conformance.case import Call, Case
+from trnsim.conformance.refs import Bounds
 from trnsim.errors import KernelError, UsageError
 
 CASE_MODULES = (
     "trnsim.conformance.cases_library",
     "trnsim.conformance.cases_library_tkg",
     "trnsim.conformance.cases_library_moe",
+    "trnsim.conformance.cases_library_mx",
+    "trnsim.conformance.cases_library_bwd",
     "trnsim.conformance.cases_library_moetkg",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
@@ -131,8 +136,6 @@ def describe_inputs(inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
             return f"{x.dtype}[{','.join(str(n) for n in x.shape)}]"
         if isinstance(x, tuple | list) and x and all(isinstance(y, np.ndarray) for y in x):
             return "(" + ", ".join(one(y) for y in x) + ")"
-        if hasattr(x, "data") and isinstance(getattr(x, "data", None), np.ndarray):
-            return f"{x.dtype}[{','.join(str(n) for n in x.data.shape)}]"  # a TypedArray
         return repr(x) if not callable(x) else getattr(x, "__name__", "fn")
 
     parts = [one(x) for x in inputs] + [f"{k}={one(v)}" for k, v in kwargs.items()]
@@ -148,7 +151,8 @@ def _flat(x: Any) -> list[Any]:
 
 
 def compare(out: Any, ref: Any, rtol: float, atol: float) -> tuple[bool, float | None, str]:
-    """(passed, max abs error, why not). NaN or a shape difference never passes."""
+    """(passed, max abs error, why not). NaN or a shape difference never passes. A reference
+    output given as ``Bounds``: the error is the distance outside the interval."""
     outs, refs = _flat(out), _flat(ref)
     if len(outs) != len(refs):
         return False, None, f"{len(outs)} outputs, the reference has {len(refs)}"
@@ -157,6 +161,22 @@ def compare(out: Any, ref: Any, rtol: float, atol: float) -> tuple[bool, float |
     why = ""
     for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
         if r is None:  # an output the reference does not check (documented in the case)
+            continue
+        if isinstance(r, Bounds):
+            o64 = np.asarray(o).astype(np.float64)
+            lo, hi = r.lo.astype(np.float64), r.hi.astype(np.float64)
+            if o64.shape != lo.shape:
+                shapes = f"shape {list(o64.shape)}, reference {list(lo.shape)}"
+                return False, None, f"output {i}: {shapes}"
+            if not np.isfinite(o64).all():
+                return False, None, f"output {i}: non-finite values"
+            out = np.maximum(lo - o64, o64 - hi).clip(min=0)  # distance outside [lo, hi]
+            worst = max(worst, float(out.max()) if out.size else 0.0)
+            tol = atol + rtol * np.maximum(np.abs(lo), np.abs(hi))
+            bad = out > tol
+            if bad.any():
+                ok = False
+                why = why or f"output {i}: {int(bad.sum())} of {out.size} elements outside bounds"
             continue
         o = np.asarray(o)
         r = np.asarray(r)
@@ -273,13 +293,23 @@ def load_kernel(case: Case, root: Path) -> Any:
 def _launchable(kernel: Any, case: Case) -> Any:
     from trnsim.nki.simulate import Kernel
 
-    if case.caller is not None:
-        kernel = case.caller(kernel)
+    if case.driver is not None:
+        kernel = case.driver(kernel)
     if not isinstance(kernel, Kernel):
         kernel = Kernel(kernel)
     if case.grid is not None:
         kernel = kernel[case.grid]
     return kernel
+
+
+def _copied(x: Any) -> Any:
+    """A kernel's own copy of an input (arrays, and arrays in lists and tuples), so what the
+    kernel writes in place never reaches the reference's inputs."""
+    if isinstance(x, np.ndarray):
+        return np.array(x, copy=True)
+    if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
+        return type(x)(_copied(y) for y in x)
+    return x
 
 
 def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Result:
@@ -300,8 +330,8 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
     else:
         inputs, kwargs = tuple(made), dict(case.kwargs)
     res.shapes = describe_inputs(inputs, kwargs)
-    args = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in inputs]
-    kw = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+    args = [_copied(a) for a in inputs]
+    kw = {k: _copied(v) for k, v in kwargs.items()}
     try:
         kernel = _launchable(load_kernel(case, root), case)
         with observe_runs() as launches:
@@ -365,8 +395,15 @@ def run_checkout(
         if not cases:
             raise UsageError(f"--only {only!r} matches no case of {checkout}")
     results = []
-    # a kernel's own prints go to stderr: stdout carries the table or the JSON
-    with checkout_imports(root, checkout), redirect_stdout(sys.stderr):
+    # a kernel's own prints go to stderr: stdout carries the table or the JSON; files a kernel
+    # writes where it runs (nki-samples' attn_fwd_v10: @baremetal(save_neff_name=...)) go to a
+    # scratch directory, not the user's
+    with (
+        checkout_imports(root, checkout),
+        redirect_stdout(sys.stderr),
+        tempfile.TemporaryDirectory(prefix="trnsim-conformance-") as scratch,
+        contextlib.chdir(scratch),
+    ):
         for case in cases:
             r = run_case(case, root, seed=seed, profile=profile)
             results.append(r)

@@ -63,6 +63,7 @@ def broken(key: str, message: str) -> KernelError:
 # ---- the front end (trnsim.nki.isa) --------------------------------------------------------------
 
 _add("engine-arg", "engine", ARGUMENT, "an engine= that is not an nki.isa.engine member")
+_add("depends-on", "depends-on", ARGUMENT, "a depends_on producer not an earlier instruction")
 _add("operator", "operator", ARGUMENT, "an operator that is not an nki.language operator")
 _add("operand-tensor", "operand", ARGUMENT, "a non-tensor where an operand role needs a tensor")
 _add("arguments", "arguments", ARGUMENT, "arguments that do not bind to the NKI signature")
@@ -94,6 +95,12 @@ _add("register-32bit", "register-value", DATA, "a register value outside 32 bits
 _add("register-store-range", "register-value", DATA, "register_store into a too narrow int dst")
 _add("register-load-timing-only", "not-implemented", OPTION, "register_load in a timing-only run")
 _add("core-barrier-lnc", "lnc", LAUNCH, "core_barrier outside an LNC=2 launch")
+_add(
+    "lnc-race",
+    "lnc-race",
+    DATA,
+    "two cores of an LNC launch writing different values to one HBM byte between barriers",
+)
 _add("sendrecv-lnc", "lnc", LAUNCH, "sendrecv outside an LNC=2 launch")
 _add("sendrecv-rank", "sendrecv", LAUNCH, "a send_to_rank / recv_from_rank not in the launch")
 _add("sendrecv-pair", "sendrecv", LAUNCH, "a receive from a core that sent to another core")
@@ -114,6 +121,9 @@ _add("ap-view-method", "indirect-view", VIEW, "slicing or re-patterning an indir
 _add("ap-no-address", "indirect-operand", SAFETY, "reading an indirect view's data directly")
 _add("dma-both-indirect", "indirect", ARGUMENT, "a dma_copy with both sides indirect")
 _add("dma-oob", "oob", DATA, "an index row outside the indexed tensor (oob_mode=error)")
+_add("ap-dynamic-dim", "indirect", VIEW, "an on-chip scalar_offset on the partition dim")
+_add("dynamic-both", "indirect", ARGUMENT, "a tensor_copy with a dynamic offset on both sides")
+_add("dynamic-oob", "oob", DATA, "a dynamic on-chip offset outside its dim or partition")
 
 # ---- .indirect(...) views: tensor indirection (trnsim.core.indirect, T2-T4) ----------------------
 

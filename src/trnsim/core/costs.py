@@ -46,6 +46,11 @@ ISA_DOC = "SDK-2.26 general/nki/api/nki/isa/__init__.py (instruction docstrings)
 
 # ---- named constants not in trnsim.hw (each with its source) ---------------------------------
 
+MIN_II_DYNAMIC_CYCLES = 600
+"""The minimum initiation interval of a copy with a dynamic (runtime) source or destination
+offset within each partition (``MIN_II_DYNAMIC``), cycles. Source: ISA_DOC
+``tensor_copy_dynamic_src`` / ``tensor_copy_dynamic_dst`` ("roughly 600 engine cycles")."""
+
 GPSIMD_START_CYCLES = 150
 """GpSimd instruction start-up (``GPSIMD_START``), cycles. Source: ISA_DOC ``iota`` /
 ``affine_select`` cost ``150 + N`` (nki-notes 4.4)."""
@@ -202,6 +207,20 @@ def _stream(factor: float = 1.0) -> Callable[[Instruction, CoreSpec], float]:
     return f
 
 
+def _tensor_copy(instr: Instruction, spec: CoreSpec) -> float:
+    """``stream`` (``gpsimd`` on GpSimd); with a dynamic offset (``trnsim.core.indirect``
+    choice 7) ``max(MIN_II_DYNAMIC, N)``, N the elements per partition of the static side (the
+    record names the whole dynamically indexed tensor)."""
+    side = instr.attr("dynamic")
+    if side is not None:
+        static = instr.operand("src" if side == "dst" else "dst")
+        n = static.free_size if static is not None else _free(instr)
+        return float(max(MIN_II_DYNAMIC_CYCLES, n))
+    if instr.engine is Engine.GPSIMD:
+        return _gpsimd(instr, spec)
+    return _stream()(instr, spec)
+
+
 def _tensor_tensor(instr: Instruction, spec: CoreSpec) -> float:
     mems = {o.memory for o in instr.src}
     one_psum = "psum" in mems and "sbuf" in mems
@@ -330,6 +349,13 @@ RULES: tuple[CostRule, ...] = (
         "(v4 ScalarE 2x bf16); nki-notes 4.2, 4.4",
     ),
     CostRule(
+        "tensor_copy",
+        _VS | _G,
+        _tensor_copy,
+        "stream (GpSimd: its engine rule); dynamic offset: max(MIN_II_DYNAMIC, N)",
+        f"{ISA_DOC} tensor_copy, tensor_copy_dynamic_src/dst (MIN_II_DYNAMIC ~ 600)",
+    ),
+    CostRule(
         "tensor_reduce",
         _VS,
         _tensor_reduce,
@@ -450,6 +476,8 @@ for _entry in SPECS.values():
 
 
 _BY_KEY[(Op.TOPK, Engine.GPSIMD)] = _BY_NAME["topk"]  # its documented cost, not the engine rule
+# a dynamic-offset copy has its own documented cost on every engine
+_BY_KEY[(Op.TENSOR_COPY, Engine.GPSIMD)] = _BY_NAME["tensor_copy"]
 
 
 def rule_for(instr: Instruction) -> CostRule:
@@ -657,6 +685,8 @@ _CC_KIND = {
 }
 """nki.collectives instruction -> the collective of ``trnsim.fabric.collectives`` (its bus
 factor: bytes each rank moves per byte of the message)."""
+COLLECTIVE_OPS = frozenset(Op(k) for k in _CC_KIND)
+"""The ``nki.collectives`` instructions (every core of the launch issues each one)."""
 
 
 def collective_cost(instr: Instruction, model: DmaModel) -> DmaCost:

@@ -53,14 +53,25 @@ them is a KernelError naming the rule):
    ``dma_copy`` docstring ("skip the DMA transfer for a given dynamic address or index when
    it is out of bound") and nki-library's ``indexed_flatten`` documented pseudocode, which
    writes the in-bounds blocks of a partly out-of-bounds scalar-offset copy.
-4. Indexed tensors are HBM tensors (``scalar_offset`` too: the docs show it on HBM; trnsim
-   does not model dynamic SBUF addresses). Only ``nisa.dma_copy`` (and ``nl.load`` /
-   ``nl.store``, which issue it) accepts an indirect view, on one side of the copy only.
+4. Tensors indexed by a DMA are HBM tensors (``scalar_offset`` too: the docs show it on HBM;
+   the on-chip ``scalar_offset`` of choice 7 is for ``tensor_copy``). Only ``nisa.dma_copy``
+   (and ``nl.load`` / ``nl.store``, which issue it) accepts an HBM indirect view, on one side
+   of the copy only.
 5. Scatter with repeated indices: rows are written in partition order, the last one wins.
 6. The recorded instruction reads the index tile (operand ``index``) and, for the indexed
    side, names the **whole** indexed tensor (conservative: the rows are not known before the
    run, and timing-only runs never know them), so the timing model orders the DMA after the
    index writer and after/before every access to that tensor.
+7. **SBUF/PSUM dynamic offsets** (``.ap(scalar_offset=t, indirect_dim=d)`` on an on-chip
+   tensor, ``d >= 1``): the access starts ``t * prod(shape[d+1:])`` elements further within
+   each partition, read from the 1x1 index tile when the instruction runs; only
+   ``nisa.tensor_copy`` takes one, on one side (the NKI 0.4 migration guide: legacy
+   ``tensor_copy_dynamic_src`` / ``_dst`` become ``tensor_copy`` with ``.ap()`` and
+   ``scalar_offset``; the 2.26 docstrings: "the dynamic offset must be a scalar value resided
+   in SBUF", the source or destination "located at a dynamic offset within each partition").
+   The offset must lie in ``0..shape[d]-1`` with the whole access inside the partition's
+   elements (else rule ``dynamic-oob``; the docs name no out-of-bounds mode for it). Cost:
+   ``max(MIN_II_DYNAMIC, N)`` (``trnsim.core.costs``).
 
 **Tensor Indirection** (NeuronCore-v4, NKI 0.5.0): a view ``t.indirect(index, num_elem)`` of
 an SBUF/PSUM tensor ``t`` of shape ``(P, ...)`` that a compute instruction reads (gather) or
@@ -168,7 +179,9 @@ class IndirectView(View):
         row: int,
         bound: int,
     ) -> None:
-        super().__init__(static.storage, static.shape, static.strides, static.offset, 0, static.fmt)
+        super().__init__(
+            static.storage, static.shape, static.strides, static.offset, static.p0, static.fmt
+        )
         self.kind, self.index, self.dim, self.row, self.bound = kind, index, dim, row, bound
 
     def is_indirect(self) -> bool:
@@ -182,7 +195,8 @@ class IndirectView(View):
         raise broken(
             "ap-no-address",
             "an indirect view (.ap with vector_offset / scalar_offset) has no static address; "
-            "only nisa.dma_copy (or nl.load / nl.store) can read or write it",
+            "only nisa.dma_copy (or nl.load / nl.store) can read or write it, or nisa.tensor_copy "
+            "an SBUF/PSUM scalar_offset view",
         )
 
     def operand(self, role: str) -> Operand:
@@ -298,10 +312,12 @@ def make(
             f"{', '.join(sorted(INDEX_DTYPES))}",
         )
     if base.memory != HBM:
+        if kind == SCALAR:
+            return on_chip(base, static, index, indirect_dim)
         raise broken(
             "ap-hbm",
-            f"ap({arg}=...) on a {base.memory.upper()} tensor: the indexed tensor must be in "
-            "HBM (dma_copy docstring; trnsim models dynamic addresses on HBM only)",
+            f"ap(vector_offset=...) on a {base.memory.upper()} tensor: the indexed tensor must "
+            "be in HBM (dma_copy docstring); for an SBUF/PSUM gather use .indirect(index)",
         )
     if not _whole_tensor(base):
         raise broken(
@@ -341,6 +357,78 @@ def make(
     fixed = View(static.storage, static.shape, strides, static.offset, 0, static.fmt)
     fixed.check_bounds()
     return IndirectView(fixed, kind, index, indirect_dim, row, base.shape[indirect_dim])
+
+
+def on_chip(
+    base: View, static: View, index: View, dim: int, row: int | None = None
+) -> IndirectView:
+    """A dynamic start offset within each partition of an SBUF/PSUM tensor (choice 7):
+    ``static`` is the access at offset 0, and offset ``s`` moves it ``s * row`` elements
+    (``row``: by default ``prod(base.shape[dim+1:])``, the ``.ap`` rule)."""
+    ndim = len(base.shape)
+    if not 1 <= dim < ndim:
+        raise broken(
+            "ap-dynamic-dim",
+            f"ap(scalar_offset=...) on {base.memory.upper()} tensor {list(base.shape)}: "
+            f"indirect_dim {dim} must be a free dim (1..{ndim - 1}); the dynamic offset moves "
+            "the access within each partition",
+        )
+    if index.size != 1:
+        raise broken(
+            "ap-scalar-index-shape", f"scalar_offset must be a 1x1 tensor, got {list(index.shape)}"
+        )
+    static.check_bounds()
+    step = prod(base.shape[dim + 1 :]) if row is None else row
+    return IndirectView(static, SCALAR, index, dim, step, base.shape[dim])
+
+
+def annotate_dynamic(dst: View, srcs: dict[str, View], attrs: dict[str, Any]) -> None:
+    """Front-end hook for ``tensor_copy``: an SBUF/PSUM ``scalar_offset`` view on one side
+    (choice 7) adds its index tile as the read operand ``index`` and the attribute
+    ``dynamic`` (which side); anything else indirect is left to the checker's rules."""
+    sides = [
+        (r, v)
+        for r, v in (("dst", dst), ("src", srcs.get("src")))
+        if type(v) is IndirectView and v.memory != HBM
+    ]
+    if not sides:
+        return
+    if len(sides) == 2:
+        raise broken(
+            "dynamic-both",
+            "tensor_copy with a dynamic (scalar_offset) start on both src and dst is not "
+            "supported: give the dynamic offset on one side",
+        )
+    role, v = sides[0]
+    srcs["index"] = v.index
+    attrs["dynamic"] = role
+
+
+def resolve_dynamic(nc: NeuronCore, call: LiveInstruction) -> LiveInstruction:
+    """``call`` with its SBUF/PSUM ``scalar_offset`` view replaced by the static view at the
+    offset the index tile holds now (choice 7); an offset outside ``0..bound-1``, or one whose
+    access leaves the partition, is an error naming the value."""
+    role = call.args["dynamic"]
+    views = call.dst_views if role == "dst" else call.src_views
+    v: IndirectView = views[role]  # type: ignore[assignment]
+    s = int(np.asarray(nc.read_raw(call.src_views["index"])).astype(np.int64).reshape(-1)[0])
+    moved = View(v.storage, v.shape, v.strides, v.offset + s * v.row, v.p0, v.fmt)
+    row = v.storage.alloc.nbytes // v.itemsize
+    free = zip(v.shape[1:], v.strides[1:], strict=True)
+    last = moved.offset + sum((n - 1) * st for n, st in free)
+    if not 0 <= s < v.bound or moved.offset < 0 or last >= row:
+        name = v.storage.alloc.name or "<unnamed>"
+        raise broken(
+            "dynamic-oob",
+            f"{call.opcode.value} {role}: dynamic offset {s} (the 1x1 scalar_offset index "
+            f"tile) is out of bounds: valid offsets are 0..{v.bound - 1} on dim {v.dim} of "
+            f"{v.memory.upper()} tensor {name!r} with the access inside its {row} elements "
+            "per partition",
+        )
+    dst, src = dict(call.dst_views), dict(call.src_views)
+    (dst if role == "dst" else src)[role] = moved
+    del src["index"]
+    return call.with_views(dst, src, call.args)
 
 
 def _whole_tensor(v: View) -> bool:
@@ -468,6 +556,16 @@ def _flat(v: View) -> np.ndarray:
     return alloc.buffer[: n * v.itemsize].view(v.fmt.dtype)
 
 
+def _store(nc: NeuronCore, v: View, flat: np.ndarray, index: np.ndarray, values: Any) -> None:
+    """``flat[index] = values`` into the indexed HBM tensor, through an LNC launch's
+    write-write race check (``trnsim.core.races``) when there is one."""
+    race = nc.hbm.race
+    if race is None:
+        flat[index] = values
+    else:
+        race.store_flat(nc.index, v.storage.alloc, flat, index, values)
+
+
 def _convert(nc: NeuronCore, raw: np.ndarray, src: View, dst: View) -> np.ndarray:
     """``raw`` values of ``src``'s format as ``dst``'s raw format, as ``dma_copy`` converts:
     bit-exact for equal formats, else via fp32 (integers to integers exactly)."""
@@ -533,7 +631,7 @@ def execute(nc: NeuronCore, call: LiveInstruction) -> None:
     # choice 5: the last write of an address wins (unique over the reversed order)
     _, first_rev = np.unique(a[::-1], return_index=True)
     last = a.size - 1 - first_rev
-    flat[a[last]] = vals[last]
+    _store(nc, v, flat, a[last], vals[last])
 
 
 def execute_rmw(nc: NeuronCore, call: LiveInstruction) -> None:
@@ -562,7 +660,7 @@ def execute_rmw(nc: NeuronCore, call: LiveInstruction) -> None:
     a = addr.reshape(addr.shape[0], -1)[rows]
     data = nc.read(call.src_views[call.args["rmw_data"]]).reshape(addr.shape[0], -1)[rows]
     if side == "dst":  # scatter: table rows <- table rows + data
-        flat[a] = nc.cast(flat[a].astype(np.float32) + data, v.fmt)
+        _store(nc, v, flat, a, nc.cast(flat[a].astype(np.float32) + data, v.fmt))
         return
     dst = call.dst_views["dst"]  # gather: dst <- dst + table rows
     new = np.array(nc.read(dst)).reshape(addr.shape[0], -1)

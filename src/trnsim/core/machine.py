@@ -32,6 +32,7 @@ from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
 from trnsim.core.live import LiveInstruction, live_from
 from trnsim.core.location import kernel_location, warn
 from trnsim.core.memory import (
+    HBM,
     PSUM,
     SBUF,
     Hbm,
@@ -293,6 +294,16 @@ class NeuronCore:
             else:
                 EXECUTORS[op](self, ins)
 
+    def depend(self, pos: int, producers: tuple[int, ...]) -> None:
+        """Instruction ``pos`` of this core's record starts after each of ``producers``
+        (earlier positions) ends: an explicit dependency (``NkiInstruction.depends_on``),
+        kept as its ``after`` attribute for the timing model (``timing.AFTER``)."""
+        rec = self.record[pos]
+        attrs = dict(rec.attrs)
+        after = tuple(sorted(set(attrs.get("after", ())) | set(producers)))
+        attrs["after"] = after
+        self.record[pos] = rec._replace(attrs=tuple(sorted(attrs.items())))
+
     # ---- data helpers ---------------------------------------------------------------------
 
     def read(self, v: View) -> np.ndarray:
@@ -349,8 +360,12 @@ class NeuronCore:
         vals = np.asarray(values)
         if vals.dtype != v.fmt.dtype or v.fmt.name == "tfloat32":
             vals = self.cast(vals, v.fmt)
-        out[...] = vals.reshape(out.shape) if vals.size == out.size else vals
         alloc = v.storage.alloc
+        vals = vals.reshape(out.shape) if vals.size == out.size else vals
+        if alloc.kind == HBM and self.hbm.race is not None:
+            self.hbm.race.store(self.index, alloc, out, vals)  # (trnsim.core.races)
+        else:
+            out[...] = vals
         alloc.version += 1
         if alloc.kind == PSUM:
             v.acc_array()[...] = _FULL_MARK[v.itemsize] if mark_acc else 0
@@ -360,8 +375,11 @@ class NeuronCore:
 
     def write_raw(self, v: View, values: np.ndarray) -> None:
         out = v.array()
-        out[...] = np.asarray(values).reshape(out.shape)
         alloc = v.storage.alloc
+        if alloc.kind == HBM and self.hbm.race is not None:
+            self.hbm.race.store(self.index, alloc, out, np.asarray(values).reshape(out.shape))
+        else:
+            out[...] = np.asarray(values).reshape(out.shape)
         alloc.version += 1
         if alloc.kind == PSUM:
             v.acc_array()[...] = 0
@@ -720,6 +738,8 @@ def _copy(nc: NeuronCore, src: View, dst: View) -> None:
 
 @executor(Op.TENSOR_COPY)
 def _tensor_copy(nc: NeuronCore, c: LiveInstruction) -> None:
+    if "dynamic" in c.args:  # a dynamic offset within each partition (trnsim.core.indirect, 7)
+        c = indirect.resolve_dynamic(nc, c)
     via = c.args.get("dtype")
     dst = c.dst_views[DST]
     if via is not None and via != dst.fmt.name:  # tutorials' dtype=: cast to it on the way

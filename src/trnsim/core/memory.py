@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -59,8 +60,11 @@ class Allocation:
         "partition_start",
         "partitions",
         "placed_at",
+        "reclaim_first",
         "sharers",
+        "spill",
         "version",
+        "writers",
     )
 
     def __init__(
@@ -92,12 +96,21 @@ class Allocation:
         self.last_use: tuple[str, int] | None = None
         self.last_seq = -1
         self.sharers: list[Allocation] = []
+        # A front end's hook, run when an automatic placement is about to reuse this
+        # allocation's addresses (before the new tensor exists): it may copy the data out
+        # first (the legacy front end's spills of block tensors, trnsim.nki.legacy.language).
+        self.spill: Callable[[], None] | None = None
+        # The first to give its bytes when the memory is full (a front end's spilled copy, or
+        # a buffer kept only for double buffering): reused before any least recently used one.
+        self.reclaim_first = False
         # A PSUM tensor placed over another's addresses: its first matmul write starts its own
         # accumulation group (``start_accumulation``), whatever marks the other left there.
         self.acc_pending = False
         # Bumped by every write of the data (version) and of the PSUM accumulation marks
         # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
         self.version = 0
+        # HBM bytes' last writer (epoch, core) in an LNC>1 launch (trnsim.core.races), or None
+        self.writers: np.ndarray | None = None
         self.marks_version = 0
 
     def __repr__(self) -> str:
@@ -151,6 +164,8 @@ class OnChipMemory:
         self.acc = SPARE_ARRAYS.take(self.data.shape, np.uint8) if kind == PSUM else None
         self.live: list[Allocation] = []
         self.operands = OperandTable()
+        # an LNC>1 launch's write-write race check (trnsim.core.races.RaceCheck), or None
+        self.race: Any = None
 
     def __del__(self) -> None:
         for name in ("data", "acc"):
@@ -228,6 +243,10 @@ class OnChipMemory:
             offset = self._first_fit(pstart, partitions, nbytes, align)
             if offset is None:
                 offset, reused = self._reuse_least_recent(partitions, nbytes, align)
+                for other in reused:  # copied out (spilled) first, while its bytes are intact
+                    hook, other.spill = other.spill, None
+                    if hook is not None:
+                        hook()
             if offset is None:
                 used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
                 raise broken(
@@ -291,12 +310,13 @@ class OnChipMemory:
     ) -> tuple[int | None, list[Allocation]]:
         """The memory is full of live allocations (Python still references them). Liveness is
         program order, not references: place the new allocation over the least recently used
-        ones (never used first), which become its address sharers; a later use of one of them
-        after the new tensor's use is the real overlap (``_note_use``). Returns (offset, the
+        ones (never used first; ``reclaim_first`` ones before anything else), which become its
+        address sharers; a later use of one of them after the new tensor's use is the real
+        overlap (``_note_use``). Returns (offset, the
         allocations it overlaps), or (None, []) when it does not fit even so."""
         candidates = sorted(
             (a for a in tuple(self.live) if a.partition_start < partitions),
-            key=lambda a: a.last_seq,
+            key=lambda a: (not a.reclaim_first, a.last_seq),
         )
         evicted: list[Allocation] = []
         offset = None

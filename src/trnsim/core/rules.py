@@ -239,12 +239,18 @@ def _indirect_elsewhere(call: LiveInstruction) -> str | None:
     else:
         return None
     roles = indirect_roles(call)
+    if call.opcode is Op.TENSOR_COPY and "dynamic" in call.args:
+        # an on-chip scalar_offset view, annotated by the front end (indirect.annotate_dynamic)
+        side = call.dst_views.get(roles[0]) or call.src_views[roles[0]]
+        if len(roles) == 1 and side.memory != "hbm" and side.kind == "scalar":  # type: ignore[attr-defined]
+            return None
     extra = (
         " (indirect dma_transpose/dma_compute are not modelled)" if call.opcode in DMA_OPS else ""
     )
     return (
         f"{call.opcode.value} {roles[0]} is an indirect view (.ap with vector_offset / "
-        f"scalar_offset); only dma_copy accepts one{extra}"
+        f"scalar_offset); only dma_copy accepts one{extra} (and tensor_copy an SBUF/PSUM "
+        "scalar_offset view)"
     )
 
 
@@ -571,8 +577,17 @@ def _dma_shape(call: LiveInstruction) -> str | None:
 
 @rule("indirect", key="indirect")
 def _indirect_annotated(call: LiveInstruction) -> str | None:
-    if indirect_roles(call) and INDEX not in call.src_views:
+    roles = indirect_roles(call)
+    if roles and INDEX not in call.src_views:
         return "dma_copy got an indirect view but no index operand (front end did not annotate)"
+    for r in roles:
+        v = call.dst_views.get(r) or call.src_views[r]
+        if v.memory != "hbm":
+            return (
+                f"dma_copy {r} is a {v.memory.upper()} scalar_offset view: a DMA indexes HBM "
+                "tensors only (trnsim.core.indirect choice 4); a dynamic offset within SBUF/PSUM "
+                "partitions is for nisa.tensor_copy"
+            )
     return None
 
 

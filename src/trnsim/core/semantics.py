@@ -43,7 +43,9 @@ ARITH_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "divide": np.divide,
     "maximum": np.maximum,
     "minimum": np.minimum,
-    "power": np.power,
+    "power": lambda a, b: np.power(np.asarray(a, np.float64), np.asarray(b, np.float64)).astype(
+        F32
+    ),
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
     "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
     "equal": lambda a, b: (a == b).astype(F32),
@@ -101,13 +103,31 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return (0.5 * x * (1.0 + _erf(x.astype(np.float64) / math.sqrt(2.0)))).astype(F32)
 
 
+def _f64(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """``fn`` evaluated in float64 and rounded once to fp32. The transcendental functions
+    are computed so (trnsim's choice: the hardware's approximations are not public): NumPy's
+    float32 ``exp``/``tanh``/... differ from the correctly rounded value by up to 2 ulps
+    depending on the host CPU's SIMD path and NumPy's version (measured: 39 % of float32
+    ``exp`` values off by 1-2 ulps with NumPy 2.4 on AVX-512), which would make a kernel's
+    output depend on the machine; float64 then one rounding is correctly rounded except in
+    vanishingly rare double-rounding cases, on any host."""
+
+    def f(x: np.ndarray) -> np.ndarray:
+        return fn(np.asarray(x, dtype=np.float64)).astype(F32)
+
+    return f
+
+
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    c = F32(math.sqrt(2.0 / math.pi))
-    return F32(0.5) * x * (F32(1) + np.tanh(c * (x + F32(0.044715) * x * x * x)))
+    c = math.sqrt(2.0 / math.pi)
+    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x * x * x)))
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return F32(1) / (F32(1) + np.exp(-x))
+def _sigmoid64(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+_sigmoid = _f64(_sigmoid64)
 
 
 def _gelu_dx(x: np.ndarray) -> np.ndarray:
@@ -117,17 +137,18 @@ def _gelu_dx(x: np.ndarray) -> np.ndarray:
     )
 
 
-def _sigmoid_gate_dx(x: np.ndarray, a: np.float32) -> np.ndarray:
-    """d/dx x * sigmoid(a x) = s + a x s (1 - s), s = sigmoid(a x) (silu: a = 1)."""
-    s = _sigmoid(a * x)
-    return s + a * x * s * (F32(1) - s)
+def _sigmoid_gate_dx(x: np.ndarray, a: float) -> np.ndarray:
+    """d/dx x * sigmoid(a x) = s + a x s (1 - s), s = sigmoid(a x) (silu: a = 1); float64
+    in and out (the caller rounds once)."""
+    s = _sigmoid64(a * x)
+    return s + a * x * s * (1.0 - s)
 
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "copy": lambda x: x,
     "identity": lambda x: x,
-    "exp": np.exp,
-    "log": np.log,
+    "exp": _f64(np.exp),
+    "log": _f64(np.log),
     "sqrt": np.sqrt,
     "rsqrt": lambda x: F32(1) / np.sqrt(x),
     "reciprocal": lambda x: F32(1) / x,
@@ -135,11 +156,11 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "abs": np.abs,
     "negative": np.negative,
     "sign": np.sign,
-    "tanh": np.tanh,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tan": np.tan,
-    "arctan": np.arctan,
+    "tanh": _f64(np.tanh),
+    "sin": _f64(np.sin),
+    "cos": _f64(np.cos),
+    "tan": _f64(np.tan),
+    "arctan": _f64(np.arctan),
     "ceil": np.ceil,
     "floor": np.floor,
     "trunc": np.trunc,
@@ -147,18 +168,18 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda x: np.maximum(x, F32(0)),
     # PReLU with its slope 0 (activation has no relu_param); activate2 passes relu_param
     "prelu": lambda x: np.maximum(x, F32(0)),
-    "silu": lambda x: x * _sigmoid(x),
+    "silu": _f64(lambda x: x * _sigmoid64(x)),
     "gelu": _gelu,
-    "gelu_apprx_tanh": _gelu_tanh,
-    "gelu_apprx_sigmoid": lambda x: x * _sigmoid(F32(1.702) * x),
-    "softplus": lambda x: np.logaddexp(F32(0), x).astype(F32),
-    "mish": lambda x: x * np.tanh(np.logaddexp(F32(0), x).astype(F32)),
+    "gelu_apprx_tanh": _f64(_gelu_tanh),
+    "gelu_apprx_sigmoid": _f64(lambda x: x * _sigmoid64(1.702 * x)),
+    "softplus": _f64(lambda x: np.logaddexp(0.0, x)),
+    "mish": _f64(lambda x: x * np.tanh(np.logaddexp(0.0, x))),
     "erf": lambda x: _erf(x.astype(np.float64)).astype(F32),
     # the derivatives the activation table lists (SDK nki/api/nki.api.shared.rst, "Gelu
     # Derivative", "Silu Derivative", ...): the calculus of the functions above
     "gelu_dx": lambda x: _gelu_dx(x.astype(np.float64)).astype(F32),
-    "gelu_apprx_sigmoid_dx": lambda x: _sigmoid_gate_dx(x, F32(1.702)),
-    "silu_dx": lambda x: _sigmoid_gate_dx(x, F32(1)),
+    "gelu_apprx_sigmoid_dx": _f64(lambda x: _sigmoid_gate_dx(x, 1.702)),
+    "silu_dx": _f64(lambda x: _sigmoid_gate_dx(x, 1.0)),
     "erf_dx": lambda x: (2.0 / math.sqrt(math.pi) * np.exp(-(x.astype(np.float64) ** 2))).astype(
         F32
     ),
@@ -332,7 +353,7 @@ def exponential(
     x = src.reshape(src.shape[0], -1).astype(F32)
     m = np.asarray(max_value, dtype=F32).reshape(-1, 1) if np.ndim(max_value) else F32(max_value)
     with np.errstate(all="ignore"):
-        out = np.exp(x - m).astype(F32)
+        out = ACTIVATIONS["exp"](x - m)
     return out, out.sum(axis=1, keepdims=True, dtype=F32)
 
 

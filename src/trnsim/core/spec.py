@@ -469,10 +469,17 @@ register(
     Instr(
         "tensor_copy",
         Engine.VECTOR,
-        (out(ti=True), inp(SRC, shape=SAME, ti=True)),
+        # an SBUF/PSUM .ap(scalar_offset=...) view may be on one side (trnsim.core.indirect,
+        # choice 7; the indirect-operand rule lets only that one through)
+        (
+            out(ti=True),
+            inp(SRC, shape=SAME, ti=True),
+            # the index tile of a TI view or of a dynamic offset (dtypes checked where made)
+            inp(INDEX, optional=True),
+        ),
         # dtype= as the official tutorials pass it: the values are cast to it on the way
         (Attr("dtype", (str, type(None)), None),),
-        cost=("stream",),
+        cost=("tensor_copy",),
         engines=frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
         doc="bit-exact for equal formats, else via fp32 (no semantics function: a cast)",
         **_V,

@@ -440,6 +440,11 @@ def _totals(c: _Costs) -> _Totals:
 # ---- the scheduler ----------------------------------------------------------------------------
 
 
+AFTER = "after"
+"""The attribute of an instruction's explicit dependencies (``NkiInstruction.depends_on``):
+the positions, in its core's record, of the instructions it starts after."""
+
+
 def schedule(
     instrs: Sequence[Instruction],
     target: str | CoreSpec = "gen4",
@@ -490,10 +495,75 @@ def _schedule(
     active = active_cores or max(1, len(used_cores))
     dma = DmaModel.for_core(spec, chip, active, dma_efficiency)
     tracks = _Tracks()
-    cost = _Costs(spec, dma, tracks, multi=len(used_cores) > 1)
-    timeline = _run(instrs, _Regions(), cost, tracks, dma.queues, multi=len(used_cores) > 1)
+    multi = len(used_cores) > 1
+    cost = _Costs(spec, dma, tracks, multi=multi)
+    meet = _rendezvous(instrs) if multi else None
+    timeline = _run(instrs, _Regions(), cost, tracks, dma.queues, multi=multi, meet=meet)
     sched = Schedule(instrs, timeline.start, timeline.end, timeline.track, tracks.names)
     return _profile(spec, dma, sched, timeline, _totals(cost), active, used_cores, tracks)
+
+
+RENDEZVOUS_OPS = SYNC_OPS | costs.COLLECTIVE_OPS
+"""Instructions every core of a launch issues together (barriers, send/receive, collectives):
+the k-th of one core meets the k-th of each other core."""
+
+
+class _Meet(NamedTuple):
+    """The cores' streams in the order they are scheduled, and per rendezvous instruction its
+    group (the k-th rendezvous instruction of every core)."""
+
+    order: list[int]
+    group: dict[int, list[int]]
+
+
+def _rendezvous(instrs: list[Instruction]) -> _Meet | None:
+    """Interleave a multi-core stream so that every core's work before its k-th rendezvous
+    instruction is scheduled before the k-th rendezvous instructions themselves, which then
+    start together: none starts before every member's inputs are ready (a collective cannot
+    run before all the ranks have issued it; a barrier waits for all). None when the cores
+    issue different numbers of them (no matching is possible; scheduled as before)."""
+    segments: dict[int, list[list[int]]] = {}
+    meets: dict[int, list[int]] = {}
+    for i, ins in enumerate(instrs):
+        segs = segments.setdefault(ins.core, [[]])
+        if ins.opcode in RENDEZVOUS_OPS:
+            meets.setdefault(ins.core, []).append(i)
+            segs.append([])
+        else:
+            segs[-1].append(i)
+    counts = {len(meets.get(c, ())) for c in segments}
+    if len(counts) != 1 or counts == {0}:
+        return None
+    cores = sorted(segments)
+    order: list[int] = []
+    group: dict[int, list[int]] = {}
+    for k in range(counts.pop() + 1):
+        for c in cores:
+            order.extend(segments[c][k])
+        if k < len(meets[cores[0]]):
+            members = [meets[c][k] for c in cores]
+            order.extend(members)
+            for m in members:
+                group[m] = members
+    return _Meet(order, group)
+
+
+def _inputs_ready(ins: Instruction, regions: _Regions) -> tuple[float, int]:
+    """When ``ins``'s operands are ready (the operand part of ``_run``'s loop, for the other
+    members of a rendezvous): (time, the instruction that bound it)."""
+    ready, dep = 0.0, -1
+    for o, ends, who in (
+        *((o, regions.write_end, regions.writer) for o in ins.src),
+        *((o, regions.access_end, regions.accessor) for o in ins.dst),
+    ):
+        try:
+            _, _, overlapping = regions.by_id[id(o)]
+        except KeyError:
+            _, _, overlapping = regions.info(o)
+        for q in overlapping:
+            if ends[q] > ready:
+                ready, dep = ends[q], who[q]
+    return ready, dep
 
 
 def _run(
@@ -503,8 +573,10 @@ def _run(
     tracks: _Tracks,
     n_queues: int,
     multi: bool,
+    meet: _Meet | None = None,
 ) -> _Timeline:
-    """List-schedule ``instrs`` in program order. Per instruction: its operands' regions give
+    """List-schedule ``instrs`` in program order (several cores' streams interleaved at their
+    rendezvous instructions, ``meet``). Per instruction: its operands' regions give
     the time its inputs are ready (the dependencies), its shape's cost entry its engine and
     duration; it starts when both its inputs and its track (and, for a transfer, the DMA
     pipes) are free; then it publishes its end on the regions it read and wrote."""
@@ -525,12 +597,18 @@ def _run(
     attr_ids, uses = cost.attr_ids, cost.uses
     free, last, busy, count = tracks.free, tracks.last, tracks.busy, tracks.count
     pipes_core, pipes = -1, _DmaPipes()  # the last core's DMA pipes (looked up when it changes)
-    for idx, (opcode, engine, dst, src, attrs, _, _, c) in enumerate(instrs):
+    after_aids: set[int] = set()  # attrs holding explicit dependencies (AFTER)
+    core_start: dict[int, int] = {}  # each core's first index in the stream (with AFTER only)
+    stream = enumerate(instrs) if meet is None else ((i, instrs[i]) for i in meet.order)
+    met: dict[int, tuple[float, int]] = {}  # a rendezvous group's start bound (by its first)
+    for idx, (opcode, engine, dst, src, attrs, _, _, c) in stream:
         # ---- operands -> regions and the time the inputs are ready; the shape's cost entry ---
         try:
             aid = attr_ids[id(attrs)]
         except KeyError:
             aid = cost.attrs_id(attrs)
+            if any(k == AFTER for k, _ in attrs):
+                after_aids.add(aid)
         key = [opcode, engine, aid, c]
         ready, dep = 0.0, -1
         src_ids = []
@@ -555,6 +633,21 @@ def _run(
             for q in overlapping:  # write after read or write
                 if access_end[q] > ready:
                     ready, dep = access_end[q], accessor[q]
+        if meet is not None and idx in meet.group:  # starts with the other cores' members
+            members = meet.group[idx]
+            bound = met.get(members[0])
+            if bound is None:
+                bound = met[members[0]] = max(_inputs_ready(instrs[m], regions) for m in members)
+            if bound[0] > ready:
+                ready, dep = bound
+        if aid in after_aids:  # explicit dependencies (NkiInstruction.depends_on)
+            if not core_start:
+                for i, ins in enumerate(instrs):
+                    core_start.setdefault(ins.core, i)
+            base = core_start[c]
+            for p in dict(attrs)[AFTER]:
+                if end[base + p] > ready:
+                    ready, dep = end[base + p], base + p
         key = tuple(key)
         try:
             entry = entries[key]

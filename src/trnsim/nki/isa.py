@@ -137,11 +137,57 @@ def _op(o: Any) -> str | None:
     return {"absolute": "abs", "true_divide": "divide", "exp2": "exp2"}.get(name, name)
 
 
+class NkiInstruction:
+    """``nki.isa.NkiInstruction``: the handle an ``nki.isa`` call returns (its instruction in
+    its core's record). ``c.depends_on(a, b)`` makes ``c`` start after ``a`` and ``b`` end (the
+    docstring: "this instruction runs after every listed producer completes"); it returns
+    ``c``, so calls chain. On hardware the edge is a semaphore wait; in trnsim it is an edge
+    of the timing model (functional runs execute in program order, so it changes no value).
+    A producer must be an earlier instruction of the same core (a later one could not signal
+    first; an edge between the cores of an LNC=2 launch is not modelled)."""
+
+    __slots__ = ("_core", "_pos")
+
+    def __init__(self, core: Any, pos: int) -> None:
+        self._core, self._pos = core, pos
+
+    def depends_on(self, *producers: NkiInstruction) -> NkiInstruction:
+        for p in producers:
+            if not isinstance(p, NkiInstruction):
+                raise broken(
+                    "depends-on",
+                    f"depends_on() takes instructions returned by nki.isa calls, got "
+                    f"{type(p).__name__}",
+                )
+            if p._core is not self._core:
+                raise broken(
+                    "depends-on",
+                    f"depends_on(): the producer is on core {p._core.index}, this instruction on "
+                    f"core {self._core.index}; edges between cores are not modelled",
+                )
+            if p._pos >= self._pos:
+                raise broken(
+                    "depends-on",
+                    f"depends_on(): the producer (instruction {p._pos + 1} of the core) does not "
+                    f"come before this instruction ({self._pos + 1}); a consumer waits for "
+                    "earlier instructions only",
+                )
+        if producers:
+            self._core.depend(self._pos, tuple(p._pos for p in producers))
+        return self
+
+    def __repr__(self) -> str:
+        ins = self._core.record[self._pos]
+        return f"NkiInstruction({ins.opcode.value} #{self._pos + 1} on core {self._core.index})"
+
+
 def _run(
     op: Op, dst: dict[str, Any], src: dict[str, Any], attrs: dict[str, Any], eng: Any = None
-) -> None:
+) -> NkiInstruction:
     # a non-tensor operand is the core's operand-tensor error (NeuronCore.execute)
-    current().core.execute(op, dst, src, attrs, None if eng is None else _eng(eng))
+    core = current().core
+    core.execute(op, dst, src, attrs, None if eng is None else _eng(eng))
+    return NkiInstruction(core, len(core.record) - 1)
 
 
 def _scalar_or_vector(name: str, x: Any, src: dict[str, Any], attrs: dict[str, Any]) -> None:
@@ -200,7 +246,7 @@ def instruction(op: Op) -> Any:
         [p.replace(default=inspect.Parameter.empty) if p.default is _REQ else p for p in params]
     )
 
-    def call(*args: Any, **kwargs: Any) -> None:
+    def call(*args: Any, **kwargs: Any) -> NkiInstruction:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
@@ -226,7 +272,7 @@ def instruction(op: Op) -> Any:
             if v is None or (not a.modelled and v == a.default):
                 continue
             attrs[a.name] = v
-        _run(op, dst, src, attrs, given.get("engine"))
+        return _run(op, dst, src, attrs, given.get("engine"))
 
     call.__name__ = call.__qualname__ = op.value
     call.__signature__ = sig  # type: ignore[attr-defined]
@@ -256,11 +302,11 @@ def nc_matmul(
     tile_size: tuple = (),
     perf_mode: Any = matmul_perf_mode.none,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     pm = perf_mode._name_ if isinstance(perf_mode, matmul_perf_mode) else str(perf_mode)
     pm = "double_row" if pm in ("double_row", "double_row_gen3") else pm
     pm = "none" if perf_mode is None else pm
-    _run(
+    return _run(
         Op.NC_MATMUL,
         {DST: dst},
         {STATIONARY: stationary, MOVING: moving},
@@ -286,8 +332,8 @@ def nc_matmul_mx(
     tile_size: tuple | None = None,
     accumulate: bool | None = None,
     name: str | None = None,
-) -> None:
-    _run(
+) -> NkiInstruction:
+    return _run(
         Op.NC_MATMUL_MX,
         {DST: dst},
         {
@@ -330,14 +376,14 @@ def activation(
     reduce_res: View | None = None,
     reduce_cmd: Any = reduce_cmd.idle,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {"op": _op(op)}
     if bias is not None:
         src["bias"] = bias
     _scalar_or_vector("scale", scale, src, attrs)
     dsts = _scalar_reduction(dst, reduce_op, reduce_res, reduce_cmd, attrs)
-    _run(Op.ACTIVATION, dsts, src, attrs)
+    return _run(Op.ACTIVATION, dsts, src, attrs)
 
 
 def _scalar_reduction(
@@ -385,7 +431,7 @@ def activate2(
     reduce_res: View | None = None,
     reduce_cmd: Any = reduce_cmd.idle,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {
         "op": _op(op),
@@ -399,7 +445,7 @@ def activate2(
     if isinstance(relu_param, View) or float(relu_param) != 0.0:
         _scalar_or_vector("relu_param", relu_param, src, attrs)
     dsts = _scalar_reduction(dst, reduce_op, reduce_res, reduce_cmd, attrs)
-    _run(Op.ACTIVATE2, dsts, src, attrs)
+    return _run(Op.ACTIVATE2, dsts, src, attrs)
 
 
 # ---- Vector / GpSimd engines -------------------------------------------------------------------
@@ -413,7 +459,7 @@ def exponential(
     reduce_cmd: Any = reduce_cmd.idle,
     reduce_init: float = 0.0,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     s: dict[str, Any] = {SRC: src}
     attrs: dict[str, Any] = {"reduce_init": float(reduce_init)}
     _scalar_or_vector("max_value", max_value, s, attrs)
@@ -421,7 +467,7 @@ def exponential(
     if reduce_res is not None:
         dsts[REDUCE_RES] = reduce_res
     _unmodelled(Op.EXPONENTIAL, attrs, reduce_cmd=reduce_cmd)
-    _run(Op.EXPONENTIAL, dsts, s, attrs)
+    return _run(Op.EXPONENTIAL, dsts, s, attrs)
 
 
 tensor_tensor = instruction(Op.TENSOR_TENSOR)
@@ -438,14 +484,14 @@ def tensor_scalar(
     reverse1: bool = False,
     engine: Any = engine.unknown,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     src: dict[str, Any] = {DATA: data}
     attrs: dict[str, Any] = {"op0": _op(op0), "reverse0": reverse0, "reverse1": reverse1}
     if op1 is not None:
         attrs["op1"] = _op(op1)
     _scalar_or_vector("operand0", operand0, src, attrs)
     _scalar_or_vector("operand1", operand1, src, attrs)
-    _run(Op.TENSOR_SCALAR, {DST: dst}, src, attrs, engine)
+    return _run(Op.TENSOR_SCALAR, {DST: dst}, src, attrs, engine)
 
 
 def tensor_reduce(
@@ -456,10 +502,10 @@ def tensor_reduce(
     negate: bool = False,
     keepdims: bool = False,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
     axes = tuple(int(a) % len(data.shape) for a in axes)  # (rule reduce-axis checks them)
-    _run(
+    return _run(
         Op.TENSOR_REDUCE,
         {DST: dst},
         {DATA: data},
@@ -474,7 +520,7 @@ _tensor_copy = instruction(Op.TENSOR_COPY)
 
 def tensor_copy(
     dst: View, src: View, engine: Any = engine.unknown, name: str | None = None, dtype: Any = None
-) -> None:
+) -> NkiInstruction:
     """``nki.isa.tensor_copy``; ``dtype=`` (as the official tutorials pass it): the values are
     cast to ``dtype`` on the way, then written in ``dst``'s dtype (the tutorials copy fp32
     PSUM into an fp32 SBUF tile "cast to the expected output data-type")."""
@@ -488,19 +534,25 @@ def tensor_copy(
             raise broken(
                 "tensor-copy-dtype", f"tensor_copy dtype={dtype!r} is not a dtype"
             ) from None
-    _tensor_copy(dst=dst, src=src, dtype=via, engine=engine, name=name)
+    if isinstance(dst, indirect.IndirectView) or isinstance(src, indirect.IndirectView):
+        # a dynamic start within each partition (.ap(scalar_offset=...) on SBUF/PSUM)
+        srcs: dict[str, Any] = {SRC: src}
+        attrs: dict[str, Any] = {} if via is None else {"dtype": via}
+        indirect.annotate_dynamic(dst, srcs, attrs)
+        return _run(Op.TENSOR_COPY, {DST: dst}, srcs, attrs, engine)
+    return _tensor_copy(dst=dst, src=src, dtype=via, engine=engine, name=name)
 
 
 def tensor_copy_predicated(
     dst: View, src: Any, predicate: View, reverse_pred: bool = False, name: str | None = None
-) -> None:
+) -> NkiInstruction:
     s: dict[str, Any] = {PREDICATE: predicate}
     attrs: dict[str, Any] = {"reverse_pred": reverse_pred}
     if isinstance(src, View):
         s[SRC] = src
     else:
         attrs[SRC] = float(src)
-    _run(Op.TENSOR_COPY_PREDICATED, {DST: dst}, s, attrs)
+    return _run(Op.TENSOR_COPY_PREDICATED, {DST: dst}, s, attrs)
 
 
 def tensor_tensor_scan(
@@ -513,7 +565,7 @@ def tensor_tensor_scan(
     reverse0: bool = False,
     reverse1: bool = False,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     src: dict[str, Any] = {"data0": data0, "data1": data1}
     attrs: dict[str, Any] = {
         "op0": _op(op0),
@@ -522,7 +574,7 @@ def tensor_tensor_scan(
         "reverse1": bool(reverse1),
     }
     _scalar_or_vector("initial", initial, src, attrs)
-    _run(Op.TENSOR_TENSOR_SCAN, {DST: dst}, src, attrs)
+    return _run(Op.TENSOR_TENSOR_SCAN, {DST: dst}, src, attrs)
 
 
 def scalar_tensor_tensor(
@@ -535,7 +587,7 @@ def scalar_tensor_tensor(
     reverse0: bool = False,
     reverse1: bool = False,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     src: dict[str, Any] = {DATA: data, "operand1": operand1}
     attrs: dict[str, Any] = {
         "op0": _op(op0),
@@ -544,7 +596,7 @@ def scalar_tensor_tensor(
         "reverse1": reverse1,
     }
     _scalar_or_vector("operand0", operand0, src, attrs)
-    _run(Op.SCALAR_TENSOR_TENSOR, {DST: dst}, src, attrs)
+    return _run(Op.SCALAR_TENSOR_TENSOR, {DST: dst}, src, attrs)
 
 
 memset = instruction(Op.MEMSET)
@@ -552,9 +604,9 @@ memset = instruction(Op.MEMSET)
 
 def iota(
     dst: View, pattern: Any, offset: int = 0, channel_multiplier: int = 0, name: str | None = None
-) -> None:
+) -> NkiInstruction:
     pat = tuple((int(s), int(n)) for s, n in pattern)
-    _run(
+    return _run(
         Op.IOTA,
         {DST: dst},
         {},
@@ -571,9 +623,9 @@ def affine_select(
     offset: int = 0,
     channel_multiplier: int = 0,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     pat = tuple((int(s), int(n)) for s, n in pattern)
-    _run(
+    return _run(
         Op.AFFINE_SELECT,
         {DST: dst},
         {DATA: on_true_tile},
@@ -600,7 +652,7 @@ def range_select(
     range_start: float = 0.0,
     on_false_value: float = -3.4028235e38,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     fill = float(on_false_value)  # (rule range-select-fill: FP32_MIN only)
     fill = FP32_MIN if np.float32(fill) == np.float32(FP32_MIN) else fill
     if reduce_op is not None and _op(reduce_op) != "maximum":
@@ -611,7 +663,7 @@ def range_select(
     dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
         dsts[REDUCE_RES] = reduce_res
-    _run(
+    return _run(
         Op.RANGE_SELECT,
         dsts,
         {"on_true_tile": on_true_tile, "bound0": bound0, "bound1": bound1},
@@ -643,8 +695,8 @@ def local_gather(
     num_elem_per_idx: int = 1,
     num_valid_indices: Any = None,
     name: str | None = None,
-) -> None:
-    _run(
+) -> NkiInstruction:
+    return _run(
         Op.LOCAL_GATHER,
         {DST: dst},
         {"src_buffer": src_buffer, INDEX: index},
@@ -665,7 +717,7 @@ def select_reduce(
     reduce_op: Any = None,
     reverse_pred: bool = False,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     if reduce_op is not None and _op(reduce_op) not in ("maximum", "max", "amax"):
         raise broken(
             "select-reduce-op", f"select_reduce reduce_op must be nl.maximum, got {_op(reduce_op)}"
@@ -681,16 +733,16 @@ def select_reduce(
     dsts: dict[str, Any] = {DST: dst}
     if reduce_res is not None:
         dsts[REDUCE_RES] = reduce_res
-    _run(Op.SELECT_REDUCE, dsts, src, attrs)
+    return _run(Op.SELECT_REDUCE, dsts, src, attrs)
 
 
-def rand2(dst: View, min: Any, max: Any, name: str | None = None) -> None:
+def rand2(dst: View, min: Any, max: Any, name: str | None = None) -> NkiInstruction:
     """Uniform random values in [min, max] from the Vector engine's XORWOW generators."""
     src: dict[str, Any] = {}
     attrs: dict[str, Any] = {}
     _scalar_or_vector("min", min, src, attrs)
     _scalar_or_vector("max", max, src, attrs)
-    _run(Op.RAND2, {DST: dst}, src, attrs)
+    return _run(Op.RAND2, {DST: dst}, src, attrs)
 
 
 rand_set_state = instruction(Op.RAND_SET_STATE)
@@ -725,7 +777,7 @@ def dma_copy(
     dge_mode: Any = dge_mode.unknown,
     engine: Any = engine.unknown,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     srcs: dict[str, Any] = {SRC: src}
     attrs = _opt(
         {
@@ -736,7 +788,7 @@ def dma_copy(
         dge_engine=None if engine in (None, unknown_engine, 0) else _enum_name(engine, "engine"),
     )
     indirect.annotate(dst, srcs, attrs)  # gather/scatter: the index tile is read too
-    _run(Op.DMA_COPY, {DST: dst}, srcs, attrs)
+    return _run(Op.DMA_COPY, {DST: dst}, srcs, attrs)
 
 
 def dma_transpose(
@@ -747,8 +799,8 @@ def dma_transpose(
     dge_mode: Any = dge_mode.unknown,
     oob_mode: Any = oob_mode.error,
     name: str | None = None,
-) -> None:
-    _run(
+) -> NkiInstruction:
+    return _run(
         Op.DMA_TRANSPOSE,
         {DST: dst},
         {SRC: src},
@@ -771,7 +823,7 @@ def dma_compute(
     unique_indices: bool = True,
     oob_mode: Any = oob_mode.error,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     if scales is not None and any(float(x) != 1.0 for x in scales):
         raise broken(
             "dma-compute-scales", f"dma_compute scales={list(scales)} (the docs allow only 1.0)"
@@ -790,7 +842,7 @@ def dma_compute(
             f"dma_compute {', '.join(given)}: only a read-modify-write through a vector_offset "
             "view takes it; a static dma_compute is modelled with the defaults",
         )
-    _run(Op.DMA_COMPUTE, {DST: dst}, src, attrs)
+    return _run(Op.DMA_COMPUTE, {DST: dst}, src, attrs)
 
 
 # ---- LNC=2 ---------------------------------------------------------------------------------------
@@ -902,10 +954,10 @@ def tensor_scalar_reduce(
     reduce_init: Any = None,
     reduce_res_negate: bool = False,
     name: str | None = None,
-) -> None:
+) -> NkiInstruction:
     """``nki.isa.tensor_scalar_reduce`` (spec entry); ``operand0`` 0 / None with a unary op0."""
     op = _REDUCE_ALIASES.get(_op(reduce_op) or "", _op(reduce_op))
-    _tensor_scalar_reduce(
+    return _tensor_scalar_reduce(
         dst=dst,
         data=data,
         op0=op0,
@@ -919,9 +971,11 @@ def tensor_scalar_reduce(
     )
 
 
-def nc_stream_shuffle(dst: View, src: View, shuffle_mask: Any, name: str | None = None) -> None:
+def nc_stream_shuffle(
+    dst: View, src: View, shuffle_mask: Any, name: str | None = None
+) -> NkiInstruction:
     """``nki.isa.nc_stream_shuffle`` (spec entry); the mask's entries as Python ints."""
-    _nc_stream_shuffle(dst, src, tuple(int(m) for m in shuffle_mask), name)
+    return _nc_stream_shuffle(dst, src, tuple(int(m) for m in shuffle_mask), name)
 
 
 class VirtualRegister:
@@ -1001,7 +1055,7 @@ def register_load(dst: Any, src: View) -> None:
         )
 
 
-def register_store(dst: View, src: Any) -> None:
+def register_store(dst: View, src: Any) -> NkiInstruction:
     """Store register ``src``'s value into the one-element tensor ``dst``."""
     reg = _register(src, "register_store src")
     value = reg.value
@@ -1012,4 +1066,4 @@ def register_store(dst: View, src: Any) -> None:
                 "register-store-range",
                 f"register_store of {value} into {dst.fmt.name} (range {info.min}..{info.max})",
             )
-    _run(Op.REGISTER_STORE, {DST: dst}, {}, {"value": value})
+    return _run(Op.REGISTER_STORE, {DST: dst}, {}, {"value": value})

@@ -118,6 +118,11 @@ def empty_like(x: NkiTensor, dtype: Any = None, buffer: Any = None) -> NkiTensor
 # ---- loops (all unrolled Python ranges in NKI 0.3+) ----------------------------------------
 
 affine_range = sequential_range = static_range = range
+# ``nl.range``: not in the NKI 0.6 API list (sdk ``nki/api/nki.language.rst``), but nki-library
+# loops with it (``experimental/mxfp_subkernels/mxfp_load_utils.py``); the NKI loops deep dive
+# (awsdocs-neuron ``nki/deep-dives/nki-loops``) says the static range iterators are Python
+# ``range`` from NKI 0.7 on, which is what this is.
+range = range
 
 
 def ds(start: int, size: int) -> slice:

@@ -30,6 +30,7 @@ from trnsim.core.instruction import Instruction
 from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import HBM, Hbm, View
 from trnsim.core.options import CoreOptions
+from trnsim.core.races import RaceCheck
 from trnsim.hw import chip
 from trnsim.nki.context import Launch, Program, current_or_none, enter
 from trnsim.nki.tensor import NkiTensor
@@ -241,17 +242,14 @@ def _launch(
         )
         for i in range(n)
     ]
-    launch = Launch(n, cores, threading.Barrier(n))
+    race = RaceCheck() if n > 1 and functional else None
+    hbm.race = race  # write-write races between the cores (trnsim.core.races)
+    launch = Launch(n, cores, threading.Barrier(n, action=race.advance if race else None))
     boot = Program(launch, 0, cores[0])
     enter(boot)
     try:
-        inputs = [
-            (_to_tensor(cores[0], a, keep_data) if isinstance(a, _ARRAYS) else a) for a in args
-        ]
-        kw = {
-            k: (_to_tensor(cores[0], v, keep_data) if isinstance(v, _ARRAYS) else v)
-            for k, v in kwargs.items()
-        }
+        inputs = [_to_device(cores[0], a, keep_data) for a in args]
+        kw = {k: _to_device(cores[0], v, keep_data) for k, v in kwargs.items()}
     finally:
         enter(None)
     results: list[Any] = [None] * n
@@ -288,13 +286,14 @@ def _launch(
     for exc in errors:
         if exc is not None:
             raise exc
+    if race is not None:
+        race.check("at the end of the launch")
     if not functional:  # nothing wrote data: the inputs are unchanged, the outputs sentinel
         return _observed(
             RunResult(_to_numpy(results[0]) if keep_data else None, cores, launch.printed)
         )
     for a, t in zip(args, inputs, strict=True):
-        if isinstance(a, np.ndarray) and a.flags.writeable:
-            a[...] = t.array().reshape(a.shape)
+        _write_back(a, t)
     return _observed(RunResult(_to_numpy(results[0]), cores, launch.printed))
 
 
@@ -363,47 +362,40 @@ def _hbm_bytes(target: str) -> int:
         return 2**40
 
 
-@dataclass(frozen=True)
-class TypedArray:
-    """A kernel argument of an NKI dtype that has no NumPy dtype: the packed MX x4 types
-    (``float8_e4m3fn_x4``, ``float8_e5m2_x4``: four fp8 in a 32-bit word; ``float4_e2m1fn_x4``:
-    four fp4 in 16 bits; aws-neuron-sdk ``nki/api/nki.api.shared.rst``, "Packed" data types).
-    ``data`` holds the storage words (uint32 or uint16, e.g. ``trnsim.numerics.packing.pack_x4``
-    output); the kernel sees an HBM tensor of ``dtype`` with ``data``'s shape, as a NumPy array
-    of the harness's own x4 dtype would give it. Read-only: the kernel's writes to it are not
-    copied back."""
-
-    data: np.ndarray
-    dtype: str
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.data.shape)
-
-
-def _to_tensor(nc: NeuronCore, a: np.ndarray | TypedArray, copy: bool = True) -> NkiTensor:
-    if isinstance(a, TypedArray):
+def _to_tensor(nc: NeuronCore, a: np.ndarray, copy: bool = True) -> NkiTensor:
+    try:
         fmt = get_format(a.dtype)
-        if fmt.dtype != a.data.dtype:
-            raise broken(
-                "argument-dtype",
-                f"a {fmt.name} argument holds {fmt.dtype} storage words, got {a.data.dtype}",
-            )
-        a = a.data
-    else:
-        try:
-            fmt = get_format(a.dtype)
-        except Exception:
-            raise broken(
-                "argument-dtype", f"kernel argument of dtype {a.dtype} is not an NKI dtype"
-            ) from None
+    except Exception:
+        raise broken(
+            "argument-dtype", f"kernel argument of dtype {a.dtype} is not an NKI dtype"
+        ) from None
     v = nc.allocate(a.shape, fmt, HBM, name="arg", fill=False, view_type=NkiTensor)
     if copy:
         v.array()[...] = a
     return v  # type: ignore[return-value]
 
 
-_ARRAYS = (np.ndarray, TypedArray)
+def _to_device(nc: NeuronCore, a: Any, copy: bool) -> Any:
+    """A kernel argument on the device: a NumPy array becomes an HBM tensor, and so does each
+    array in a list or tuple argument (nki-library's ``transformer_tkg`` takes per-layer
+    ``List[nl.ndarray]`` weights and caches: sdk ``nki/library/api/transformer-tkg.rst``)."""
+    if isinstance(a, np.ndarray):
+        return _to_tensor(nc, a, copy)
+    if isinstance(a, list | tuple) and any(isinstance(x, np.ndarray | list | tuple) for x in a):
+        items = [_to_device(nc, x, copy) for x in a]
+        return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)
+    return a
+
+
+def _write_back(a: Any, t: Any) -> None:
+    """Copy what the kernel left in each argument's HBM tensor back into the caller's array
+    (an output buffer passed in, a KV cache updated in place), lists and tuples included."""
+    if isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            a[...] = t.array().reshape(a.shape)
+    elif isinstance(a, list | tuple) and isinstance(t, list | tuple):
+        for x, y in zip(a, t, strict=True):
+            _write_back(x, y)
 
 
 def _to_numpy(x: Any) -> Any:

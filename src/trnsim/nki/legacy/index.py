@@ -417,6 +417,26 @@ def ds(start: Any, size: int) -> slice | Expr:
     return slice(int(start), int(start) + int(size))
 
 
+class Dynamic:
+    """``t[..., off_tile + e, ...]``: an index on one axis that adds the value of a one-element
+    SBUF tile (read when the instruction runs) to the affine expression ``e`` (or 0 for a bare
+    tile). Only ``nisa.tensor_copy_dynamic_src`` / ``_dst`` take a tensor indexed so (SDK 2.26
+    docstrings; ``nki.errors`` err_copy_dynamic_indirect_indices_not_natively_supported); it
+    lowers onto ``.ap(scalar_offset=...)`` (``trnsim.core.indirect`` choice 7)."""
+
+    __slots__ = ("expr", "scalar")
+
+    def __init__(self, scalar: Any, expr: Any = 0) -> None:
+        self.scalar, self.expr = scalar, expr
+
+    def __add__(self, other: Any) -> Dynamic:
+        if isinstance(other, Expr) or _is_int(other):
+            return Dynamic(self.scalar, self.expr + other)
+        return NotImplemented
+
+    __radd__ = __add__
+
+
 def is_expr_key(key: Any) -> bool:
     if isinstance(key, tuple):
         return any(isinstance(k, Expr) for k in key)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.core import indirect
 from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.nki import isa as nisa
@@ -588,7 +589,43 @@ def _not_implemented(name: str):
     return fn
 
 
+def _dynamic(v: Any, role: str, call: str) -> View:
+    if not isinstance(v, indirect.IndirectView) or v.memory == "hbm":
+        raise fail(
+            "indirect",
+            f"nisa.{call} {role} must be an SBUF/PSUM tile indexed at run time (an index "
+            f"expression plus a one-element SBUF tile, e.g. t[i_p, off[0, j] + i_f]), got "
+            f"{type(v).__name__}",
+        )
+    return v
+
+
+def tensor_copy_dynamic_src(
+    src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **kwargs: Any
+) -> Any:
+    """A copy from a dynamic offset within each partition; lowers onto the NKI 0.6
+    ``tensor_copy`` with an ``.ap(scalar_offset=...)`` source (``trnsim.core.indirect``
+    choice 7)."""
+    s = _dynamic(src, "src", "tensor_copy_dynamic_src")
+    return tensor_copy(s, mask=mask, dtype=dtype, engine=engine)
+
+
+def tensor_copy_dynamic_dst(
+    *, dst: Any, src: Any, mask: Any = None, dtype: Any = None, engine: Any = None,
+    **kwargs: Any,
+) -> None:  # fmt: skip
+    """A copy to a dynamic offset within each partition (``tensor_copy`` with an
+    ``.ap(scalar_offset=...)`` destination)."""
+    d = _dynamic(dst, "dst", "tensor_copy_dynamic_dst")
+    if mask is not None:
+        raise fail("not-implemented", "nisa.tensor_copy_dynamic_dst mask= is not modelled")
+    s = ops.tensor(src, "src", "nisa.tensor_copy_dynamic_dst")
+    flush()
+    eng = _eng(engine) if engine is not None else nisa.engine.unknown
+    nisa.tensor_copy(d, s, engine=eng)
+
+
 for _n in (
-    "builtin_custom_op", "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src",
+    "builtin_custom_op",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import sys
+import weakref
 from math import prod as _prod
 from typing import Any
 
@@ -36,6 +37,7 @@ from trnsim.nki.legacy.tile import (
     flush,
     lazy_fill,
     release_spares,
+    spillable,
     track,
 )
 from trnsim.numerics import get_format
@@ -156,6 +158,7 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
         fmt.name,
     )
     double_buffer(t)
+    t.locate.tensor = weakref.ref(t)  # type: ignore[attr-defined]
     return t
 
 
@@ -173,9 +176,52 @@ def double_buffer(t: BlockTensor) -> None:
 
     _state = _tile_module._state
 
-    ring = _state.sites.setdefault(kernel_location(), [])
+    t.site = kernel_location()
+    ring = _state.sites.setdefault(t.site, [])
     ring.append(t)
     del ring[:-MULTI_BUFFER]
+    for spare in ring[:-1]:  # kept for double buffering only: the first to go when memory is full
+        for alloc in spare.locate.allocs():
+            alloc.reclaim_first = True
+
+
+def _current(locate: Any) -> bool:
+    """The block tensor of ``locate`` is alive and the latest made at its line (an earlier one
+    kept for double buffering is not spilled: its blocks are dead once the next is made)."""
+    ref = getattr(locate, "tensor", None)
+    t = ref() if ref is not None else None
+    if t is None:
+        return False
+    ring = _tile_module._state.sites.get(getattr(t, "site", None))
+    return bool(ring) and ring[-1] is t
+
+
+def _spill_tile(shape: tuple[int, ...], dtype: Any, name: str) -> Tile:
+    """An SBUF tile for a spilled (or refilled) block that takes free space only: when SBUF
+    has none, the oldest spilled block in SBUF moves on to HBM to make room; only when no
+    spilled block is left does it take the ordinary placement (which reuses the least
+    recently used tile's bytes). A spill must not displace a live tile of the kernel."""
+    mem = current().core.sbuf
+    isz = get_format(dtype).dtype.itemsize
+    nbytes = _prod(shape[1:]) * isz
+    while True:
+        off = mem._first_fit(0, shape[0], nbytes, isz)
+        if off is not None:
+            t = as_tile(track(new_nl.ndarray(shape, dtype, new_nl.sbuf, name, address=(0, off))))
+            t.storage.alloc.reclaim_first = True
+            return t
+        oldest = builtins.min(
+            (a for a in tuple(mem.live) if a.reclaim_first and a.spill is not None),
+            key=lambda a: a.last_seq,
+            default=None,
+        )
+        if oldest is None:
+            t = ops.new_tile(shape, dtype, SBUF, name)
+            t.storage.alloc.reclaim_first = True
+            return t
+        hook, oldest.spill = oldest.spill, None
+        hook()
+        mem.free(oldest)
 
 
 def block_locator(
@@ -185,7 +231,23 @@ def block_locator(
     SBUF all blocks side by side in one allocation when it fits, else (and always in PSUM)
     each block its own tile (the compiler allocates physical tiles for the blocks that are
     live and frees them after their last use: ``tile.allocating`` evicts the least recently
-    used)."""
+    used).
+
+    Spilling (trnsim's model of what the 2.26 programming model says the compiler does when
+    live data overflows an on-chip memory, "Memory hierarchy": spills and refills to the next
+    tier). A block written and not read since is live: when its bytes are about to be given
+    to another tile (``trnsim.core.memory`` reuse, or an eviction) it is first copied out: a
+    PSUM block to a new SBUF tile (``tensor_copy``), an SBUF block, or a PSUM block's SBUF
+    copy when SBUF is full, to a private HBM tensor (``dma_copy``). Using the block again
+    refills it into a new tile: HBM -> SBUF (``dma_copy``), SBUF -> PSUM (``tensor_copy``;
+    a DMA cannot write PSUM). The copy stays valid until the block is written again, so a
+    block only read since its refill is dropped, not copied again, when its bytes go. A block
+    read since its last write and never copied is dead when its bytes go (the compiler frees
+    a tile after its last use; using it again is the ``overlap`` error, as before). Only the
+    latest block tensor made at its line spills (an earlier one kept for double buffering is
+    dead). Each copy is an instruction of the record, issued in program order where the spill
+    or refill happens, so the timing model charges it. The compiler's own spill placement
+    and cost are not public; this is trnsim's choice."""
     slot = _prod(tile_shape[1:])
     free = tile_shape[1:]
     strides = [1] * len(free)
@@ -193,7 +255,9 @@ def block_locator(
         strides[i] = strides[i + 1] * free[i + 1]
     st = (1, *strides)
     whole: list[Tile | None] = []
-    tiles: dict[tuple[int, ...], Tile] = {}
+    tiles: dict[tuple[int, ...], Tile] = {}  # blocks in their own tile now
+    copies: dict[tuple[int, ...], Tile] = {}  # valid spilled copies (SBUF or HBM)
+    dirty: set[tuple[int, ...]] = set()  # written and not read since
 
     def locate(b: tuple[int, ...]) -> tuple[Tile, Any]:
         if not whole and memory == PSUM:  # PSUM: 8 banks; blocks live and die one by one
@@ -214,9 +278,60 @@ def block_locator(
             return Tile.trusted(u.storage, tile_shape, st, off, u.p0, u.fmt, u.dtype, True), None
         t = tiles.get(b)
         if t is None:
-            t = tiles[b] = ops.new_tile(tile_shape, dtype, memory, name)
+            t = ops.new_tile(tile_shape, dtype, memory, name)
+            c = copies.get(b)  # (read after placing t, which may have moved it on to HBM)
+            if c is not None:  # refill
+                if c.memory == HBM and memory == SBUF:
+                    nisa.dma_copy(t, c)
+                else:
+                    if c.memory == HBM:  # a DMA cannot write PSUM: staged in SBUF
+                        stage = _spill_tile(tile_shape, dtype, f"{name} refill")
+                        nisa.dma_copy(stage, c)
+                        c = stage
+                    nisa.tensor_copy(t, c)
+            tiles[b] = t
+            spillable(t, lambda: spill(b))
         return t, None
 
+    def note(b: tuple[int, ...], write: bool) -> None:
+        """An access to block ``b`` (``BlockTensor.block``): a write makes its copy stale."""
+        if write:
+            dirty.add(b)
+            c = copies.pop(b, None)
+            if c is not None:
+                spillable(c, None)
+        else:
+            dirty.discard(b)
+
+    def spill(b: tuple[int, ...]) -> None:
+        t = tiles.pop(b)
+        if b not in dirty or not _current(locate):
+            return  # read since written (a copy, if any, is still valid), or dead
+        dirty.discard(b)
+        if memory == SBUF:
+            c = as_tile(new_nl.ndarray(tile_shape, dtype, new_nl.private_hbm, f"{name} spill"))
+            nisa.dma_copy(c, t)
+        else:
+            c = _spill_tile(tile_shape, dtype, f"{name} spill")
+            nisa.tensor_copy(c, t)
+            spillable(c, lambda: spill_copy(b))
+        copies[b] = c
+
+    def spill_copy(b: tuple[int, ...]) -> None:
+        c = copies.get(b)
+        if c is None or not _current(locate):
+            return
+        h = as_tile(new_nl.ndarray(tile_shape, dtype, new_nl.private_hbm, f"{name} spill"))
+        nisa.dma_copy(h, c)
+        copies[b] = h
+
+    def allocs() -> list[Any]:
+        return [u.storage.alloc for u in whole if u is not None] + [
+            t.storage.alloc for t in tiles.values()
+        ]
+
+    locate.note = note  # type: ignore[attr-defined]
+    locate.allocs = allocs  # type: ignore[attr-defined]
     return locate
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trnsim.core import indirect
 from trnsim.core.location import fail
 from trnsim.core.memory import HBM, PSUM, View
 from trnsim.errors import KernelError
@@ -46,6 +47,8 @@ class Tile(NkiTensor):
             flush()  # a view of a pending result: give it its bytes first
         if isinstance(key, tuple) and key and isinstance(key[0], View):
             return indirect_rows(self, key)  # type: ignore[return-value]
+        if self.on_chip and isinstance(key, tuple) and _has_dynamic(key):
+            return dynamic_view(self, key)  # type: ignore[return-value]
         if ix.is_expr_key(key):
             t = expr_view(self, key)
         else:
@@ -73,9 +76,13 @@ class Tile(NkiTensor):
         return fn(other, self) if reverse else fn(self, other)
 
     def __add__(self, o: Any) -> Tile:  # type: ignore[override]
+        if isinstance(o, ix.Expr):  # a runtime offset in an index: off_tile[0, i] + iy
+            return ix.Dynamic(self, o)  # type: ignore[return-value]
         return self._nl("add", o)
 
     def __radd__(self, o: Any) -> Tile:
+        if isinstance(o, ix.Expr):
+            return ix.Dynamic(self, o)  # type: ignore[return-value]
         return self._nl("add", o, True)
 
     def __sub__(self, o: Any) -> Tile:
@@ -134,6 +141,40 @@ def indirect_rows(t: View, key: tuple[Any, ...]) -> View:
         off, free = start * t.strides[1], [[step * t.strides[1], len(range(start, stop, step))]]
     pattern = [[t.strides[0], idx.shape[0]], *free]
     return NkiTensor.wrap(t).ap(pattern, t.offset + off, vector_offset=idx, indirect_dim=0)
+
+
+def _has_dynamic(key: tuple[Any, ...]) -> bool:
+    return any(isinstance(k, ix.Dynamic | View) for k in key[1:])
+
+
+def dynamic_view(t: Tile, key: tuple[Any, ...]) -> View:
+    """``sbuf[i_p, off_tile[0, j] + i_f]`` (or ``sbuf[i_p, off_tile[0, j], i_z]``): the access
+    at offset 0 of the dynamic axis, moved at run time by the tile's value in units of that
+    axis (``trnsim.core.indirect.on_chip``; ``ix.Dynamic``)."""
+    dyn = [(a, k) for a, k in enumerate(key) if isinstance(k, ix.Dynamic | View)]
+    if len(dyn) != 1 or dyn[0][0] == 0:
+        raise fail(
+            "indirect",
+            f"a runtime index on an SBUF/PSUM tensor {list(t.shape)} takes one free axis "
+            f"(got {len(dyn)}, on axes {[a for a, _ in dyn]})",
+        )
+    axis, k = dyn[0]
+    d = k if isinstance(k, ix.Dynamic) else ix.Dynamic(k)
+    scalar = d.scalar
+    if isinstance(scalar.storage, _Unplaced):
+        flush()
+    static_key = tuple(d.expr if a == axis else x for a, x in enumerate(key))
+    if ix.is_expr_key(static_key):
+        static = expr_view(t, static_key)
+    else:
+        static = NkiTensor.__getitem__(t, static_key)
+    if len(static.shape) != len(t.shape):
+        raise fail(
+            "indirect",
+            f"a runtime index on SBUF/PSUM tensor {list(t.shape)} needs every axis indexed by "
+            "an index expression or slice (no integer that drops an axis)",
+        )
+    return indirect.on_chip(t, static, scalar, axis, t.strides[axis])
 
 
 def as_tile(v: View) -> Tile:
@@ -225,6 +266,7 @@ class _State(threading.local):
         # on-chip allocations of this program's tiles, least recently used first
         self.lru: OrderedDict[int, weakref.ref[Any]] = OrderedDict()
         self.evicted: dict[int, tuple[weakref.ref[Any], str]] = {}
+
         # PSUM tiles created by nl.zeros / nl.full whose memset is not issued yet
         self.fills: dict[int, tuple[weakref.ref[Any], View, Any]] = {}
         # the last block tensors made at each kernel line (language.double_buffer)
@@ -370,6 +412,15 @@ def allocating(make: Callable[[], View]) -> View:
                 raise
 
 
+def spillable(v: View, spill: Callable[[], None] | None) -> None:
+    """Register ``spill()`` to run when ``v``'s allocation is evicted or its addresses are
+    reused (``trnsim.core.memory``; None: forget it). It
+    copies the data to the next memory tier before the bytes are given away (the 2.26
+    programming model: when live data overflows an on-chip memory "the Neuron compiler
+    inserts the necessary spills or refills between that memory and the next-tier memory")."""
+    v.storage.alloc.spill = spill
+
+
 def release_spares() -> bool:
     """Drop the extra buffers kept for double buffering (``language.double_buffer``): they
     go first when memory runs out. True if any was held."""
@@ -386,6 +437,9 @@ def _evict_one(kind: str) -> bool:
         del _state.lru[key]
         if alloc is None or not alloc.live or alloc.kind != kind or alloc is pending:
             continue
+        hook, alloc.spill = alloc.spill, None
+        if hook is not None:
+            hook()  # copy it out first (issued here: before the bytes are reused)
         alloc.memory.free(alloc)
         where = f"{alloc.kind.upper()} partitions {alloc.partition_start}..{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}..{alloc.byte_offset + alloc.nbytes - 1}"  # noqa: E501
         _state.evicted[key] = (
@@ -450,6 +504,13 @@ def assign(dst: View, value: Any) -> None:
     flush()
     if isinstance(value, BlockTensor):
         raise fail("block-dim", "assigning a tensor with block dimensions; index its blocks")
+    if isinstance(value, indirect.IndirectView) and value.memory != HBM:
+        raise fail(
+            "indirect",
+            "copying a tensor indexed at run time by assignment is not supported (NKI "
+            "err_copy_dynamic_indirect_indices_not_natively_supported); use "
+            "nisa.tensor_copy_dynamic_src",
+        )
     if isinstance(value, View):
         if _same(dst, value):
             return
@@ -580,6 +641,7 @@ class BlockTensor:
         self.buffer = memory
         self.fmt_name = fmt_name
         self.owners = owners
+        self.site: tuple[str, int] | None = None  # the kernel line that made it
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -624,6 +686,9 @@ class BlockTensor:
 
     def block(self, blocks: tuple[int, ...], write: bool) -> Tile:
         t, slot = self.locate(blocks)
+        note = getattr(self.locate, "note", None)
+        if note is not None:  # reads and writes decide what spills (language.block_locator)
+            note(blocks, write)
         if self.owners is not None and slot is not None:
             me = (id(self), blocks, self.name)
             owner = self.owners.get(slot)
