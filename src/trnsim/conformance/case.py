@@ -44,6 +44,11 @@ class Case:
     out_args: the positions of arguments the kernel writes as its outputs (an output buffer
         passed in, nki-library's ``output.must_alias_input``): the outputs compared are those
         arguments after the run (one array, or a tuple), not the kernel's return value.
+    ranks: run the kernel as this many ranks (``trnsim.nki.simulate.run_ranks``: each rank a
+        launch of its own, ``nki.collectives`` exchanging between them). Then ``inputs(rng)``
+        returns one argument tuple (or ``Call``) per rank, ``reference(per_rank)`` takes that
+        list and returns each rank's expected outputs (a list), and the profile is the
+        slowest rank's time.
     notes: why these shapes, tolerance, anything unusual.
     driver: for a subkernel that takes SBUF tensors: ``driver(fn)`` returns a kernel written
         here (loads HBM inputs to SBUF, calls ``fn``, the library function imported from the
@@ -64,5 +69,6 @@ class Case:
     target: str = "gen4"
     decode: Callable[[Any], Any] | None = None
     out_args: tuple[int, ...] = ()
+    ranks: int | None = None
     notes: str = ""
     driver: Callable[[Any], Any] | None = None

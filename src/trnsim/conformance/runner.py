@@ -43,6 +43,8 @@ CASE_MODULES = (
     "trnsim.conformance.cases_library_moe",
     "trnsim.conformance.cases_library_mx",
     "trnsim.conformance.cases_library_bwd",
+    "trnsim.conformance.cases_library_utils",
+    "trnsim.conformance.cases_library_coll",
     "trnsim.conformance.cases_library_moetkg",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
@@ -325,6 +327,8 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
     except Exception as exc:  # building inputs may import the library's own classes
         res.outcome, res.detail, res.location = classify(exc, root)
         return res
+    if case.ranks is not None:
+        return _run_ranked(case, made, root, res, t0, profile)
     if isinstance(made, Call):
         inputs, kwargs = tuple(made.args), {**case.kwargs, **made.kwargs}
     else:
@@ -370,6 +374,64 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
                 schedule(r.instructions, r.cores[0].spec).total_s
                 for r in launches
                 if r.instructions
+            )
+        except Exception as exc:
+            res.outcome, res.detail, res.location = classify(exc, root)
+            res.detail = "profile: " + res.detail
+    return res
+
+
+def _run_ranked(case: Case, made: Any, root: Path, res: Result, t0: float, profile: bool) -> Result:
+    """``run_case`` for a multi-rank case: ``made`` holds one argument tuple (or ``Call``) per
+    rank; the kernel runs as ``case.ranks`` launches (``run_ranks``)."""
+    from trnsim.nki.simulate import run_ranks
+
+    per_rank = []
+    for m in made:
+        if isinstance(m, Call):
+            per_rank.append((tuple(m.args), {**case.kwargs, **m.kwargs}))
+        else:
+            per_rank.append((tuple(m), dict(case.kwargs)))
+    if len(per_rank) != case.ranks:
+        res.outcome = "trnsim-error"
+        res.detail = f"the case made inputs for {len(per_rank)} ranks, not {case.ranks}"
+        return res
+    res.shapes = describe_inputs(*per_rank[0]) + f" (x {case.ranks} ranks)"
+
+    def copy(x: Any) -> Any:
+        return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+
+    calls = [
+        (tuple(copy(a) for a in args), {k: copy(v) for k, v in kw.items()}) for args, kw in per_rank
+    ]
+    try:
+        kernel = _launchable(load_kernel(case, root), case)
+        runs = run_ranks(kernel, calls, target=case.target)
+        out = [r.outputs for r in runs]
+    except Exception as exc:
+        res.outcome, res.detail, res.location = classify(exc, root)
+        res.seconds = time.perf_counter() - t0
+        return res
+    res.seconds = time.perf_counter() - t0
+    try:
+        ref = case.reference([args for args, _ in per_rank])
+    except Exception as exc:  # the reference is ours: a bug here is a trnsim bug
+        res.outcome = "trnsim-error"
+        res.detail = f"reference failed: {type(exc).__name__}: {exc}"
+        return res
+    if case.decode is not None:
+        out = case.decode(out)
+    ok, err, why = compare(out, ref, case.rtol, case.atol)
+    res.max_error = err
+    if not ok:
+        res.outcome, res.detail = "mismatch", why
+        return res
+    if profile:
+        from trnsim.core.timing import schedule
+
+        try:  # the ranks run side by side: the slowest one's time
+            res.profile_s = max(
+                schedule(r.instructions, r.cores[0].spec).total_s for r in runs if r.instructions
             )
         except Exception as exc:
             res.outcome, res.detail, res.location = classify(exc, root)

@@ -682,6 +682,7 @@ _CC_KIND = {
     "reduce_scatter": "reduce-scatter",
     "all_to_all": "all-to-all",
     "collective_permute": "permute",
+    "collective_permute_implicit": "permute",
 }
 """nki.collectives instruction -> the collective of ``trnsim.fabric.collectives`` (its bus
 factor: bytes each rank moves per byte of the message)."""

@@ -11,9 +11,13 @@ from trnsim.errors import KernelError
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/trnsim
 _SKIP = (_PKG_DIR + os.sep, "<frozen ")
-_KERNEL_FILES = (os.path.join(_PKG_DIR, "perf", "kernels") + os.sep,)
-"""Kernel files shipped in the package (``trnsim.perf.tables``' kernel): their lines are the
-kernel's own, as for any kernel file."""
+_KERNEL_FILES = (
+    os.path.join(_PKG_DIR, "perf", "kernels") + os.sep,
+    os.path.join(_PKG_DIR, "conformance", "drivers_sbuf.py"),
+)
+"""Kernel files shipped in the package (``trnsim.perf.tables``' kernel, the conformance
+drivers that call library subkernels): their lines are the kernel's own, as for any kernel
+file."""
 
 
 class _Here(threading.local):

@@ -1062,7 +1062,14 @@ def _sync_noop(nc: NeuronCore, c: LiveInstruction) -> None:
 
 for _op in (Op.CORE_BARRIER, Op.SENDRECV):
     EXECUTORS[_op] = _sync_noop
-for _op in (Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.COLLECTIVE_PERMUTE):
+for _op in (
+    Op.ALL_REDUCE,
+    Op.ALL_GATHER,
+    Op.REDUCE_SCATTER,
+    Op.ALL_TO_ALL,
+    Op.COLLECTIVE_PERMUTE,
+    Op.COLLECTIVE_PERMUTE_IMPLICIT,
+):
     EXECUTORS[_op] = _sync_noop  # nki.collectives: exchanged by trnsim.nki.collectives
 
 

@@ -986,6 +986,21 @@ def collective_permute(parts: dict[int, np.ndarray], me: int, pairs: tuple) -> n
     return None
 
 
+def collective_permute_implicit(parts: list[np.ndarray], i: int) -> np.ndarray:
+    """``collective_permute_implicit``: "each rank sends data to its successor and receives
+    from its predecessor in the ring": rank ``i`` of the group gets the source of ``i - 1``
+    (wrapping)."""
+    return parts[(i - 1) % len(parts)]
+
+
+def ring_rank(group: tuple[int, ...], i: int, iteration: int) -> int:
+    """``collective_permute_implicit_current_processing_rank_id``: the rank whose data rank
+    ``i`` of the ring ``group`` holds after ``iteration`` steps ("at iteration 0, ... the
+    current rank's own ID ... in subsequent iterations, the rank ID of data received from
+    predecessors, progressing around the ring")."""
+    return group[(i - iteration) % len(group)]
+
+
 TOPK_SNAKE = 16
 """Partitions of topk's input snake (topk docstring)."""
 

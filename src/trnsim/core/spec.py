@@ -1073,6 +1073,14 @@ _collective(
 )
 _collective("all_to_all", _CC_HBM, (Attr("collective_dim", int, 0, (0,)),), S.all_to_all)
 _collective("collective_permute", _CC_HBM, (Attr("pairs", tuple),), S.collective_permute)
+# the ring permute: SBUF or HBM (the docstring names no memory; nki-library's fg_allgather and
+# fgcc ring SBUF and HBM buffers); one instruction per channel
+_collective(
+    "collective_permute_implicit",
+    _CC_MEM,
+    (Attr("channel", int, 0),),
+    S.collective_permute_implicit,
+)
 
 # =================================================================================================
 # Sync / inter-core (carried out by the launcher, ``trnsim.nki.simulate``)

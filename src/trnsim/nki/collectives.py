@@ -1,14 +1,20 @@
 """``nki.collectives``: collective communication between the cores of a launch, inside kernels.
 
 In trnsim a rank is a program of the launch (``kernel[2](...)``: ranks 0 and 1, the two
-NeuronCores of an LNC=2 logical core). Each call is checked and recorded on every rank (one
-DMA-queue instruction per src/dst pair, costed by ``trnsim.core.costs.collective_cost``), then
-the ranks exchange their sources through the launch (as ``nki.isa.sendrecv`` does) and each
-writes what it receives: ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``,
-``collective_permute``; the values are ``trnsim.core.semantics``' functions of the same names.
-Every rank of the launch must take part (the replica groups cover every program) and call the
-collectives in the same order. ``all_gather_v``, ``all_to_all_v`` and the ``*_implicit`` ring
-permutes (multi-device ring channels) are refused with a ``not-implemented`` error.
+NeuronCores of an LNC=2 logical core), or, in a multi-rank run
+(``trnsim.nki.simulate.run_ranks``), a launch of its own (its own core(s) and HBM; with LNC=2
+core ``c`` of each rank exchanges with core ``c`` of the others, see ``_exchange``: trnsim's
+reading, the docstrings do not say how the cores of a rank share a collective). Each call is
+checked and recorded on every rank (one DMA-queue instruction per src/dst pair, costed by
+``trnsim.core.costs.collective_cost``), then the ranks exchange their sources through the
+launch or the run (as ``nki.isa.sendrecv`` does) and each writes what it receives:
+``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``, ``collective_permute``,
+``collective_permute_implicit`` (the ring: each rank receives its predecessor's source, per
+channel; ``collective_permute_implicit_current_processing_rank_id`` says whose data a rank
+holds after ``k`` ring steps); the values are ``trnsim.core.semantics``' functions of the same
+names. Every rank must take part (the replica groups cover every rank) and call the
+collectives in the same order. ``all_gather_v``, ``all_to_all_v`` and
+``collective_permute_implicit_reduce`` are refused with a ``not-implemented`` error.
 Source: SDK ``nki/api/nki/collectives/__init__.py`` (docstrings).
 """
 
@@ -47,27 +53,43 @@ class ReplicaGroup(NKIObject):
                 seen.add(r)
 
 
+def _ranks(prog: Program) -> tuple[int, int, Any]:
+    """(number of ranks, this program's rank, the hub the ranks exchange through: the launch,
+    or the multi-rank run's ``World``)."""
+    launch = prog.launch
+    world = launch.world
+    if world is None:
+        return launch.lnc, prog.program_id, launch
+    return world.ranks, launch.rank, world
+
+
+def _where(n: int, prog: Program) -> str:
+    if prog.launch.world is None:
+        return f"a kernel[{n}] launch"
+    return f"a run of {n} ranks"
+
+
 def rank_id(name: str | None = None) -> int:
-    """This program's rank (its program id in the launch)."""
-    return current().program_id
+    """This program's rank (its program id in the launch, or its rank in a multi-rank run)."""
+    return _ranks(current())[1]
 
 
 def _group(rg: Any, prog: Program) -> tuple[int, ...]:
     """The sub-group of ``rg`` this program belongs to (checked against the launch)."""
     if not isinstance(rg, ReplicaGroup):
         raise broken("replica-group-type", f"replica_group must be a ReplicaGroup, got {rg!r}")
-    n = prog.launch.lnc
+    n, me, _ = _ranks(prog)
     ranks = sorted(r for g in rg.groups for r in g)
     if ranks != list(range(n)):
         raise broken(
             "replica-group-cover",
             f"replica groups {rg.groups} must cover the launch's ranks {list(range(n))} "
-            f"exactly once (a kernel[{n}] launch; each rank must take part)",
+            f"exactly once ({_where(n, prog)}; each rank must take part)",
         )
-    return next(tuple(int(r) for r in g) for g in rg.groups if prog.program_id in g)
+    return next(tuple(int(r) for r in g) for g in rg.groups if me in g)
 
 
-def _pairs(srcs: Any, dsts: Any, name: str) -> list[tuple[View, View]]:
+def _pairs(srcs: Any, dsts: Any, name: str, channels: bool = False) -> list[tuple[View, View]]:
     srcs = list(srcs) if isinstance(srcs, list | tuple) else [srcs]
     dsts = list(dsts) if isinstance(dsts, list | tuple) else [dsts]
     if len(srcs) != len(dsts) or not srcs:
@@ -79,7 +101,7 @@ def _pairs(srcs: Any, dsts: Any, name: str) -> list[tuple[View, View]]:
             raise broken(
                 "collective-operand", f"{name} srcs/dsts must be tensors, got {type(v).__name__}"
             )
-    if len(srcs) > 1 and any(v.memory != "hbm" for v in srcs + dsts):
+    if not channels and len(srcs) > 1 and any(v.memory != "hbm" for v in srcs + dsts):
         raise broken(
             "collective-coalesced-hbm",
             f"{name} with {len(srcs)} tensors (coalesced) needs every tensor in HBM",
@@ -88,21 +110,28 @@ def _pairs(srcs: Any, dsts: Any, name: str) -> list[tuple[View, View]]:
 
 
 def _exchange(prog: Program, payload: Any, group: tuple[int, ...]) -> dict[int, Any]:
-    """Post this rank's payload, wait for every rank, and return the group's payloads."""
-    launch, me = prog.launch, prog.program_id
-    with launch.lock:
-        seq = launch.mailbox.get(("cc-seq", me), 0)
-        launch.mailbox[("cc-seq", me)] = seq + 1
-        launch.mailbox[("cc", seq, me)] = payload
-    launch.barrier.wait()
-    with launch.lock:
-        missing = [r for r in group if ("cc", seq, r) not in launch.mailbox]
+    """Post this rank's payload, wait for every rank, and return the group's payloads.
+
+    In a multi-rank run of LNC=2 launches every core of every rank waits (the run's barrier
+    counts them all; ``_collective`` waits once more before reading the sources, so what both
+    cores of a rank wrote to their shared HBM before the call is sent) and core ``c`` of a
+    rank exchanges with core ``c`` of the others (each core sends its own SBUF; a shared-HBM
+    operand is sent by both cores, the same values, and written twice with them)."""
+    _, me, hub = _ranks(prog)
+    core = prog.program_id if prog.launch.world is not None else 0
+    with hub.lock:
+        seq = hub.mailbox.get(("cc-seq", me, core), 0)
+        hub.mailbox[("cc-seq", me, core)] = seq + 1
+        hub.mailbox[("cc", seq, me, core)] = payload
+    hub.barrier.wait()
+    with hub.lock:
+        missing = [r for r in group if ("cc", seq, r, core) not in hub.mailbox]
         if missing:
             raise broken("collective-join", f"ranks {missing} did not join collective #{seq}")
-        got = {r: launch.mailbox[("cc", seq, r)] for r in group}
-    launch.barrier.wait()  # everyone has read: clear this rank's slot
-    with launch.lock:
-        del launch.mailbox[("cc", seq, me)]
+        got = {r: hub.mailbox[("cc", seq, r, core)] for r in group}
+    hub.barrier.wait()  # everyone has read: clear this rank's slot
+    with hub.lock:
+        del hub.mailbox[("cc", seq, me, core)]
     return got
 
 
@@ -114,13 +143,19 @@ def _collective(
     attrs: dict[str, Any],
     raw: bool,
     combine: Any,
+    channels: bool = False,
 ) -> None:
     prog = current()
-    pairs = _pairs(srcs, dsts, op.value)
-    for s, d in pairs:
-        _run(op, {DST: d}, {SRC: s}, {"ranks": group, **attrs})
+    pairs = _pairs(srcs, dsts, op.value, channels)
+    for k, (s, d) in enumerate(pairs):
+        extra = {"channel": k} if channels else {}
+        _run(op, {DST: d}, {SRC: s}, {"ranks": group, **attrs, **extra})
     core = prog.core
     core.sync()  # the data work up to here (trnsim.core.accel)
+    world = prog.launch.world
+    if world is not None and prog.launch.lnc > 1:
+        # the cores of a rank share its HBM: what both wrote before the call is sent
+        world.barrier.wait()
     payload = None
     if core.functional:
         payload = [np.array(core.read_raw(s) if raw else core.read(s)) for s, _ in pairs]
@@ -128,7 +163,7 @@ def _collective(
     if payload is None:
         return
     for k, (_, d) in enumerate(pairs):
-        values = combine({r: got[r][k] for r in group}, group.index(prog.program_id))
+        values = combine({r: got[r][k] for r in group}, group.index(_ranks(prog)[1]))
         if values is None:
             continue
         values = np.asarray(values).reshape(d.shape)
@@ -241,21 +276,20 @@ def collective_permute(
     """Each pair ``(source, target)`` sends the source rank's tensor to the target rank."""
     prog = current()
     pairs = tuple((int(s), int(t)) for s, t in source_target_pairs)
-    n = prog.launch.lnc
+    n, me, _ = _ranks(prog)
     for what, ranks in (("source", [s for s, _ in pairs]), ("target", [t for _, t in pairs])):
         bad = [r for r in ranks if r not in range(n)]
         if bad or len(set(ranks)) != len(ranks):
             raise broken(
                 "collective-permute-ranks",
                 f"collective_permute {what} ranks {ranks}: each must be a distinct rank of "
-                f"this kernel[{n}] launch",
+                f"this {_where(n, prog)[2:]}",
             )
     if len(srcs if isinstance(srcs, list | tuple) else [srcs]) != 1:
         raise broken(
             "collective-permute-one", "collective_permute takes exactly one src and one dst tensor"
         )
     group = tuple(range(n))
-    me = prog.program_id
     _collective(
         Op.COLLECTIVE_PERMUTE,
         srcs,
@@ -265,6 +299,69 @@ def collective_permute(
         True,
         lambda parts, i: S.collective_permute(parts, me, pairs),
     )
+
+
+def collective_permute_implicit(
+    srcs_by_channel: Any,
+    dsts_by_channel: Any,
+    replica_group: ReplicaGroup,
+    channel_ids: Any = (0,),
+    priority: int | None = None,
+    name: str | None = None,
+) -> None:
+    """The ring: on each channel, every rank of the group receives its predecessor's source
+    (group order, wrapping). Per the docstring each channel holds exactly one src and one dst
+    tensor, ``channel_ids`` are ``0, 1, ...`` and there are at most 4 channels."""
+    group = _group(replica_group, current())
+    srcs_by_channel, dsts_by_channel = list(srcs_by_channel), list(dsts_by_channel)
+    ids = [int(c) for c in channel_ids]
+    shape = [len(list(c)) for c in srcs_by_channel], [len(list(c)) for c in dsts_by_channel]
+    if (
+        not srcs_by_channel
+        or len(srcs_by_channel) != len(dsts_by_channel)
+        or any(k != 1 for k in shape[0] + shape[1])
+        or ids != list(range(len(srcs_by_channel)))
+        or len(ids) > MAX_RING_CHANNELS
+    ):
+        raise broken(
+            "collective-pairs",
+            f"collective_permute_implicit: tensors per channel {shape[0]} (srcs), {shape[1]} "
+            f"(dsts), channel_ids {ids}; each channel takes exactly one src and one dst, "
+            f"channel_ids must be 0, 1, ... (at most {MAX_RING_CHANNELS} channels)",
+        )
+    srcs = [next(iter(c)) for c in srcs_by_channel]
+    dsts = [next(iter(c)) for c in dsts_by_channel]
+    _collective(
+        Op.COLLECTIVE_PERMUTE_IMPLICIT,
+        srcs,
+        dsts,
+        group,
+        _opt({}, priority),
+        True,
+        lambda parts, i: S.collective_permute_implicit([parts[r] for r in group], i),
+        channels=True,
+    )
+
+
+MAX_RING_CHANNELS = 4
+"""Channels of a ring permute: "The maximum number of channels is 4 for replica groups
+containing all devices inside a node and 2 for other supported replica groups" (SDK
+``nki/api/nki/collectives/__init__.py``, ``collective_permute_implicit``; trnsim checks the
+larger bound, it does not model which devices share a node)."""
+
+
+def collective_permute_implicit_current_processing_rank_id(
+    iteration_id: Any, replica_group: ReplicaGroup, channel_id: int = 0, name: str | None = None
+) -> Any:
+    """A register holding the rank whose data this rank holds after ``iteration_id`` ring
+    steps: its own at 0, then its predecessor's, and so on around the group (the docstring;
+    every channel's ring runs the same way)."""
+    from trnsim.nki.isa import VirtualRegister
+
+    group = _group(replica_group, current())
+    me = _ranks(current())[1]
+    k = int(iteration_id)
+    return VirtualRegister(S.ring_rank(group, group.index(me), k))
 
 
 def _opt(attrs: dict[str, Any], priority: Any) -> dict[str, Any]:
@@ -278,7 +375,8 @@ def _not_emulated(fn_name: str):
         raise broken(
             "collectives-missing",
             f"nki.collectives.{fn_name} is not emulated by trnsim (supported: all_reduce, "
-            "all_gather, reduce_scatter, all_to_all, collective_permute, rank_id)",
+            "all_gather, reduce_scatter, all_to_all, collective_permute, "
+            "collective_permute_implicit (and its current_processing_rank_id), rank_id)",
         )
 
     fn.__name__ = fn_name
@@ -287,8 +385,4 @@ def _not_emulated(fn_name: str):
 
 all_gather_v = _not_emulated("all_gather_v")
 all_to_all_v = _not_emulated("all_to_all_v")
-collective_permute_implicit = _not_emulated("collective_permute_implicit")
 collective_permute_implicit_reduce = _not_emulated("collective_permute_implicit_reduce")
-collective_permute_implicit_current_processing_rank_id = _not_emulated(
-    "collective_permute_implicit_current_processing_rank_id"
-)

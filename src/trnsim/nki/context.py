@@ -12,8 +12,21 @@ from trnsim.core.memory import View
 
 
 @dataclass
+class World:
+    """The ranks of a multi-rank run (``trnsim.nki.simulate.run_ranks``): one launch per rank,
+    each on NeuronCore(s) and an HBM of its own; ``nki.collectives`` exchange between them.
+    ``barrier`` counts every program of every rank (ranks x LNC)."""
+
+    ranks: int
+    barrier: threading.Barrier
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    mailbox: dict[Any, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Launch:
-    """State shared by the programs of one launch (LNC=1 or 2)."""
+    """State shared by the programs of one launch (LNC=1 or 2). ``world``/``rank``: the
+    multi-rank run this launch is rank ``rank`` of (None: the launch's programs are the ranks)."""
 
     lnc: int
     cores: list[NeuronCore]
@@ -22,6 +35,8 @@ class Launch:
     lock: threading.Lock = field(default_factory=threading.Lock)
     mailbox: dict[Any, Any] = field(default_factory=dict)
     printed: list[str] = field(default_factory=list)
+    world: World | None = None
+    rank: int = 0
 
 
 @dataclass

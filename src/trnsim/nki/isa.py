@@ -137,7 +137,7 @@ def _op(o: Any) -> str | None:
     return {"absolute": "abs", "true_divide": "divide", "exp2": "exp2"}.get(name, name)
 
 
-class NkiInstruction:
+class NkiInstruction(tuple):  # type: ignore[type-arg]
     """``nki.isa.NkiInstruction``: the handle an ``nki.isa`` call returns (its instruction in
     its core's record). ``c.depends_on(a, b)`` makes ``c`` start after ``a`` and ``b`` end (the
     docstring: "this instruction runs after every listed producer completes"); it returns
@@ -146,10 +146,17 @@ class NkiInstruction:
     A producer must be an earlier instruction of the same core (a later one could not signal
     first; an edge between the cores of an LNC=2 launch is not modelled)."""
 
-    __slots__ = ("_core", "_pos")
+    # a (core, position) tuple: made by ``_run`` with tuple.__new__, no Python-level __init__
+    # (one is made per instruction, on the recording hot path)
+    __slots__ = ()
 
-    def __init__(self, core: Any, pos: int) -> None:
-        self._core, self._pos = core, pos
+    @property
+    def _core(self) -> Any:
+        return self[0]
+
+    @property
+    def _pos(self) -> int:
+        return self[1]  # type: ignore[no-any-return]
 
     def depends_on(self, *producers: NkiInstruction) -> NkiInstruction:
         for p in producers:
@@ -181,13 +188,16 @@ class NkiInstruction:
         return f"NkiInstruction({ins.opcode.value} #{self._pos + 1} on core {self._core.index})"
 
 
+_new_handle = tuple.__new__
+
+
 def _run(
     op: Op, dst: dict[str, Any], src: dict[str, Any], attrs: dict[str, Any], eng: Any = None
 ) -> NkiInstruction:
     # a non-tensor operand is the core's operand-tensor error (NeuronCore.execute)
     core = current().core
     core.execute(op, dst, src, attrs, None if eng is None else _eng(eng))
-    return NkiInstruction(core, len(core.record) - 1)
+    return _new_handle(NkiInstruction, (core, len(core.record) - 1))
 
 
 def _scalar_or_vector(name: str, x: Any, src: dict[str, Any], attrs: dict[str, Any]) -> None:

@@ -32,7 +32,7 @@ from trnsim.core.memory import HBM, Hbm, View
 from trnsim.core.options import CoreOptions
 from trnsim.core.races import RaceCheck
 from trnsim.hw import chip
-from trnsim.nki.context import Launch, Program, current_or_none, enter
+from trnsim.nki.context import Launch, Program, World, current_or_none, enter
 from trnsim.nki.tensor import NkiTensor
 from trnsim.numerics import get_format
 
@@ -213,6 +213,8 @@ def _launch(
     keep_data: bool,
     options: CoreOptions | None = None,
     max_instructions: int | None = None,
+    world: World | None = None,
+    rank: int = 0,
 ) -> RunResult:
     if options is None:
         options = CoreOptions.from_env()
@@ -244,7 +246,8 @@ def _launch(
     ]
     race = RaceCheck() if n > 1 and functional else None
     hbm.race = race  # write-write races between the cores (trnsim.core.races)
-    launch = Launch(n, cores, threading.Barrier(n, action=race.advance if race else None))
+    barrier = threading.Barrier(n, action=race.advance if race else None)
+    launch = Launch(n, cores, barrier, world=world, rank=rank)
     boot = Program(launch, 0, cores[0])
     enter(boot)
     try:
@@ -268,6 +271,8 @@ def _launch(
             except BaseException as deferred:
                 errors[i] = deferred
             launch.barrier.abort()
+            if world is not None:  # the other ranks wait for this one in a collective
+                world.barrier.abort()
         finally:
             enter(None)
 
@@ -295,6 +300,71 @@ def _launch(
     for a, t in zip(args, inputs, strict=True):
         _write_back(a, t)
     return _observed(RunResult(_to_numpy(results[0]), cores, launch.printed))
+
+
+def run_ranks(
+    kernel: Any,
+    per_rank: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    *,
+    target: str | None = None,
+    lnc: int | None = None,
+    rounding: str | None = None,
+    seed: int = 0,
+    functional: bool = True,
+    options: CoreOptions | None = None,
+) -> list[RunResult]:
+    """Run ``kernel`` as ``len(per_rank)`` ranks: rank ``r`` is a launch of its own (its own
+    NeuronCore(s) and HBM, one thread) called with ``per_rank[r]`` (positional, keyword
+    arguments); ``nki.collectives`` calls exchange between the ranks (``rank_id()`` is ``r``).
+    With LNC=2 launches (``lnc=2`` or ``kernel[2]``) core ``c`` of each rank takes part in
+    the collectives with core ``c`` of the others (``trnsim.nki.collectives._exchange``).
+    Returns each rank's ``RunResult``, in rank order. Core ``i`` of rank ``r`` draws its
+    stochastic-rounding stream from seed ``seed + r * lnc + i``.
+
+    The first failing rank's error is raised (a rank that only saw another rank abort the
+    collective it waited in is not the cause)."""
+    n = len(per_rank)
+    if n < 1:
+        raise broken("launch-ranks", "run_ranks needs at least one rank")
+    width = lnc or (kernel.lnc if isinstance(kernel, Kernel) else 1)
+    world = World(n, threading.Barrier(n * width))
+    results: list[RunResult | None] = [None] * n
+    errors: list[BaseException | None] = [None] * n
+
+    def one(r: int) -> None:
+        args, kwargs = per_rank[r]
+        try:
+            results[r] = _launch(
+                kernel,
+                tuple(args),
+                dict(kwargs),
+                target,
+                lnc,
+                rounding,
+                seed + r * width,
+                functional,
+                True,
+                options,
+                None,
+                world,
+                r,
+            )
+        except BaseException as exc:
+            errors[r] = exc
+            world.barrier.abort()
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for exc in errors:
+        if exc is not None and not isinstance(exc, threading.BrokenBarrierError):
+            raise exc
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return [r for r in results if r is not None]
 
 
 _OBSERVERS: contextvars.ContextVar[list[RunResult] | None] = contextvars.ContextVar(
