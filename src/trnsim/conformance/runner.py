@@ -46,6 +46,7 @@ CASE_MODULES = (
     "trnsim.conformance.cases_library_utils",
     "trnsim.conformance.cases_library_coll",
     "trnsim.conformance.cases_library_attn",
+    "trnsim.conformance.cases_library_moetkg",
     "trnsim.conformance.cases_samples",
     "trnsim.conformance.cases_legacy",
 )

@@ -854,6 +854,22 @@ def _match_replace8_shape(call: LiveInstruction) -> str | None:
     return None
 
 
+@rule("shape", key="max8-shape")
+def _max8_shape(call: LiveInstruction) -> str | None:
+    """aws-neuron-sdk ``nki/api/nki/isa/__init__.py`` max8: "The number of elements read per
+    partition must be between 8 and 16,384 inclusive"; dst is [par_dim, 8], the source's
+    partitions."""
+    src, dst = call.src_views[SRC], call.dst_views[DST]
+    if not 8 <= src.free_size <= 16384:
+        return (
+            f"max8 reads {src.free_size} elements per partition of src {list(src.shape)}; "
+            "it must read between 8 and 16384"
+        )
+    if (dst.partitions, dst.free_size) != (src.partitions, 8):
+        return f"max8 dst {list(dst.shape)} must be [{src.partitions}, 8]"
+    return None
+
+
 @rule("shape", key="n-gather-shape")
 def _n_gather_shape(call: LiveInstruction) -> str | None:
     dst, data, idx = call.dst_views[DST], call.src_views[DATA], call.src_views["indices"]

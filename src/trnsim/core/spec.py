@@ -575,7 +575,17 @@ register(
         **_V,
     )
 )
-register(Instr("max8", Engine.VECTOR, (out(), inp(SRC)), cost=("max8",), semantics=S.max8, **_V))
+register(
+    Instr(
+        "max8",
+        Engine.VECTOR,
+        (out(), inp(SRC)),
+        rules=("max8-shape",),
+        cost=("max8",),
+        semantics=S.max8,
+        **_V,
+    )
+)
 register(
     Instr(
         "nc_find_index8",
