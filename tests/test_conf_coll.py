@@ -181,6 +181,33 @@ def test_ring_permute_and_processing_rank_gather_every_shard():
     assert schedule(runs[0].instructions, runs[0].cores[0].spec).total_s > 0
 
 
+@pytest.mark.parametrize("op,npop", [(nl.add, np.add), (nl.maximum, np.maximum)])
+def test_ring_permute_with_reduction_sends_the_reduced_sources(op, npop):
+    """collective_permute_implicit_reduce: each rank reduces its two sources and receives its
+    predecessor's result (SBUF and HBM destinations)."""
+
+    @jit
+    def k(x, y):
+        a, b = _load(x), _load(y)
+        d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        ncc.collective_permute_implicit_reduce([[a]], [[b]], [[d]], RING4, op)
+        hx = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+        hy = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+        nisa.dma_copy(hx, x)
+        nisa.dma_copy(hy, y)
+        hd = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        ncc.collective_permute_implicit_reduce([[hx]], [[hy]], [[hd]], RING4, op)
+        return _store(d), hd
+
+    xs, ys = _shards(), [s[::-1].copy() for s in _shards()]
+    runs = run_ranks(k, [((x, y), {}) for x, y in zip(xs, ys, strict=True)])
+    for r, res in enumerate(runs):
+        want = npop(xs[(r - 1) % 4], ys[(r - 1) % 4])
+        assert np.array_equal(res.outputs[0], want) and np.array_equal(res.outputs[1], want)
+    ops = [i.opcode for i in runs[0].instructions]
+    assert ops.count(Op.DMA_COMPUTE) == 2 and ops.count(Op.COLLECTIVE_PERMUTE_IMPLICIT) == 2
+
+
 def test_two_rings_of_two_in_a_run_of_four():
     halves = ncc.ReplicaGroup([[0, 1], [2, 3]])
 

@@ -302,11 +302,17 @@ def k_engine():
     nisa.tensor_tensor(sb((128, 8)), sb((128, 8)), sb((128, 8)), nl.add, engine=nisa.scalar_engine)
 
 
+def k_max8_shape():
+    mark()
+    nisa.max8(sb((128, 8)), sb((128, 4)))
+
+
 A = np.ones((128, 64), np.float32)
 
 # (rule key or check function name, kernel, args, target, lnc, rule name, values in the message)
 CASES = [
     ("_engine", k_engine, (), "gen4", 1, "engine", ("tensor_tensor", "scalar", "gpsimd, vector")),
+    ("max8-shape", k_max8_shape, (), "gen4", 1, "shape", ("reads 4 elements", "between 8")),
     ("reduce-axis", k_reduce_axis, (), "gen4", 1, "reduce-axis", ("(1,)", "[128, 4, 8]")),
     ("range-select-fill", k_range_select_fill, (), "gen4", 1, "range-select-fill", ("-1.0",)),
     ("_ti_operand", k_ti_operand, (), "gen4", 1, "ti-operand", ("reciprocal", "data")),
@@ -1268,6 +1274,12 @@ def c_collective_pairs():
     ncc.all_reduce([t, t], [t], RG, nl.add)
 
 
+def c_collective_op():
+    t = _hbm()
+    mark()
+    ncc.collective_permute_implicit_reduce([[t]], [[t]], [[t]], RG, nl.multiply)
+
+
 def c_collective_operand():
     t = _hbm()
     mark()
@@ -1341,6 +1353,7 @@ ARG_CASES += [
     ("replica-group-type", c_replica_group_type, (), 2, {}, "replica-group", ("[[0, 1]]",)),
     ("replica-group-cover", c_replica_group_cover, (), 2, {}, "replica-group", ("[[0]]", "[0, 1]")),
     ("collective-pairs", c_collective_pairs, (), 2, {}, "collective", ("2 srcs and 1 dsts",)),
+    ("collective-op", c_collective_op, (), 2, {}, "collective", ("'multiply'",)),
     ("collective-operand", c_collective_operand, (), 2, {}, "operand", ("got int",)),
     (
         "collective-coalesced-hbm",

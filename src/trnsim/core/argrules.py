@@ -228,6 +228,7 @@ _add("replica-group-disjoint", "replica-group", ARGUMENT, "a rank in two sub-gro
 _add("replica-group-type", "replica-group", ARGUMENT, "a replica_group not a ReplicaGroup")
 _add("replica-group-cover", "replica-group", LAUNCH, "groups not covering the launch's ranks")
 _add("collective-pairs", "collective", ARGUMENT, "not one dst per src")
+_add("collective-op", "collective", ARGUMENT, "a ring reduction op not add/minimum/maximum")
 _add("collective-operand", "operand", ARGUMENT, "a collective src/dst that is not a tensor")
 _add("collective-coalesced-hbm", "collective", ARGUMENT, "a coalesced collective off HBM")
 _add("collective-join", "collective", LAUNCH, "a rank of the group not joining a collective")

@@ -12,9 +12,10 @@ launch or the run (as ``nki.isa.sendrecv`` does) and each writes what it receive
 ``collective_permute_implicit`` (the ring: each rank receives its predecessor's source, per
 channel; ``collective_permute_implicit_current_processing_rank_id`` says whose data a rank
 holds after ``k`` ring steps); the values are ``trnsim.core.semantics``' functions of the same
-names. Every rank must take part (the replica groups cover every rank) and call the
-collectives in the same order. ``all_gather_v``, ``all_to_all_v`` and
-``collective_permute_implicit_reduce`` are refused with a ``not-implemented`` error.
+names; ``collective_permute_implicit_reduce`` reduces the two sources with a ``dma_compute``
+first. Every rank must take part (the replica groups cover every rank) and call the
+collectives in the same order. ``all_gather_v`` and ``all_to_all_v`` (counts read from a
+metadata tensor at run time) are refused with a ``not-implemented`` error.
 Source: SDK ``nki/api/nki/collectives/__init__.py`` (docstrings).
 """
 
@@ -385,4 +386,54 @@ def _not_emulated(fn_name: str):
 
 all_gather_v = _not_emulated("all_gather_v")
 all_to_all_v = _not_emulated("all_to_all_v")
-collective_permute_implicit_reduce = _not_emulated("collective_permute_implicit_reduce")
+
+
+def collective_permute_implicit_reduce(
+    srcs0_by_channel: Any,
+    srcs1_by_channel: Any,
+    dsts_by_channel: Any,
+    replica_group: ReplicaGroup,
+    op: Any,
+    channel_ids: Any = (0,),
+    priority: int | None = None,
+    name: str | None = None,
+) -> None:
+    """The ring with a reduction: each rank reduces ``op(srcs0[i], srcs1[i])`` locally, sends
+    the result to its successor and receives its predecessor's into ``dsts[i]`` (the docstring;
+    ``op`` is ``nl.add``, ``nl.minimum`` or ``nl.maximum``). trnsim lowers it onto a
+    ``dma_compute`` of the two sources (the DMA engines reduce in fp32, into a tensor of the
+    destination's memory) followed by ``collective_permute_implicit`` of the result: the values
+    are the docstring's; the timing charges the reduction as its own DMA (trnsim's choice: the
+    docs do not say where the ring reduces)."""
+    from trnsim.nki import isa as nisa
+    from trnsim.nki import language as nl
+
+    reduce_op = _op(op)
+    if reduce_op not in ("add", "minimum", "maximum"):
+        raise broken(
+            "collective-op",
+            f"collective_permute_implicit_reduce op {reduce_op!r}: the docstring allows add, "
+            "minimum or maximum",
+        )
+    s0, s1, d = (
+        list(list(c) for c in x) for x in (srcs0_by_channel, srcs1_by_channel, dsts_by_channel)
+    )
+    if not (len(s0) == len(s1) == len(d)) or any(len(c) != 1 for c in s0 + s1):
+        raise broken(
+            "collective-pairs",
+            f"collective_permute_implicit_reduce: {len(s0)} / {len(s1)} / {len(d)} channels "
+            "of srcs0 / srcs1 / dsts, each channel exactly one tensor per list",
+        )
+    reduced = []
+    for (a,), (b,), dst in zip(s0, s1, d, strict=True):
+        out = dst[0] if dst else a
+        t = nl.ndarray(tuple(out.shape), out.dtype, buffer=_buffer_of(out))
+        nisa.dma_compute(t, [a, b], reduce_op)
+        reduced.append([t])
+    collective_permute_implicit(reduced, d, replica_group, channel_ids, priority, name)
+
+
+def _buffer_of(t: View) -> Any:
+    from trnsim.nki import language as nl
+
+    return nl.sbuf if t.memory == "sbuf" else nl.hbm
