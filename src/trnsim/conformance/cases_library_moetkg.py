@@ -30,6 +30,8 @@ quantization and bf16 steps are described at the MX section below.
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -47,10 +49,9 @@ def _act(z: np.ndarray, name: str) -> np.ndarray:
         return z / (1 + np.exp(-z))
     if name == "Swish":  # nl.gelu_apprx_sigmoid: x * sigmoid(1.702 x)
         return z / (1 + np.exp(-1.702 * z))
-    if name == "GELU":  # nl.gelu: x * Phi(x)
-        from scipy.special import erf
-
-        return 0.5 * z * (1 + erf(z / np.sqrt(2)))
+    if name == "GELU":  # nl.gelu: x * Phi(x) (math.erf: no optional dependency)
+        erf = np.vectorize(math.erf, otypes=[np.float64])
+        return 0.5 * z * (1 + erf(np.asarray(z, np.float64) / np.sqrt(2)))
     raise NotImplementedError(name)
 
 
