@@ -311,3 +311,84 @@ def test_library_collectives_run_on_four_ranks_and_match(name):
     (r,) = [r for r in results if r.name == name]
     assert r.outcome == "pass", r.detail
     assert r.profile_s is not None and r.profile_s > 0
+
+
+def _v_kernel(collective, **kw):
+    @jit
+    def k(x, meta_in, zeros):
+        dst = nl.ndarray(zeros.shape, dtype=zeros.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=dst, src=zeros)
+        meta = nl.ndarray(meta_in.shape, dtype=meta_in.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=meta, src=meta_in)
+        collective([x], [dst], RING4, meta, **kw)
+        return dst, meta
+
+    return k
+
+
+def test_all_to_all_v_moves_the_counts_the_metadata_gives():
+    """Rank s sends src_s[4 j : 4 j + c_sj] to rank j, which writes it in slot s (4 elements);
+    row 2 of each rank's metadata gets the counts it received."""
+    counts = np.array([[(s + j) % 4 + 1 for j in range(4)] for s in range(4)], np.uint32)
+    xs = [(100 * s + np.arange(16, dtype=np.float32)).reshape(4, 4) for s in range(4)]
+    per_rank = []
+    for s in range(4):
+        meta = np.zeros((3, 4), np.uint32)
+        meta[0], meta[1] = counts[s], 4 * np.arange(4)
+        per_rank.append(((xs[s], meta, np.zeros((4, 4), np.float32)), {}))
+    runs = run_ranks(_v_kernel(ncc.all_to_all_v), per_rank)
+    for j, res in enumerate(runs):
+        dst, meta = res.outputs
+        want = np.zeros(16, np.float32)
+        for s in range(4):
+            c = counts[s, j]
+            want[4 * s : 4 * s + c] = xs[s].reshape(-1)[4 * j : 4 * j + c]
+        assert np.array_equal(dst.reshape(-1), want)
+        assert list(meta[2]) == [int(counts[s, j]) for s in range(4)]
+    ops = [i.opcode for i in runs[0].instructions]
+    assert Op.ALL_TO_ALL_V in ops
+
+
+def test_all_to_all_v_with_receive_displacements_and_known_counts():
+    xs = [np.full((2, 4), s + 1, np.float32) for s in range(4)]
+    per_rank = []
+    for s in range(4):
+        meta = np.zeros((4, 4), np.uint32)
+        meta[0], meta[1] = 2, 0  # 2 elements from the start to everyone
+        meta[3] = [6, 4, 2, 0]  # receive from s at 6 - 2 s (reversed order)
+        per_rank.append(((xs[s], meta, np.zeros((2, 4), np.float32)), {}))
+    k = _v_kernel(ncc.all_to_all_v, has_rdispls=True, recv_counts_known=True)
+    for res in run_ranks(k, per_rank):
+        dst, meta = res.outputs
+        assert list(dst.reshape(-1)) == [4, 4, 3, 3, 2, 2, 1, 1]
+        assert list(meta[2]) == [0, 0, 0, 0]  # recv_counts_known: row 2 left as it was
+
+
+def test_all_gather_v_broadcasts_one_chunk_per_rank_on_lnc2_ranks():
+    xs = [(10 * s + np.arange(8, dtype=np.float32)).reshape(2, 4) for s in range(4)]
+    per_rank = []
+    for s in range(4):
+        meta = np.zeros((3, 4), np.uint32)
+        meta[0, 0], meta[1, 0] = s + 1, 8 - (s + 1)  # the last s + 1 elements
+        per_rank.append(((xs[s], meta, np.zeros((4, 4), np.float32)), {}))
+    runs = run_ranks(_v_kernel(ncc.all_gather_v), per_rank, lnc=2)
+    want = np.zeros(16, np.float32)
+    for s in range(4):
+        want[4 * s : 4 * s + s + 1] = xs[s].reshape(-1)[8 - (s + 1) :]
+    for res in runs:
+        dst, meta = res.outputs
+        assert np.array_equal(dst.reshape(-1), want)
+        assert list(meta[2]) == [1, 2, 3, 4]
+
+
+def test_v_collectives_refuse_what_their_docstrings_exclude():
+    def args(meta):
+        return ((np.zeros((2, 4), np.float32), meta, np.zeros((4, 4), np.float32)), {})
+
+    per_rank = [args(np.zeros((3, 4), np.uint32)) for _ in range(4)]
+    with pytest.raises(KernelError, match="exactly 4 ranks per group"):
+        run_ranks(_v_kernel(ncc.all_gather_v), per_rank)  # LNC=1
+    bad = np.zeros((3, 4), np.uint32)
+    bad[0], bad[1] = 3, 7  # 3 elements from 7 of an 8-element source
+    with pytest.raises(KernelError, match="send_displ 7"):
+        run_ranks(_v_kernel(ncc.all_to_all_v), [args(bad.copy()) for _ in range(4)])

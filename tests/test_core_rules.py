@@ -1313,9 +1313,22 @@ def c_collective_permute_one():
     ncc.collective_permute([t, t], [t, t], [(0, 1), (1, 0)])
 
 
-def c_collectives_missing():
+def c_collective_v_limits():
+    t = _hbm((8,))
+    meta = nl.ndarray((3, 2), nl.uint32, buffer=nl.hbm)
     mark()
-    ncc.all_gather_v([], [], RG, None)
+    ncc.all_gather_v([t], [t], RG, meta)  # a group of 2 ranks (the docstring: exactly 4)
+
+
+def c_collective_v_bounds():
+    src = _hbm((8,))
+    dst = _hbm((8,))
+    meta = nl.ndarray((3, 2), nl.uint32, buffer=nl.hbm)
+    counts = nl.ndarray((3, 2), nl.uint32, buffer=nl.sbuf)
+    nisa.memset(counts, 5)  # 5 elements to each of 2 ranks from an 8-element source at 5
+    nisa.dma_copy(meta, counts)
+    mark()
+    ncc.all_to_all_v([src], [dst], RG, meta)
 
 
 ARG_CASES += [
@@ -1375,15 +1388,8 @@ ARG_CASES += [
         ("target ranks [5]",),
     ),
     ("collective-permute-one", c_collective_permute_one, (), 2, {}, "collective", ("exactly one",)),
-    (
-        "collectives-missing",
-        c_collectives_missing,
-        (),
-        2,
-        {},
-        "not-implemented",
-        ("all_gather_v is not emulated",),
-    ),
+    ("collective-v-limits", c_collective_v_limits, (), 2, {}, "collective", ("exactly 4",)),
+    ("collective-v-bounds", c_collective_v_bounds, (), 2, {}, "collective", ("send_displ 5",)),
 ]
 
 

@@ -145,13 +145,18 @@ def test_illegal_collectives_name_rule_values_and_line():
         assert f"{HERE}:{LINE['at']}" in str(info.value)
 
 
-def test_unsupported_collectives_are_refused_by_name():
-    def k():
-        ncc.all_gather_v([], [], RG, None)
+def test_all_gather_v_keeps_the_docstrings_current_limitations():
+    """all_gather_v: LNC=2 and exactly 4 ranks per group; the two programs of a kernel[2]
+    launch are a group of 2 (values across 4 ranks: tests/test_conf_coll.py)."""
 
-    with pytest.raises(KernelError, match="all_gather_v is not emulated") as info:
+    def k():
+        t = nl.ndarray((8,), nl.float32, buffer=nl.hbm)
+        meta = nl.ndarray((3, 2), nl.uint32, buffer=nl.hbm)
+        ncc.all_gather_v([t], [t], RG, meta)
+
+    with pytest.raises(KernelError, match="exactly 4 ranks per group") as info:
         _run2(k)
-    assert info.value.rule == "not-implemented"
+    assert info.value.rule == "collective"
 
 
 def test_sbuf_all_gather_along_the_free_axis_and_timing_only_recording():

@@ -77,6 +77,14 @@ def k_collective():
     ncc.all_gather([src], [dst], ncc.ReplicaGroup([[0]]), collective_dim=1)
 
 
+def k_collective_v():
+    src = nl.ndarray((8,), nl.float32, buffer=nl.hbm)
+    dst = nl.ndarray((8,), nl.float32, buffer=nl.hbm)
+    meta = nl.ndarray((3, 2), nl.uint32, buffer=nl.hbm)
+    mark()
+    ncc.all_to_all_v([src], [dst], ncc.ReplicaGroup([[0]]), meta)
+
+
 def k_topk_shape():
     mark()
     nisa.topk(sb((16, 8), nl.bfloat16), sb((16, 8), nl.uint32), sb((16, 2), nl.bfloat16), 40)
@@ -93,6 +101,7 @@ CASES = [
     ("register-scalar", k_register_scalar, "register-scalar", ("[1, 2]", "int32")),
     ("topk-shape", k_topk_shape, "shape", ("[16, 2]", "n=40")),
     ("collective", k_collective, "collective", ("collective_dim=1 on HBM",)),
+    ("collective-v", k_collective_v, "collective", ("[3, 2] in HBM must be [3, 1]",)),
 ]
 
 

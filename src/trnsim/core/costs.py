@@ -682,6 +682,8 @@ _CC_KIND = {
     "reduce_scatter": "reduce-scatter",
     "all_to_all": "all-to-all",
     "collective_permute": "permute",
+    "all_gather_v": "all-gather",
+    "all_to_all_v": "all-to-all",
     "collective_permute_implicit": "permute",
 }
 """nki.collectives instruction -> the collective of ``trnsim.fabric.collectives`` (its bus

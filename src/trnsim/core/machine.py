@@ -1069,6 +1069,8 @@ for _op in (
     Op.ALL_TO_ALL,
     Op.COLLECTIVE_PERMUTE,
     Op.COLLECTIVE_PERMUTE_IMPLICIT,
+    Op.ALL_GATHER_V,
+    Op.ALL_TO_ALL_V,
 ):
     EXECUTORS[_op] = _sync_noop  # nki.collectives: exchanged by trnsim.nki.collectives
 

@@ -934,6 +934,29 @@ def _register_scalar(call: LiveInstruction) -> str | None:
     return None
 
 
+@rule("collective", key="collective-v")
+def _collective_v(call: LiveInstruction) -> str | None:
+    """``all_gather_v`` / ``all_to_all_v``: flat HBM src and dst of one dtype; the uint32
+    metadata ``(rows, n)`` in HBM or ``(1, rows, n)`` in SBUF, ``rows`` 4 with
+    ``has_rdispls`` else 3 (docstrings of nki/api/nki/collectives/__init__.py)."""
+    src, dst, meta = call.src_views[SRC], call.dst_views[DST], call.src_views["metadata"]
+    name = call.opcode.value
+    if src.fmt.name != dst.fmt.name:
+        return f"{name} src dtype {src.fmt.name} != dst dtype {dst.fmt.name}"
+    n = len(call.args.get("ranks", ()))
+    rows = 4 if call.args.get("has_rdispls") else 3
+    want = [rows, n] if meta.memory == "hbm" else [1, rows, n]
+    if list(meta.shape) != want:
+        return (
+            f"{name} metadata_tensor {list(meta.shape)} in {meta.memory.upper()} must be {want} "
+            f"({rows} rows with has_rdispls={bool(call.args.get('has_rdispls'))}, one column per "
+            f"rank of the {n}-rank group)"
+        )
+    if dst.size % n:
+        return f"{name} dst of {dst.size} elements does not split into {n} equal slots"
+    return None
+
+
 @rule("collective", key="collective")
 def _collective(call: LiveInstruction) -> str | None:
     """nki.collectives: src and dst in one memory with one dtype, shaped as the collective

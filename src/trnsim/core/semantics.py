@@ -977,6 +977,70 @@ def all_to_all(parts: list[np.ndarray], i: int, dim: int) -> np.ndarray:
     return np.concatenate([np.split(p, n, axis=dim)[i] for p in parts], axis=dim)
 
 
+def _v_chunk(src: np.ndarray, displ: int, count: int, who: str) -> np.ndarray:
+    from trnsim.core.argrules import broken
+
+    if count < 0 or displ < 0 or displ + count > src.size:
+        raise broken(
+            "collective-v-bounds",
+            f"{who}: send_displ {displ} + send_count {count} runs past the source's "
+            f"{src.size} elements",
+        )
+    return src[displ : displ + count]
+
+
+def _v_place(
+    writes: list[tuple[int, np.ndarray]], at: int, chunk: np.ndarray, end: int, who: str
+) -> None:
+    from trnsim.core.argrules import broken
+
+    if at < 0 or at + chunk.size > end:
+        raise broken(
+            "collective-v-bounds",
+            f"{who}: {chunk.size} elements at {at} run past {end} (the chunk's slot in dst)",
+        )
+    writes.append((at, chunk))
+
+
+def all_gather_v(
+    parts: list[tuple[np.ndarray, np.ndarray]], i: int, dst_size: int
+) -> tuple[list[tuple[int, np.ndarray]], np.ndarray]:
+    """``all_gather_v`` (docstring, ``has_rdispls=False``): ``parts[s]`` is rank ``s``'s flat
+    source and its metadata ``[rows, n]`` (row 0 send_count, row 1 send_displ: first column
+    only); every rank receives ``src_s[displ : displ + count]`` from each ``s`` at
+    ``dst[s * dst_size / n :]``. Returns the writes ``(offset, values)`` into rank ``i``'s flat
+    dst and its row 2, the counts received from each rank."""
+    n = len(parts)
+    slot = dst_size // n
+    writes: list[tuple[int, np.ndarray]] = []
+    recv = np.zeros(n, np.uint32)
+    for s, (src, meta) in enumerate(parts):
+        chunk = _v_chunk(src, int(meta[1, 0]), int(meta[0, 0]), f"all_gather_v rank {s}")
+        _v_place(writes, s * slot, chunk, (s + 1) * slot, f"all_gather_v to rank {i}")
+        recv[s] = chunk.size
+    return writes, recv
+
+
+def all_to_all_v(
+    parts: list[tuple[np.ndarray, np.ndarray]], i: int, dst_size: int, rdispls: np.ndarray | None
+) -> tuple[list[tuple[int, np.ndarray]], np.ndarray]:
+    """``all_to_all_v`` (docstring): rank ``s`` sends ``src_s[send_displs[i] :
+    send_displs[i] + send_counts[i]]`` (its metadata rows 1 and 0, column ``i``) to rank ``i``,
+    which writes it at ``recv_displs[s]`` (its own row 3 with ``has_rdispls``, else
+    ``s * dst_size / n``). Returns rank ``i``'s writes and the counts it received."""
+    n = len(parts)
+    slot = dst_size // n
+    writes: list[tuple[int, np.ndarray]] = []
+    recv = np.zeros(n, np.uint32)
+    for s, (src, meta) in enumerate(parts):
+        chunk = _v_chunk(src, int(meta[1, i]), int(meta[0, i]), f"all_to_all_v rank {s} to {i}")
+        at = int(rdispls[s]) if rdispls is not None else s * slot
+        end = dst_size if rdispls is not None else (s + 1) * slot
+        _v_place(writes, at, chunk, end, f"all_to_all_v to rank {i}")
+        recv[s] = chunk.size
+    return writes, recv
+
+
 def collective_permute(parts: dict[int, np.ndarray], me: int, pairs: tuple) -> np.ndarray | None:
     """``collective_permute``: rank ``t`` receives the source of ``s`` for each pair
     ``(s, t)``; a rank that is no pair's target receives nothing (``None``)."""

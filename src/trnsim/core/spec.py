@@ -1082,6 +1082,36 @@ _collective(
     S.collective_permute_implicit,
 )
 
+# the variable-length collectives: flat HBM buffers, counts and displacements in a uint32
+# metadata tensor read when they run (rows: send counts, send displacements, received counts
+# (written back unless recv_counts_known), received displacements with has_rdispls); the
+# message cost is the whole dst (an upper bound: the counts are data)
+for _name, _sem in (("all_gather_v", S.all_gather_v), ("all_to_all_v", S.all_to_all_v)):
+    register(
+        Instr(
+            _name,
+            Engine.DMA,
+            (
+                out(memories=_CC_HBM),
+                inp(SRC, memories=_CC_HBM),
+                inp("metadata", memories=_CC_MEM, dtypes=frozenset({"uint32"})),
+            ),
+            (
+                *_CC_ATTRS,
+                Attr("recv_counts_known", bool, False),
+                Attr("has_rdispls", bool, False),
+            ),
+            rules=("collective-v",),
+            cost=("dma",),
+            cost_source=_CC_COST + "; the counts are data: the message is the whole dst",
+            semantics=_sem,
+            min_generation=3,
+            reads=_CC_MEM,
+            writes=_CC_MEM,
+            doc="exchanged between the ranks by trnsim.nki.collectives",
+        )
+    )
+
 # =================================================================================================
 # Sync / inter-core (carried out by the launcher, ``trnsim.nki.simulate``)
 # =================================================================================================

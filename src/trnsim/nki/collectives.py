@@ -14,8 +14,8 @@ channel; ``collective_permute_implicit_current_processing_rank_id`` says whose d
 holds after ``k`` ring steps); the values are ``trnsim.core.semantics``' functions of the same
 names; ``collective_permute_implicit_reduce`` reduces the two sources with a ``dma_compute``
 first. Every rank must take part (the replica groups cover every rank) and call the
-collectives in the same order. ``all_gather_v`` and ``all_to_all_v`` (counts read from a
-metadata tensor at run time) are refused with a ``not-implemented`` error.
+collectives in the same order. ``all_gather_v`` and ``all_to_all_v`` take their counts and
+displacements from a uint32 metadata tensor read when they run (``_collective_v``).
 Source: SDK ``nki/api/nki/collectives/__init__.py`` (docstrings).
 """
 
@@ -371,21 +371,113 @@ def _opt(attrs: dict[str, Any], priority: Any) -> dict[str, Any]:
     return attrs
 
 
-def _not_emulated(fn_name: str):
-    def fn(*args: Any, **kwargs: Any) -> Any:
+def _collective_v(
+    op: Op,
+    srcs: Any,
+    dsts: Any,
+    replica_group: ReplicaGroup,
+    metadata_tensor: Any,
+    recv_counts_known: bool,
+    has_rdispls: bool,
+    priority: int | None,
+) -> None:
+    """``all_gather_v`` / ``all_to_all_v``: one flat HBM src and dst per rank; each rank's
+    uint32 metadata (counts, displacements) is read when the call runs and sent with its data;
+    row 2 gets the counts received (unless ``recv_counts_known``). Recorded with the whole dst
+    as its message (the counts are data; ``costs.collective_cost``)."""
+    prog = current()
+    group = _group(replica_group, prog)
+    pairs = _pairs(srcs, dsts, op.value)
+    if len(pairs) != 1:
         raise broken(
-            "collectives-missing",
-            f"nki.collectives.{fn_name} is not emulated by trnsim (supported: all_reduce, "
-            "all_gather, reduce_scatter, all_to_all, collective_permute, "
-            "collective_permute_implicit (and its current_processing_rank_id), rank_id)",
+            "collective-pairs", f"{op.value}: {len(pairs)} tensors; exactly one src and one dst"
         )
+    (s, d), meta = pairs[0], metadata_tensor
+    if not isinstance(meta, View):
+        raise broken(
+            "collective-operand",
+            f"{op.value} metadata_tensor must be a tensor, got {type(meta).__name__}",
+        )
+    attrs = {"ranks": group, "recv_counts_known": bool(recv_counts_known)}
+    attrs["has_rdispls"] = bool(has_rdispls)
+    _run(op, {DST: d}, {SRC: s, "metadata": meta}, _opt(attrs, priority))
+    core = prog.core
+    core.sync()
+    world = prog.launch.world
+    if world is not None and prog.launch.lnc > 1:
+        world.barrier.wait()  # both cores' writes to the shared HBM are in (see _collective)
+    payload = None
+    rows = 4 if has_rdispls else 3
+    if core.functional:
+        m = np.array(core.read_raw(meta)).reshape(rows, len(group)).astype(np.int64)
+        payload = (np.array(core.read_raw(s)).reshape(-1), m)
+    got = _exchange(prog, payload, group)
+    if payload is None:
+        return
+    me = group.index(_ranks(prog)[1])
+    flat = np.array(core.read_raw(d)).reshape(-1)
+    parts = [got[r] for r in group]
+    if op is Op.ALL_GATHER_V:
+        writes, recv = S.all_gather_v(parts, me, flat.size)
+    else:
+        writes, recv = S.all_to_all_v(parts, me, flat.size, payload[1][3] if has_rdispls else None)
+    for at, values in writes:
+        flat[at : at + values.size] = values
+    core.write_raw(d, flat.reshape(d.shape))
+    if not recv_counts_known:
+        m = np.array(core.read_raw(meta)).reshape(rows, len(group))
+        m[2] = recv
+        core.write_raw(meta, m.reshape(meta.shape))
 
-    fn.__name__ = fn_name
-    return fn
+
+def all_gather_v(
+    srcs: Any,
+    dsts: Any,
+    replica_group: ReplicaGroup,
+    metadata_tensor: Any,
+    recv_counts_known: bool = False,
+    has_rdispls: bool = False,
+    priority: int | None = None,
+    name: str | None = None,
+) -> None:
+    """Each rank broadcasts one chunk ``src[send_displ : send_displ + send_count]`` (its
+    metadata rows 1 and 0, first column); the chunk from rank ``s`` lands in slot ``s`` of every
+    rank's dst (``dst.size / n`` elements each). The docstring's current limitations are
+    checked: ``has_rdispls=True`` is not supported, only LNC=2, 4 ranks per group."""
+    prog = current()
+    group = _group(replica_group, prog)
+    lnc = prog.launch.lnc
+    if has_rdispls or lnc != 2 or len(group) != 4:
+        raise broken(
+            "collective-v-limits",
+            f"all_gather_v with has_rdispls={bool(has_rdispls)}, LNC={lnc}, a group of "
+            f"{len(group)} ranks: the docstring's current limitations are has_rdispls=False, "
+            "LNC=2 and exactly 4 ranks per group",
+        )
+    _collective_v(
+        Op.ALL_GATHER_V, srcs, dsts, replica_group, metadata_tensor, recv_counts_known,
+        False, priority,
+    )  # fmt: skip
 
 
-all_gather_v = _not_emulated("all_gather_v")
-all_to_all_v = _not_emulated("all_to_all_v")
+def all_to_all_v(
+    srcs: Any,
+    dsts: Any,
+    replica_group: ReplicaGroup,
+    metadata_tensor: Any,
+    recv_counts_known: bool = False,
+    has_rdispls: bool = False,
+    priority: int | None = None,
+    name: str | None = None,
+) -> None:
+    """Each rank sends ``src[send_displs[r] : send_displs[r] + send_counts[r]]`` (metadata
+    rows 1 and 0, column ``r``) to rank ``r``, which writes it at its ``recv_displs[s]`` (row 3,
+    with ``has_rdispls``) or at slot ``s`` (``dst.size / n`` elements each). The docstring's
+    instance-type restrictions (NeuronSwitch, inter-node groups) are not modelled."""
+    _collective_v(
+        Op.ALL_TO_ALL_V, srcs, dsts, replica_group, metadata_tensor, recv_counts_known,
+        has_rdispls, priority,
+    )  # fmt: skip
 
 
 def collective_permute_implicit_reduce(
