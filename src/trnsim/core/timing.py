@@ -503,9 +503,10 @@ def _schedule(
     return _profile(spec, dma, sched, timeline, _totals(cost), active, used_cores, tracks)
 
 
-RENDEZVOUS_OPS = SYNC_OPS | costs.COLLECTIVE_OPS
+RENDEZVOUS_OPS = frozenset({Op.CORE_BARRIER, Op.SENDRECV}) | costs.COLLECTIVE_OPS
 """Instructions every core of a launch issues together (barriers, send/receive, collectives):
-the k-th of one core meets the k-th of each other core."""
+the k-th of one core meets the k-th of each other core. (Not the register instructions, which
+share the sync engine but belong to one core.)"""
 
 
 class _Meet(NamedTuple):
