@@ -206,4 +206,3 @@ def test_a_collective_starts_when_every_core_has_its_inputs():
     assert len(ar) == 2 and rec[ar[0]].core != rec[ar[1]].core
     assert all(s.start[i] >= s.end[feed0] for i in ar)
     assert s.start[ar[0]] == s.start[ar[1]]  # same queues, same inputs bound: they start together
-
