@@ -338,10 +338,7 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
         return res
     if case.ranks is not None:
         return _run_ranked(case, made, root, res, t0, profile)
-    if isinstance(made, Call):
-        inputs, kwargs = tuple(made.args), {**case.kwargs, **made.kwargs}
-    else:
-        inputs, kwargs = tuple(made), dict(case.kwargs)
+    inputs, kwargs = _arguments(case, made)
     res.shapes = describe_inputs(inputs, kwargs)
     args = [_copied(a) for a in inputs]
     kw = {k: _copied(v) for k, v in kwargs.items()}
@@ -358,35 +355,12 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
         res.seconds = time.perf_counter() - t0
         return res
     res.seconds = time.perf_counter() - t0
-    try:
-        ref = case.reference(*inputs, **kwargs)
-    except Exception as exc:  # the reference is ours: a bug here is a trnsim bug
-        res.outcome = "trnsim-error"
-        res.detail = f"reference failed: {type(exc).__name__}: {exc}"
-        return res
-    if case.decode is not None:
-        out = case.decode(out)
-    ok, err, why = compare(out, ref, case.rtol, case.atol)
-    res.max_error = err
-    if not ok:
-        res.outcome, res.detail = "mismatch", why
-        return res
-    if profile:
-        from trnsim.core.timing import schedule
-
+    if _checked(res, case, out, lambda: case.reference(*inputs, **kwargs)) and profile:
         # the functional run's own record: data-dependent control flow (registers, indirect
         # offsets) took the paths the data chose, which a timing-only run cannot know
         # a kernel caller's own run records nothing: its launches (run one after another)
         # hold the instructions; a kernel's own run is the last launch to finish
-        try:
-            res.profile_s = sum(
-                schedule(r.instructions, r.cores[0].spec).total_s
-                for r in launches
-                if r.instructions
-            )
-        except Exception as exc:
-            res.outcome, res.detail, res.location = classify(exc, root)
-            res.detail = "profile: " + res.detail
+        _profile(res, root, launches, sum)
     return res
 
 
@@ -395,23 +369,15 @@ def _run_ranked(case: Case, made: Any, root: Path, res: Result, t0: float, profi
     rank; the kernel runs as ``case.ranks`` launches (``run_ranks``)."""
     from trnsim.nki.simulate import run_ranks
 
-    per_rank = []
-    for m in made:
-        if isinstance(m, Call):
-            per_rank.append((tuple(m.args), {**case.kwargs, **m.kwargs}))
-        else:
-            per_rank.append((tuple(m), dict(case.kwargs)))
+    per_rank = [_arguments(case, m) for m in made]
     if len(per_rank) != case.ranks:
         res.outcome = "trnsim-error"
         res.detail = f"the case made inputs for {len(per_rank)} ranks, not {case.ranks}"
         return res
     res.shapes = describe_inputs(*per_rank[0]) + f" (x {case.ranks} ranks)"
-
-    def copy(x: Any) -> Any:
-        return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
-
     calls = [
-        (tuple(copy(a) for a in args), {k: copy(v) for k, v in kw.items()}) for args, kw in per_rank
+        (tuple(_copied(a) for a in args), {k: _copied(v) for k, v in kw.items()})
+        for args, kw in per_rank
     ]
     try:
         kernel = _launchable(load_kernel(case, root), case)
@@ -422,30 +388,51 @@ def _run_ranked(case: Case, made: Any, root: Path, res: Result, t0: float, profi
         res.seconds = time.perf_counter() - t0
         return res
     res.seconds = time.perf_counter() - t0
+
+    def reference() -> Any:
+        return case.reference([args for args, _ in per_rank])
+
+    if _checked(res, case, out, reference) and profile:
+        _profile(res, root, runs, max)  # the ranks run side by side: the slowest one's time
+    return res
+
+
+def _arguments(case: Case, made: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The positional and keyword arguments of one call (``Case.inputs``' tuple or ``Call``;
+    the case's ``kwargs`` under the call's own)."""
+    if isinstance(made, Call):
+        return tuple(made.args), {**case.kwargs, **made.kwargs}
+    return tuple(made), dict(case.kwargs)
+
+
+def _checked(res: Result, case: Case, out: Any, reference: Callable[[], Any]) -> bool:
+    """Compare ``out`` with the case's reference; record a failure in ``res`` (False)."""
     try:
-        ref = case.reference([args for args, _ in per_rank])
+        ref = reference()
     except Exception as exc:  # the reference is ours: a bug here is a trnsim bug
         res.outcome = "trnsim-error"
         res.detail = f"reference failed: {type(exc).__name__}: {exc}"
-        return res
+        return False
     if case.decode is not None:
         out = case.decode(out)
     ok, err, why = compare(out, ref, case.rtol, case.atol)
     res.max_error = err
     if not ok:
         res.outcome, res.detail = "mismatch", why
-        return res
-    if profile:
-        from trnsim.core.timing import schedule
+    return ok
 
-        try:  # the ranks run side by side: the slowest one's time
-            res.profile_s = max(
-                schedule(r.instructions, r.cores[0].spec).total_s for r in runs if r.instructions
-            )
-        except Exception as exc:
-            res.outcome, res.detail, res.location = classify(exc, root)
-            res.detail = "profile: " + res.detail
-    return res
+
+def _profile(res: Result, root: Path, runs: Any, combine: Callable[..., float]) -> None:
+    """``res.profile_s``: the runs' modelled times (each run's own record), combined."""
+    from trnsim.core.timing import schedule
+
+    try:
+        res.profile_s = combine(
+            schedule(r.instructions, r.cores[0].spec).total_s for r in runs if r.instructions
+        )
+    except Exception as exc:
+        res.outcome, res.detail, res.location = classify(exc, root)
+        res.detail = "profile: " + res.detail
 
 
 def run_checkout(

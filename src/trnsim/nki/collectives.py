@@ -21,6 +21,7 @@ Source: SDK ``nki/api/nki/collectives/__init__.py`` (docstrings).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,15 +153,11 @@ def _collective(
         extra = {"channel": k} if channels else {}
         _run(op, {DST: d}, {SRC: s}, {"ranks": group, **attrs, **extra})
     core = prog.core
-    core.sync()  # the data work up to here (trnsim.core.accel)
-    world = prog.launch.world
-    if world is not None and prog.launch.lnc > 1:
-        # the cores of a rank share its HBM: what both wrote before the call is sent
-        world.barrier.wait()
-    payload = None
-    if core.functional:
-        payload = [np.array(core.read_raw(s) if raw else core.read(s)) for s, _ in pairs]
-    got = _exchange(prog, payload, group)
+    payload, got = _share(
+        prog,
+        lambda: [np.array(core.read_raw(s) if raw else core.read(s)) for s, _ in pairs],
+        group,
+    )
     if payload is None:
         return
     for k, (_, d) in enumerate(pairs):
@@ -169,6 +166,21 @@ def _collective(
             continue
         values = np.asarray(values).reshape(d.shape)
         core.write_raw(d, values) if raw else core.write(d, values)
+
+
+def _share(
+    prog: Program, read: Callable[[], Any], group: tuple[int, ...]
+) -> tuple[Any, dict[int, Any]]:
+    """This rank's payload (``read()``, in a functional run; else None) and the group's
+    payloads. The data work issued so far is done first (``trnsim.core.accel``), and in an
+    LNC=2 rank of a multi-rank run both cores wait for each other: they share the rank's HBM,
+    so what both wrote before the call is what is sent."""
+    prog.core.sync()
+    world = prog.launch.world
+    if world is not None and prog.launch.lnc > 1:
+        world.barrier.wait()
+    payload = read() if prog.core.functional else None
+    return payload, _exchange(prog, payload, group)
 
 
 def _reduce_op(op: Any) -> str:
@@ -375,7 +387,7 @@ def _collective_v(
     op: Op,
     srcs: Any,
     dsts: Any,
-    replica_group: ReplicaGroup,
+    group: tuple[int, ...],
     metadata_tensor: Any,
     recv_counts_known: bool,
     has_rdispls: bool,
@@ -386,7 +398,6 @@ def _collective_v(
     row 2 gets the counts received (unless ``recv_counts_known``). Recorded with the whole dst
     as its message (the counts are data; ``costs.collective_cost``)."""
     prog = current()
-    group = _group(replica_group, prog)
     pairs = _pairs(srcs, dsts, op.value)
     if len(pairs) != 1:
         raise broken(
@@ -402,16 +413,13 @@ def _collective_v(
     attrs["has_rdispls"] = bool(has_rdispls)
     _run(op, {DST: d}, {SRC: s, "metadata": meta}, _opt(attrs, priority))
     core = prog.core
-    core.sync()
-    world = prog.launch.world
-    if world is not None and prog.launch.lnc > 1:
-        world.barrier.wait()  # both cores' writes to the shared HBM are in (see _collective)
-    payload = None
     rows = 4 if has_rdispls else 3
-    if core.functional:
+
+    def read() -> tuple[np.ndarray, np.ndarray]:
         m = np.array(core.read_raw(meta)).reshape(rows, len(group)).astype(np.int64)
-        payload = (np.array(core.read_raw(s)).reshape(-1), m)
-    got = _exchange(prog, payload, group)
+        return np.array(core.read_raw(s)).reshape(-1), m
+
+    payload, got = _share(prog, read, group)
     if payload is None:
         return
     me = group.index(_ranks(prog)[1])
@@ -455,9 +463,8 @@ def all_gather_v(
             "LNC=2 and exactly 4 ranks per group",
         )
     _collective_v(
-        Op.ALL_GATHER_V, srcs, dsts, replica_group, metadata_tensor, recv_counts_known,
-        False, priority,
-    )  # fmt: skip
+        Op.ALL_GATHER_V, srcs, dsts, group, metadata_tensor, recv_counts_known, False, priority
+    )
 
 
 def all_to_all_v(
@@ -474,10 +481,9 @@ def all_to_all_v(
     rows 1 and 0, column ``r``) to rank ``r``, which writes it at its ``recv_displs[s]`` (row 3,
     with ``has_rdispls``) or at slot ``s`` (``dst.size / n`` elements each). The docstring's
     instance-type restrictions (NeuronSwitch, inter-node groups) are not modelled."""
-    _collective_v(
-        Op.ALL_TO_ALL_V, srcs, dsts, replica_group, metadata_tensor, recv_counts_known,
-        has_rdispls, priority,
-    )  # fmt: skip
+    group = _group(replica_group, current())
+    known, rdispls = recv_counts_known, has_rdispls
+    _collective_v(Op.ALL_TO_ALL_V, srcs, dsts, group, metadata_tensor, known, rdispls, priority)
 
 
 def collective_permute_implicit_reduce(

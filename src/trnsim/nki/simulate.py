@@ -280,17 +280,8 @@ def _launch(
         if n == 1:
             program(0)
         else:
-            threads = [threading.Thread(target=program, args=(i,)) for i in range(n)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-    for exc in errors:
-        if exc is not None and not isinstance(exc, threading.BrokenBarrierError):
-            raise exc
-    for exc in errors:
-        if exc is not None:
-            raise exc
+            _in_threads(program, n)
+    _raise_first(errors)
     if race is not None:
         race.check("at the end of the launch")
     if not functional:  # nothing wrote data: the inputs are unchanged, the outputs sentinel
@@ -353,18 +344,29 @@ def run_ranks(
             errors[r] = exc
             world.barrier.abort()
 
-    threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
+    _in_threads(one, n)
+    _raise_first(errors)
+    return [r for r in results if r is not None]
+
+
+def _in_threads(target: Callable[[int], None], n: int) -> None:
+    """``target(i)`` for ``i`` in ``range(n)``, each on a thread of its own; wait for all."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+
+
+def _raise_first(errors: list[BaseException | None]) -> None:
+    """Raise the first error that is a cause: an aborted barrier only says that another
+    program (or rank) failed first."""
     for exc in errors:
         if exc is not None and not isinstance(exc, threading.BrokenBarrierError):
             raise exc
     for exc in errors:
         if exc is not None:
             raise exc
-    return [r for r in results if r is not None]
 
 
 _OBSERVERS: contextvars.ContextVar[list[RunResult] | None] = contextvars.ContextVar(
