@@ -40,9 +40,11 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
   guide (Opt #1) and the matrix-multiplication tutorial ("hoisting them out of the innermost
   loop") describe the reloads such code would otherwise make.
 
-``spill`` attributes mark what the memory model adds to a kernel's record; everything else is
-the kernel's own. The compiler's exact placement and ordering are not public: the policies here
-(first fit, oldest-dead first, furthest next use, rotation per kernel line) are trnsim's.
+``spill`` attributes (``trnsim.core.isa.SPILL_ATTR``) mark what the memory model adds to a
+kernel's record; everything else is the kernel's own. The compiler's exact placement and
+ordering are not public: the policies here (small tiles from the top of SBUF and large ones
+from the bottom, windows of furthest next use, dead tiles first, bytes of the last iterations
+avoided) are trnsim's.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from trnsim.core.isa import Op
+from trnsim.core.isa import SPILL_ATTR, Op
 from trnsim.core.location import fail, kernel_location
 from trnsim.core.memory import HBM, PSUM, SBUF, Allocation, Storage, View
 from trnsim.core.spec import DST, SRC
@@ -533,9 +535,12 @@ class Allocator:
         return self.core.allocate(lt.shape, lt.fmt, HBM, name=f"{lt.name} spill", fill=False)
 
     def _issue(self, op: Op, dst: View, src: View, what: str) -> None:
-        attrs: dict[str, Any] = {"spill": what}
+        """Issue a copy of the memory model's own (``SPILL_ATTR`` = ``what``: ``"save"``,
+        ``"reload"``, or ``"refetch"``, a clean tile read again from its HBM source: an
+        ordinary load for the profile, the perf guide's "input data reloading")."""
+        attrs: dict[str, Any] = {SPILL_ATTR: what}
         if op is Op.DMA_COPY:
-            attrs = {"dge_mode": "unknown", "oob_mode": "error", "spill": what}
+            attrs = {"dge_mode": "unknown", "oob_mode": "error", SPILL_ATTR: what}
         busy, self.busy = self.busy, True
         try:
             self.core.execute(op, {DST: dst}, {SRC: src}, attrs)
