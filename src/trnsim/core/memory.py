@@ -194,8 +194,8 @@ class OnChipMemory:
     ) -> Allocation:
         """A new rectangle, sentinel-filled unless ``fill`` is False (the caller fills it
         later with ``fill``) or the memory's ``fill_sentinel`` is off. ``offset``: a free byte
-        offset the caller chose (``first_fit`` with its own preferences), from partition 0;
-        an automatic placement all the same (not ``explicit``)."""
+        offset the caller chose (by its own placement policy), from partition 0; an automatic
+        placement all the same (not ``explicit``)."""
         unit = self.kind.upper()
         if partitions > self.partitions:
             raise broken(
@@ -248,7 +248,7 @@ class OnChipMemory:
         elif offset is not None:
             pstart = 0
             reused = []
-            if offset % align or self.first_fit(partitions, nbytes, align, at=offset) is None:
+            if offset % align or not self.is_free(partitions, offset, nbytes):
                 raise broken(
                     f"{self.kind}-capacity-full",
                     f"{unit} allocation {name!r} at byte {offset} ({_kib(nbytes)}/partition) "
@@ -297,39 +297,18 @@ class OnChipMemory:
         if self.acc is not None:
             self.acc[rows, cols] = 0
 
-    def first_fit(
-        self,
-        partitions: int,
-        nbytes: int,
-        align: int,
-        avoid: tuple[tuple[int, int], ...] = (),
-        at: int | None = None,
-    ) -> int | None:
-        """The lowest ``align``-aligned byte offset (from partition 0) where ``nbytes`` fit
-        beside the live allocations and outside the byte ranges ``avoid`` (``(start, end)``),
-        or None. ``at``: only that offset (None if it is not free)."""
-        if self.kind == PSUM:
-            assert self.bank_bytes is not None
-            align = max(align, self.bank_bytes)
-        spans = [
-            (a.byte_offset, a.byte_offset + a.nbytes)
-            for a in tuple(self.live)  # a snapshot (see _first_fit)
-            if a.partition_start < partitions
-        ]
-        spans.extend(avoid)
-        if at is not None:
-            free = all(end <= at or at + nbytes <= start for start, end in spans)
-            return at if free and at + nbytes <= self.bytes_per_partition else None
-        spans.sort()
-        cursor = 0
-        for start, end in spans:
-            cursor = -(-cursor // align) * align
-            if cursor + nbytes <= start:
-                break
-            if end > cursor:
-                cursor = end
-        cursor = -(-cursor // align) * align
-        return None if cursor + nbytes > self.bytes_per_partition else cursor
+    def is_free(self, partitions: int, offset: int, nbytes: int) -> bool:
+        """Whether bytes ``[offset, offset + nbytes)`` of partitions ``[0, partitions)`` are
+        inside the memory and outside every live allocation."""
+        if offset < 0 or offset + nbytes > self.bytes_per_partition:
+            return False
+        end = offset + nbytes
+        for a in tuple(self.live):  # a snapshot (see _first_fit)
+            if a.partition_start < partitions:
+                start = a.byte_offset
+                if start < end and offset < start + a.nbytes:
+                    return False
+        return True
 
     def _first_fit(self, pstart: int, partitions: int, nbytes: int, align: int) -> int | None:
         """The lowest ``align``-aligned byte offset where ``nbytes`` fit beside the live
