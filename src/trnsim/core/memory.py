@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -60,9 +59,7 @@ class Allocation:
         "partition_start",
         "partitions",
         "placed_at",
-        "reclaim_first",
         "sharers",
-        "spill",
         "user",
         "version",
         "writers",
@@ -97,13 +94,6 @@ class Allocation:
         self.last_use: tuple[str, int] | None = None
         self.last_seq = -1
         self.sharers: list[Allocation] = []
-        # A front end's hook, run when an automatic placement is about to reuse this
-        # allocation's addresses (before the new tensor exists): it may copy the data out
-        # first (the legacy front end's spills of block tensors, trnsim.nki.legacy.language).
-        self.spill: Callable[[], None] | None = None
-        # The first to give its bytes when the memory is full (a front end's spilled copy, or
-        # a buffer kept only for double buffering): reused before any least recently used one.
-        self.reclaim_first = False
         # A PSUM tensor placed over another's addresses: its first matmul write starts its own
         # accumulation group (``start_accumulation``), whatever marks the other left there.
         self.acc_pending = False
@@ -260,10 +250,6 @@ class OnChipMemory:
             offset = self._first_fit(pstart, partitions, nbytes, align)
             if offset is None:
                 offset, reused = self._reuse_least_recent(partitions, nbytes, align)
-                for other in reused:  # copied out (spilled) first, while its bytes are intact
-                    hook, other.spill = other.spill, None
-                    if hook is not None:
-                        hook()
             if offset is None:
                 used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
                 raise broken(
@@ -340,13 +326,12 @@ class OnChipMemory:
     ) -> tuple[int | None, list[Allocation]]:
         """The memory is full of live allocations (Python still references them). Liveness is
         program order, not references: place the new allocation over the least recently used
-        ones (never used first; ``reclaim_first`` ones before anything else), which become its
-        address sharers; a later use of one of them after the new tensor's use is the real
-        overlap (``_note_use``). Returns (offset, the
+        ones (never used first), which become its address sharers; a later use of one of them
+        after the new tensor's use is the real overlap (``_note_use``). Returns (offset, the
         allocations it overlaps), or (None, []) when it does not fit even so."""
         candidates = sorted(
             (a for a in tuple(self.live) if a.partition_start < partitions),
-            key=lambda a: (not a.reclaim_first, a.last_seq),
+            key=lambda a: a.last_seq,
         )
         evicted: list[Allocation] = []
         offset = None

@@ -699,6 +699,37 @@ class Allocator:
         v.storage.alloc.user = None
         return v
 
+    def resident(self, *views: Any) -> None:
+        """Make the tiles of ``views`` resident (refilled if spilled) for a use that is not an
+        instruction (``nl.device_print`` reads the data directly)."""
+        todo = [(v.storage.alloc.user, v) for v in views if isinstance(v, View)
+                and isinstance(v.storage.alloc.user, LTile)]  # fmt: skip
+        self.pins.update(lt for lt, _ in todo)
+        try:
+            for lt, v in todo:
+                if not (v.storage.alloc.live and v.storage.alloc.user is lt):
+                    self._refill(lt, v.storage)
+        finally:
+            self.pins.difference_update(lt for lt, _ in todo)
+
+    def vacate(self, memory: str, pstart: int, partitions: int, offset: int, nbytes: int) -> None:
+        """The kernel places a tensor itself at these bytes (``neuronxcc.nki.compiler``
+        direct allocation): the allocator's tiles there give them up first (saved if live)."""
+        mem = self.core.sbuf if memory == SBUF else self.core.psum
+        end, pend = offset + nbytes, pstart + partitions
+        hit = [a for a in tuple(mem.live) if a.user is not None
+               and a.partition_start < pend and pstart < a.partition_start + a.partitions
+               and a.byte_offset < end and offset < a.byte_offset + a.nbytes]  # fmt: skip
+        if not hit:
+            return
+        if self.plan is None and not self.planning:
+            self._need_plan()
+        for a in hit:
+            if self.planning or _owner(a).next_use(self.clock) == NEVER:
+                self._drop(a)
+            else:
+                self._evict(a)
+
     # ---- loop-invariant loads ---------------------------------------------------------------
 
     def hoisted_load(self, site: Any, src: View, fmt: Any, boxes: Any) -> Any:

@@ -947,6 +947,7 @@ def rand(shape: Any, dtype: Any = np.float32, **kwargs: Any) -> Tile:
 
 def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> None:
     flush()
+    allocator().resident(x)
     new_nl.device_print(prefix, x)
 
 
