@@ -198,6 +198,11 @@ INFER_TP = 32
 
 def predict_train(row: TrainRow, eff: Efficiency, model: ComputeModel | None = None) -> float:
     """Predicted sequences/s of a training row (``model``: ``model_for()`` if None)."""
+    return train_estimate(row, eff, model).seq_per_s
+
+
+def train_estimate(row: TrainRow, eff: Efficiency | None = None, model: ComputeModel | None = None):
+    """The training estimate of a row (``eff`` None: its stack's stored profile)."""
     plan = ParallelPlan(
         tp=row.tp,
         pp=row.pp,
@@ -214,8 +219,9 @@ def predict_train(row: TrainRow, eff: Efficiency, model: ComputeModel | None = N
         seq_len=row.seq_len,
         eff=eff,
         compute_model=model or model_for(),
+        stack="nemo-neuron" if row.framework.startswith("NeMo") else "nxd-training",
     )
-    return est.seq_per_s
+    return est
 
 
 def predict_infer(

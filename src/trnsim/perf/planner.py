@@ -30,6 +30,7 @@ from trnsim.perf.infer import InferEstimate, estimate_inference
 from trnsim.perf.memory import train_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import precision
+from trnsim.perf.stacks import resolve_stack
 from trnsim.perf.train import TrainEstimate, _resolve_system, estimate_training
 from trnsim.workloads import ModelArgs, resolve_model
 
@@ -158,6 +159,7 @@ def search_training(
     m = resolve_model(model)
     sysm = _resolve_system(system)
     prec = precision(precision_name)
+    mem_params = resolve_stack(stack, sysm.chip, "train").memory  # as estimate_training
     cap = sysm.scale_up_chips * ranks_per_chip
     plans = list(
         candidates or _train_candidates(m, chips, global_batch, seq_len, ranks_per_chip, cap)
@@ -174,7 +176,7 @@ def search_training(
             except TrnsimError:
                 res.invalid += 1
                 continue
-            if not train_memory(m, plan, sysm.chip, seq_len, mbs, prec).fits:
+            if not train_memory(m, plan, sysm.chip, seq_len, mbs, prec, mem_params).fits:
                 res.over_capacity += 1
                 continue
             est = estimate_training(
