@@ -4,12 +4,16 @@ Sets (``shared/calibration/``): trainium.md B and B2 (Trn1 training, NxD Trainin
 NeMo-Megatron on Neuron), C (Trn1 serving, Transformers-NeuronX); peers.md F (Megatron-Core on
 H100), G (NCCL all-reduce on one 8x H100 node: the fit is ``trnsim.fabric.nccl_calibration``'s,
 reported here), H (Trn2 serving, NxD Inference), I (MaxText on TPU v5p/v5e: model shapes,
-batch and parallelism from MaxText's configs, ``maxtext_model``). X holds published
-measurements outside those files that only check the model (``CHECK_SETS``: never fitted).
+batch and parallelism from MaxText's configs, ``maxtext_model``), J (NeMo 25.11 pre-training on
+DGX-H100 and DGX-GB200, dense and MoE, each row's parallelism as published: ``J_ROWS``). X and
+JC hold published measurements outside those sets that only check the model (``CHECK_SETS``:
+never fitted; JC is the same NeMo page's DGX-GB300 and DGX-B200 rows).
 
-A row is (set, label, metric, measured, a prediction function of the stack's ``Efficiency``).
+A row is (set, label, metric, measured, a prediction function of the stack's ``Efficiency``,
+the (chip family, precision) whose stack variant applies, whether its plan fits in memory).
 ``fit_stack(name)`` fits ONE profile for a stack to all of that stack's rows (mean absolute log
-error, Nelder-Mead over the stack's ``FIT_PARAMS`` inside their bounds; no per-row factors);
+error, Nelder-Mead over the stack's ``FIT_PARAMS`` inside their bounds, base fields and
+per-generation/precision variant fields; no per-row factors);
 ``validate()`` reports every row's error and each set's MAPE with the stored profiles.
 """
 

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trnsim.perf.fitting import nelder_mead
+
 DEEPGEMM = "deepseek-ai/DeepGEMM README.md @ 55ab91f72f76 (H800, FP8 block-scaled)"
 CUBLASLT_G = "shared/calibration/peers.md G (cuBLASLt FP8 GEMM, one H100 SXM of ND H100 v5)"
 HOPPER_FP8_PEAK = 1979e12  # H100/H800 SXM dense FP8 (trnsim.hw h100-sxm peak_flops.fp8)
@@ -144,8 +146,6 @@ def fit_surface(
     points: Sequence[GemmPoint], peak: float, iters: int = 4000
 ) -> tuple[float, float, float, float, float]:
     """(e_max, m0, n0, k0, t0) minimising the mean |log(model time / measured time)|."""
-    from trnsim.perf.calibrate import nelder_mead  # the project's plain simplex
-
     pts = list(points)
 
     def unpack(z: np.ndarray) -> tuple[float, float, float, float, float]:

@@ -131,7 +131,10 @@ def params_per_rank(m: ModelArgs, plan: ParallelPlan) -> tuple[float, float]:
     """(non-expert, routed-expert) parameters held by one rank of the stage that holds the
     most. Non-expert weights are split over TP; routed experts over expert-TP x EP (``etp x
     ep``, ``ParallelPlan.expert_tp``)."""
-    return max((_stage_params(m, plan, i) for i in range(plan.pp)), key=lambda de: de[0] + de[1])
+    return max(
+        (_stage_params(m, plan, i) for i in plan.distinct_stages(m)),
+        key=lambda de: de[0] + de[1],
+    )
 
 
 def rank_capacity(chip: ChipSpec, plan: ParallelPlan) -> float:
@@ -212,7 +215,7 @@ def train_memory(
     return max(
         (
             _stage_memory(m, plan, chip, seq_len, micro_batches, prec, params, i)
-            for i in range(plan.pp)
+            for i in plan.distinct_stages(m)
         ),
         key=lambda mb: mb.total,
     )

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from trnsim.errors import ConfigError
@@ -136,7 +137,7 @@ class ParallelPlan:
                 raise ConfigError(f"plan: {name} must be >= 0, got {getattr(self, name)}")
         if self.recompute_layers and self.recompute != "full":
             raise ConfigError(
-                f"plan: recompute_layers ({self.recompute_layers}) needs recompute='full', "
+                f"plan: recompute_layers({self.recompute_layers}) needs recompute='full', "
                 f"got {self.recompute!r}"
             )
         for name in ("first_stage_layers", "last_stage_layers"):
@@ -282,6 +283,16 @@ class ParallelPlan:
             m.n_layers, self.pp, self.chunks, self.first_stage_layers, self.last_stage_layers
         )
 
+    def distinct_stages(self, m: ModelArgs) -> tuple[int, ...]:
+        """Indices of the stages that can differ in memory or time: the first, the last, and
+        the first stage of every layer count (stages with as many layers and no embedding or
+        head are alike, and an earlier one keeps more micro-batches in flight)."""
+        layers = self.stage_layers(m)
+        seen: dict[int, int] = {}
+        for i, n in enumerate(layers):
+            seen.setdefault(n, i)
+        return tuple(sorted({0, self.pp - 1, *seen.values()}))
+
     def chunk_layers(self, m: ModelArgs) -> tuple[int, ...]:
         """Layers of each virtual stage in pipeline order (``pp x chunks`` entries; virtual
         stage j runs on physical stage j mod pp)."""
@@ -347,18 +358,16 @@ class ParallelPlan:
 
 def _split(n: int, parts: int) -> list[int]:
     """``n`` split into ``parts`` near-equal whole parts, the larger ones in the middle (the
-    ends carry the embedding and the LM head)."""
+    ends carry the embedding and the LM head): the ``n mod parts`` extra layers go to the
+    middle block of stages (on a tie, the block leans to the first stages)."""
     if parts <= 0:
         return []
     base, extra = divmod(n, parts)
-    out = [base] * parts
-    # hand the remainder out from the middle outwards
-    order = sorted(range(parts), key=lambda i: (abs(2 * i - (parts - 1)), i))
-    for i in order[:extra]:
-        out[i] += 1
-    return out
+    lo = (parts - extra) // 2
+    return [base + (lo <= i < lo + extra) for i in range(parts)]
 
 
+@lru_cache(maxsize=4096)
 def _chunk_layers(
     n_layers: int, pp: int, chunks: int, first: int | None, last: int | None
 ) -> tuple[int, ...]:
@@ -379,6 +388,7 @@ def _chunk_layers(
     return tuple(out)
 
 
+@lru_cache(maxsize=4096)
 def _stage_layers(
     n_layers: int, pp: int, chunks: int, first: int | None, last: int | None
 ) -> tuple[int, ...]:

@@ -177,18 +177,12 @@ class StageTimes:
     moe_sync: float
     fsdp_comm: float
     fsdp_exposed: float
+    exposed: float  # communication not hidden: sum(comm) - sum(hidden)
+    total: float  # compute + exposed + moe_sync + fsdp_exposed
 
     @property
     def compute(self) -> float:
         return self.forward + self.backward + self.recompute
-
-    @property
-    def exposed(self) -> float:
-        return sum(c for _, c in self.comm) - sum(h for _, h in self.hidden)
-
-    @property
-    def total(self) -> float:
-        return self.compute + self.exposed + self.moe_sync + self.fsdp_exposed
 
     def comm_of(self, kind: str) -> float:
         return dict(self.comm).get(kind, 0.0)
@@ -328,7 +322,12 @@ def step_model(
         fsdp_layer, fsdp_first = (ag, ag + rs), ag
 
     stages = []
+    alike: dict[tuple[int, bool, bool], StageTimes] = {}  # stages of one shape time alike
     for i, n_l in enumerate(stage_layers):
+        shape = (n_l, i == 0, i == plan.pp - 1)
+        if shape in alike:
+            stages.append(alike[shape])
+            continue
         ends = (pt.pre if i == 0 else 0.0) + (pt.post if i == plan.pp - 1 else 0.0)
         fwd = n_l * per_layer + ends / plan.cp
         bwd = 2 * fwd
@@ -372,19 +371,21 @@ def step_model(
             f_exp = n_l * (
                 max(0.0, ag - eff.dp_overlap * lf) + max(0.0, agrs - eff.dp_overlap * lb)
             )
-        stages.append(
-            StageTimes(
-                n_l,
-                fwd,
-                bwd,
-                rec,
-                tuple(comm_k.items()),
-                tuple(hidden.items()),
-                sync,
-                f_comm,
-                f_exp,
-            )
+        exposed = sum(comm_k.values()) - sum(hidden.values())
+        alike[shape] = StageTimes(
+            n_l,
+            fwd,
+            bwd,
+            rec,
+            tuple(comm_k.items()),
+            tuple(hidden.items()),
+            sync,
+            f_comm,
+            f_exp,
+            exposed,
+            compute + exposed + sync + f_exp,
         )
+        stages.append(alike[shape])
 
     # --- pipeline: the slowest stage sets the steady state; the others' time fills and drains
     # it, divided over the virtual stages (Narayanan et al. 2021, interleaved 1F1B) ---------
@@ -395,10 +396,13 @@ def step_model(
     # --- data parallelism and optimizer ---------------------------------------------------
     # Non-expert weights and gradients sync over the DP x CP group, the routed experts' over
     # the expert-DP group (``ParallelPlan.expert_dp``); the two run one after the other.
-    slow = max(stages, key=lambda st: st.total)
+    slow = stages[t.index(t_max)]
 
     def sync(op: str, dense_b: float, expert_b: float) -> float:
-        return comm.dp_time(op, dense_b, plan, sysm) + comm.edp_time(op, expert_b, plan, sysm)
+        out = comm.dp_time(op, dense_b, plan, sysm) if plan.dp * plan.cp > 1 else 0.0
+        if expert_b > 0 and plan.expert_dp > 1:
+            out += comm.edp_time(op, expert_b, plan, sysm)
+        return out
 
     if plan.zero == 0:
         t_dp = sync("all-reduce", dense * prec.grad_bytes, experts * prec.grad_bytes)
