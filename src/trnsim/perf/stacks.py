@@ -266,7 +266,8 @@ MEGATRON_CORE = SoftwareStack(
     # Stated, not fitted (peers.md G, same H100 node): FlashAttention-2 forward 328 TFLOP/s of
     # the 989 TFLOP/s bf16 peak = 0.33; HBM STREAM triad 2.97 of 3.35 TB/s = 0.887. Overlap
     # fractions stated from the Megatron-Bridge guide (MEGATRON_OVERLAP). Fitted jointly to F
-    # and J by `trnsim validate --fit` (calsets.FIT_PARAMS["megatron-core"], 24 rows): the base
+    # and J by `trnsim validate --fit --sets F,J` (calsets.FIT_PARAMS["megatron-core"], 24
+    # rows; JC's 17 GB300/B200 rows held out): the base
     # (Hopper BF16) matmul; the MoE operators' grouped-GEMM factor, per-expert kernel overhead
     # and the all-to-all dispatcher's host-bound time per MoE layer forward (moe_sync_s; J's
     # alltoall rows: GB200 GPT-OSS and every H100 MoE row); per generation and precision the
@@ -274,15 +275,15 @@ MEGATRON_CORE = SoftwareStack(
     roofline=Efficiency(
         attention=0.33,
         hbm=0.887,
-        matmul=0.7312,
+        matmul=0.7340,
         tp_overlap=0.75,
         cp_overlap=1.0,
         ep_overlap=1.0,
         pp_overlap=1.0,
         dp_overlap=1.0,
-        grouped=0.7111,
-        moe_sync_s=4.517e-3,
-        expert_overhead_s=3.203e-5,
+        grouped=0.7190,
+        moe_sync_s=4.577e-3,
+        expert_overhead_s=3.477e-5,
     ),
     source=f"fitted to {_P} F (Megatron-Core weak scaling on H100, 9 rows; Hopper bf16) and J",
     base=("Hopper", "bf16"),
@@ -291,20 +292,20 @@ MEGATRON_CORE = SoftwareStack(
         Variant(
             "Hopper",
             "fp8",
-            (("matmul", 0.5771),),
+            (("matmul", 0.5907),),
             f"matmul fitted to {_J}, H100 FP8-CS rows (Llama3 8B/70B, Llama3.1 405B, "
             "Qwen3 30B-A3B/235B-A22B)",
         ),
         Variant(
             "Blackwell",
             "fp8",
-            (("matmul", 0.4798),),
+            (("matmul", 0.4799),),
             f"matmul fitted to {_J}, GB200 FP8-CS rows (Llama3 8B/70B, Llama3.1 405B)",
         ),
         Variant(
             "Blackwell",
             "mxfp8",
-            (("matmul", 0.4116),),
+            (("matmul", 0.4268),),
             f"matmul fitted to {_J}, GB200 MXFP8 rows (Llama3 8B, DeepSeek-V3, Qwen3 30B-A3B)",
         ),
     ),
