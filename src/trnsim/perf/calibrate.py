@@ -256,7 +256,7 @@ TRAIN_FIT = {
     "matmul": (0.05, 1.0),
     "attention": (0.02, 1.0),
     "hbm": (0.05, 1.0),
-    "comm_overlap": (0.0, 0.99),
+    "tp_overlap": (0.0, 0.99),
 }
 SERVE_FIT = {
     "matmul": (0.01, 1.0),

@@ -645,7 +645,7 @@ FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
         "kernel_matmul": (0.05, 1.0),
         "attention": (0.02, 1.0),
         "hbm": (0.05, 1.0),
-        "comm_overlap": (0.0, 0.99),
+        "tp_overlap": (0.0, 0.99),
     },
     "nemo-neuron": {"kernel_matmul": (0.05, 1.0)},
     "transformers-neuronx": {
@@ -675,7 +675,7 @@ FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
         "moe_sync_s": (0.0, 5e-3),
         "expert_overhead_s": (0.0, 2e-4),
     },
-    "maxtext": {"matmul": (0.2, 1.0), "comm_overlap": (0.0, 0.99)},
+    "maxtext": {"matmul": (0.2, 1.0), "tp_overlap": (0.0, 0.99)},
 }
 
 

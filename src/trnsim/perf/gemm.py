@@ -89,8 +89,22 @@ class Surface:
         return self.e_max * shape_terms(m, n, k, self.m0, self.n0, self.k0)
 
     def shape_factor(self, m: float, n: float, k: float) -> float:
-        """``efficiency / e_max``: 1 for a large GEMM, less for small or thin ones."""
-        return shape_terms(m, n, k, self.m0, self.n0, self.k0)
+        """``efficiency / e_max``: 1 for a large GEMM, less for small or thin ones. Each
+        dimension is read no lower than the smallest one measured (``floor``): the surface is
+        not extrapolated below its points (GEMMs that thin are bound by HBM, which the
+        roofline's memory term charges)."""
+        fm, fn, fk = self.floor
+        return shape_terms(max(m, fm), max(n, fn), max(k, fk), self.m0, self.n0, self.k0)
+
+    @property
+    def floor(self) -> tuple[float, float, float]:
+        """The smallest m, n and k among the points (or among the surface it borrows)."""
+        pts = self.points or HOPPER_FP8_POINTS
+        return (
+            float(min(p.m for p in pts)),
+            float(min(p.n for p in pts)),
+            float(min(p.k for p in pts)),
+        )
 
     def seconds(self, p: GemmPoint) -> float:
         """The surface's time for a point (what the fit compares with ``p.seconds``)."""

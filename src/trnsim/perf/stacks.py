@@ -275,15 +275,15 @@ MEGATRON_CORE = SoftwareStack(
     roofline=Efficiency(
         attention=0.33,
         hbm=0.887,
-        matmul=0.7340,
+        matmul=0.7312,
         tp_overlap=0.75,
         cp_overlap=1.0,
         ep_overlap=1.0,
         pp_overlap=1.0,
         dp_overlap=1.0,
-        grouped=0.7190,
-        moe_sync_s=4.577e-3,
-        expert_overhead_s=3.477e-5,
+        grouped=0.7098,
+        moe_sync_s=4.531e-3,
+        expert_overhead_s=3.347e-5,
     ),
     source=f"fitted to {_P} F (Megatron-Core weak scaling on H100, 9 rows; Hopper bf16) and J",
     base=("Hopper", "bf16"),
@@ -292,7 +292,7 @@ MEGATRON_CORE = SoftwareStack(
         Variant(
             "Hopper",
             "fp8",
-            (("matmul", 0.5907),),
+            (("matmul", 0.5906),),
             f"matmul fitted to {_J}, H100 FP8-CS rows (Llama3 8B/70B, Llama3.1 405B, "
             "Qwen3 30B-A3B/235B-A22B)",
         ),
@@ -305,7 +305,7 @@ MEGATRON_CORE = SoftwareStack(
         Variant(
             "Blackwell",
             "mxfp8",
-            (("matmul", 0.4268),),
+            (("matmul", 0.4179),),
             f"matmul fitted to {_J}, GB200 MXFP8 rows (Llama3 8B, DeepSeek-V3, Qwen3 30B-A3B)",
         ),
     ),
