@@ -1,26 +1,42 @@
 """Training estimates: step time, tokens/s, sequences/s, MFU, memory, time/cost/energy to train.
 
 One step of ``global_batch`` sequences of ``seq_len`` tokens, on ``plan.chips`` chips of
-``system``. Per micro-batch on the slowest pipeline stage (``PassTime.stage``):
+``system`` (``step_model``). Per micro-batch and pipeline stage (``StageTimes``; stage i holds
+``plan.stage_layers(m)[i]`` layers, the first the embedding, the last the LM head and loss):
 
 - forward ``F``: the op graph of ``micro_batch`` sequences timed by the compute model, / cp
   (context parallelism splits every op's tokens; weight reads are a small part in training).
+  MoE layers run their own operators (router, top-k, permute, grouped expert GEMMs,
+  unpermute: ``trnsim.workloads.graph``); FP8/MXFP8 add a quantization kernel per matmul input.
 - backward ``2F``: every matmul has an input-gradient and a weight-gradient matmul of the same
   size (the 4N of 6N); elementwise and attention backward are taken as twice their forward too.
-- recomputation: full adds ``F``; selective adds the attention and elementwise forward ops.
-- tensor parallelism per layer (Megatron): with sequence parallelism 2 all-gathers and 2
-  reduce-scatters of the micro-batch activations (tokens x d) in the forward, the same in the
-  backward (and again in a full recompute); without it, 2 all-reduces each way. Expert
-  parallelism: an all-to-all dispatch and combine of tokens x top_k x d per MoE layer each way.
-  Context parallelism: an all-gather of K and V per layer forward, all-gather + reduce-scatter
-  backward. A fraction ``comm_overlap`` of this communication is hidden under compute.
-- pipeline: one activation send forward and one gradient send backward per micro-batch and
-  virtual stage; 1F1B takes ``(m + pp - 1)`` micro-batch slots, interleaved ``m + (pp-1)/v``
-  (Narayanan et al. 2021), so the bubble is ``(pp - 1)`` (or ``(pp-1)/v``) slots.
-- data parallelism: ZeRO-0 all-reduces the gradients; ZeRO-1/2 reduce-scatter the gradients
-  and all-gather the updated weights; ZeRO-3 (FSDP) all-gathers the weights in every forward
-  and backward and reduce-scatters gradients per micro-batch. Up to ``dp_overlap`` x one
-  micro-batch backward (ZeRO-3: of all compute) hides it.
+- recomputation: full adds the layers' ``F`` (``recompute_layers`` of them per stage when
+  given); selective adds the attention and elementwise forward ops.
+- communication per layer: tensor parallelism (Megatron), with sequence parallelism 2
+  all-gathers and 2 reduce-scatters of the micro-batch activations (tokens x d) in the forward,
+  the same in the backward (and in a recomputed forward), without it 2 all-reduces each way;
+  expert parallelism, an all-to-all dispatch and combine per MoE layer and pass over the EP
+  group (``etp``-strided; one copy per routed expert, or per destination rank with the flex
+  dispatcher); context parallelism, an all-gather of K and V per forward, all-gather +
+  reduce-scatter in the backward; pipeline sends, one activation forward and one gradient
+  backward per micro-batch and virtual stage.
+- **overlap as time** (``hide``): each kind k hides at most ``eff.<k>_overlap`` of itself (the
+  stack's stated capability, ``SoftwareStack.overlap``) and at most the compute it can run
+  under: TP the stage's matmuls, CP its attention, EP the whole micro-batch's compute only with
+  ``moe_a2a_overlap`` (Megatron's 1F1B all-to-all overlap; otherwise nothing), PP sends the
+  micro-batch's compute; all kinds together at most the compute there is. So a collective
+  longer than the compute it overlaps is charged at least its excess.
+- dropless MoE with the all-to-all dispatcher: ``eff.moe_sync_s`` per MoE layer forward (the
+  host synchronisation on the per-expert token counts and the launches it exposes).
+- pipeline: the slowest stage's time ``t_max`` sets the steady state, the other stages' time
+  the fill and drain, divided over the virtual stages: ``m x t_max + (sum t - t_max) / v``
+  (even stages: ``(m + (pp - 1) / v)`` slots, Narayanan et al. 2021).
+- data parallelism (per step): ZeRO-0 all-reduces the gradients under the last micro-batch's
+  backward; ZeRO-1/2 reduce-scatter them there and all-gather the updated weights under the
+  next step's first forward (``dp_overlap`` of each); non-expert tensors over the DP x CP
+  group, routed experts over the expert-DP group. ZeRO-3 (FSDP) gathers each layer's weights in
+  the forward and backward and reduce-scatters its gradients per micro-batch, each prefetched
+  one layer ahead under the previous layer's compute; the step's first gather is exposed.
 - optimizer: an HBM-bound pass over the rank's optimizer shard (read and write master
   weights and Adam moments, read gradients, write weights).
 
