@@ -45,7 +45,7 @@ from trnsim.perf.gemm import surface_for
 from trnsim.perf.memory import head_padding, kv_padding, kv_shards
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype
-from trnsim.workloads import Graph, ModelArgs, Op, expected_experts_touched
+from trnsim.workloads import Graph, Op, expected_experts_touched
 from trnsim.workloads.graph import MATMUL_KINDS
 
 
@@ -399,13 +399,6 @@ class PassTime:
 
     def kind(self, *kinds: str) -> float:
         return sum(t for k, t in self.by_kind if k in kinds)
-
-    def stage(self, m: ModelArgs, plan: ParallelPlan) -> float:
-        """The slowest pipeline stage: ceil(L / pp) layers plus the ends (the larger of the
-        embedding and the head when pp > 1, both when pp = 1)."""
-        if plan.pp == 1:
-            return self.layers + self.pre + self.post
-        return self.layers * math.ceil(m.n_layers / plan.pp) / m.n_layers + max(self.pre, self.post)
 
 
 @lru_cache(maxsize=8192)
