@@ -229,12 +229,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--first-stage-layers",
         type=positive_int,
-        help="layers of the first virtual pipeline stage (default: balanced)",
+        help="layers of the first pipeline stage (default: balanced)",
     )
     g.add_argument(
         "--last-stage-layers",
         type=positive_int,
-        help="layers of the last virtual pipeline stage (default: balanced)",
+        help="layers of the last pipeline stage (default: balanced)",
     )
     g.add_argument(
         "--recompute-layers",

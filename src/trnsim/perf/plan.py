@@ -87,8 +87,8 @@ class ParallelPlan:
         recompute_layers: with ``recompute="full"``, the layers per stage that are recomputed
             (Megatron-Core ``recompute_method="block"``, ``recompute_num_layers``); the other
             layers keep all their activations. 0: every layer.
-        first_stage_layers, last_stage_layers: layers of the first / last virtual pipeline
-            stage (None: balanced; see the module docstring).
+        first_stage_layers, last_stage_layers: layers of the first / last pipeline stage,
+            split over its virtual stages (None: balanced; see the module docstring).
     """
 
     tp: int = 1
@@ -374,17 +374,27 @@ def _chunk_layers(
     stages = pp * chunks
     if first is None and last is None:
         return tuple(_split(n_layers, stages))
+    if pp == 1:
+        raise ConfigError(
+            f"plan: first_stage_layers({first}) / last_stage_layers({last}) need pp > 1"
+        )
+    # Megatron-Core's decoder_first/last_pipeline_num_layers: the first / last physical stage
+    # holds that many layers (split over its virtual stages), the others share the rest.
     f = first if first is not None else 0
     la = last if last is not None else 0
-    inner = stages - (first is not None) - (last is not None)
+    inner = pp - (first is not None) - (last is not None)
     rest = n_layers - f - la
-    if rest < 0 or (inner == 0 and rest):
+    if rest < 0 or (inner == 0 and rest) or (inner > 0 and rest < inner):
         raise ConfigError(
             f"plan: first_stage_layers({first}) + last_stage_layers({last}) do not fit the "
-            f"{n_layers} layers over pp({pp}) x chunks({chunks}) = {stages} stages"
+            f"{n_layers} layers over pp({pp}) stages (each holds at least one layer)"
         )
     mid = _split(rest, inner)
-    out = ([f] if first is not None else []) + mid + ([la] if last is not None else [])
+    physical = ([f] if first is not None else []) + mid + ([la] if last is not None else [])
+    out = [0] * stages
+    for i, n in enumerate(physical):
+        for j, c in enumerate(_split(n, chunks)):
+            out[j * pp + i] = c
     return tuple(out)
 
 
