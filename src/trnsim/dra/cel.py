@@ -211,39 +211,56 @@ def _cel_value(ct, attr: Attribute):
 
 
 class CelDevice:
-    """A device's CEL input (``device.driver``, ``device.attributes``, ``device.capacity``),
-    built once per device, with the plain values the memo keys read."""
+    """A device's CEL input (``device.driver``, ``device.attributes``, ``device.capacity``):
+    the plain values the memo keys read, built at once, and the celpy maps, built only when a
+    selector has to be evaluated."""
 
-    __slots__ = ("activation", "flat")
+    __slots__ = ("_activation", "device", "driver", "flat")
 
     def __init__(self, device: Device, driver: str):
-        ct = _optional.celpy().celtypes
-        domains: dict[str, dict[str, Any]] = {}
+        self.device = device
+        self.driver = driver
+        self._activation: dict[str, Any] | None = None
         flat: dict[tuple[str, ...], Any] = {("device", "driver"): driver}
         for name, attr in device.attributes:
             domain, sep, ident = name.partition("/")
             if not sep:
                 domain, ident = driver, name
-            domains.setdefault(domain, {})[ident] = _cel_value(ct, attr)
             flat[("device", "attributes", domain, ident)] = (attr.kind, attr.value)
-        attributes = _traced(
-            ct,
-            {
-                d: _traced(ct, ids, ("device", "attributes", d), False)
-                for d, ids in domains.items()
-            },
-            ("device", "attributes"),
-            True,
-        )
-        capacity = _traced(ct, {}, ("device", "capacity"), True)
-        top = _traced(
-            ct,
-            {"driver": ct.StringType(driver), "attributes": attributes, "capacity": capacity},
-            ("device",),
-            False,
-        )
-        self.activation = {"device": top}
         self.flat = flat
+
+    @property
+    def activation(self) -> dict[str, Any]:
+        if self._activation is None:
+            ct = _optional.celpy().celtypes
+            domains: dict[str, dict[str, Any]] = {}
+            for name, attr in self.device.attributes:
+                domain, sep, ident = name.partition("/")
+                if not sep:
+                    domain, ident = self.driver, name
+                domains.setdefault(domain, {})[ident] = _cel_value(ct, attr)
+            attributes = _traced(
+                ct,
+                {
+                    d: _traced(ct, ids, ("device", "attributes", d), False)
+                    for d, ids in domains.items()
+                },
+                ("device", "attributes"),
+                True,
+            )
+            capacity = _traced(ct, {}, ("device", "capacity"), True)
+            top = _traced(
+                ct,
+                {
+                    "driver": ct.StringType(self.driver),
+                    "attributes": attributes,
+                    "capacity": capacity,
+                },
+                ("device",),
+                False,
+            )
+            self._activation = {"device": top}
+        return self._activation
 
     def lookup(self, path: tuple[Any, ...]) -> Any:
         """The value a traced read saw at ``path`` (a domain present, a value, or missing)."""

@@ -1,0 +1,193 @@
+"""How fast a job runs where it landed, against the most compact placement of the same chips.
+
+The placement becomes a system: the catalog system of the nodes (the UltraServer, or the
+instance for standalone nodes), each fabric level's span capped at the most chips the job has
+in one domain of that level. A job split over two UltraServers has at most half its chips in
+one, so its collectives cross EFA; a job whose devices sit on four nodes has at most a quarter
+in one node. ``trnsim.fabric`` (through ``trnsim.perf`` for training configs) times the job on
+that system and on the uncapped one; the ratio is the slowdown (>= 1 for a worse placement).
+An uneven split is approximated by its largest part (the fabric's packed-group model).
+
+A job gives either a training config (``model``, ``seq_len``, ``global_batch``, ``tp``, ``pp``,
+``tokens``: :func:`trnsim.perf.estimate_training` gives its step time and so its duration), or
+a duration with a data-parallel step: ``step_s`` seconds of compute and an all-reduce of
+``allreduce_bytes`` per step (defaults :data:`DEFAULT_STEP_S`, :data:`DEFAULT_ALLREDUCE_BYTES`,
+stated in every result).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from trnsim.dra.state import FleetState, Placement
+from trnsim.hw.catalog import SYSTEMS
+from trnsim.hw.specs import FabricLevel, SystemSpec
+
+DEFAULT_STEP_S = 1.0
+DEFAULT_ALLREDUCE_BYTES = 2**30  # 1 GiB of gradients per step
+
+
+@dataclass(frozen=True, slots=True)
+class DataParallel:
+    """A data-parallel step: ``step_s`` of compute, then an all-reduce of ``allreduce_bytes``."""
+
+    step_s: float = DEFAULT_STEP_S
+    allreduce_bytes: float = DEFAULT_ALLREDUCE_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class Training:
+    """A training run timed by trnsim.perf (bf16, the stack's default profile)."""
+
+    model: str
+    tokens: float
+    seq_len: int = 4096
+    global_batch: int = 256
+    tp: int = 1
+    pp: int = 1
+
+
+def system_of(state: FleetState, node: int) -> SystemSpec | None:
+    nd = state.fleet.nodes[node]
+    if nd.ultraserver is not None:
+        return SYSTEMS.get(state.fleet.ultraservers[nd.ultraserver].system)
+    return SYSTEMS.get(nd.itype.system) if nd.itype.system else None
+
+
+def level_caps(state: FleetState, system: SystemSpec, p: Placement) -> tuple[int, ...]:
+    """The most chips of the job in one domain of each level of ``system``."""
+    per_node = state.devices[list(p.nodes)]
+    caps = []
+    for lvl in system.levels:
+        span = lvl.span
+        counts: dict[tuple[int, int], int] = {}
+        for node, devs, d in zip(p.nodes, p.devices, per_node, strict=True):
+            if span <= d and len(devs) == d:  # a whole node: every domain inside it full
+                counts[(node, 0)] = span
+            elif span <= d:  # a domain inside a node: device index // span
+                for dev in devs:
+                    key = (node, dev // span)
+                    counts[key] = counts.get(key, 0) + 1
+            else:
+                u = int(state.node_us[node])
+                if u >= 0 and span <= int(state.us_size[u]) * int(d):
+                    key = (-1 - u, int(state.node_pos[node]) * int(d) // span)
+                else:
+                    key = (-1, -1)  # the scale-out network holds the whole job
+                counts[key] = counts.get(key, 0) + len(devs)
+        caps.append(max(counts.values()))
+    # a level never holds fewer chips than the level inside it
+    for i in range(1, len(caps)):
+        caps[i] = max(caps[i], caps[i - 1])
+    return tuple(caps)
+
+
+def _torus_dims(dims: tuple[int, ...], span: int) -> tuple[int, ...]:
+    out, rest = [], span
+    for d in dims:
+        k = min(d, rest)
+        while rest % k:
+            k -= 1
+        out.append(k)
+        rest //= k
+    if rest > 1:
+        out.append(rest)
+    return tuple(x for x in out if x > 1) or (1,)
+
+
+def capped(system: SystemSpec, caps: tuple[int, ...]) -> SystemSpec:
+    """``system`` with each level's span capped (a torus keeps a sub-torus of its dims)."""
+    levels: list[FabricLevel] = []
+    for lvl, cap in zip(system.levels, caps, strict=True):
+        span = min(lvl.span, cap) if lvl.kind != "fat-tree" else lvl.span
+        if span == lvl.span:
+            levels.append(lvl)
+            continue
+        dims = _torus_dims(tuple(lvl.dims), span) if lvl.dims else lvl.dims
+        if dims and math.prod(dims) != span:
+            dims = ()
+        levels.append(dataclasses.replace(lvl, span=span, dims=dims))
+    return dataclasses.replace(system, name=f"{system.name} (as placed)", levels=tuple(levels))
+
+
+@functools.lru_cache(maxsize=4096)
+def _dp_step(system: SystemSpec, chips: int, work: DataParallel) -> float:
+    from trnsim.fabric import collective_time
+
+    if chips <= 1 or work.allreduce_bytes <= 0:
+        return work.step_s
+    res = collective_time("all-reduce", work.allreduce_bytes, chips, system)
+    return work.step_s + res.time_s
+
+
+@functools.lru_cache(maxsize=1024)
+def _train_step(system: SystemSpec, chips: int, work: Training) -> tuple[float, float]:
+    from trnsim.perf import estimate_training, plan_for_chips
+
+    plan = plan_for_chips(chips, tp=work.tp, pp=work.pp)
+    est = estimate_training(
+        work.model, system, plan, global_batch=work.global_batch, seq_len=work.seq_len
+    )
+    return est.step_time_s, est.tokens_per_s
+
+
+def step_time(system: SystemSpec, chips: int, work: DataParallel | Training) -> float:
+    if isinstance(work, Training):
+        return _train_step(system, chips, work)[0]
+    return _dp_step(system, chips, work)
+
+
+def packed_caps(system: SystemSpec, chips: int) -> tuple[int, ...]:
+    """The caps of the most compact placement: each level holds min(span, chips)."""
+    return tuple(min(lvl.span, chips) for lvl in system.levels)
+
+
+@functools.lru_cache(maxsize=65536)
+def _ratio(system: SystemSpec, caps: tuple[int, ...], chips: int, work) -> float:
+    ideal = packed_caps(system, chips)
+    if caps == ideal:
+        return 1.0
+    return step_time(capped(system, caps), chips, work) / step_time(
+        capped(system, ideal), chips, work
+    )
+
+
+def slowdown(state: FleetState, p: Placement, work: DataParallel | Training) -> float:
+    """Step time as placed over step time packed (1.0 for a single chip or no fabric)."""
+    chips = p.chips
+    system = system_of(state, p.nodes[0])
+    if system is None or chips <= 1:
+        return 1.0
+    caps = level_caps(state, system, p)
+    return _ratio(system, caps, chips, work)
+
+
+def ideal_duration(state: FleetState, p: Placement, work: Training) -> float:
+    """A training job's duration packed on its system: tokens / tokens per second."""
+    system = system_of(state, p.nodes[0])
+    if system is None:
+        raise ValueError("training configs need nodes of a catalog system")
+    _, tok_s = _train_step(system, p.chips, work)
+    return work.tokens / tok_s
+
+
+def spans(state: FleetState, p: Placement) -> dict[str, int]:
+    """How many nodes and UltraServers a placement spans."""
+    us = {int(state.node_us[n]) for n in p.nodes if state.node_us[n] >= 0}
+    return {"nodes": len(set(p.nodes)), "ultraservers": len(us)}
+
+
+__all__ = [
+    "DEFAULT_ALLREDUCE_BYTES",
+    "DEFAULT_STEP_S",
+    "DataParallel",
+    "Training",
+    "ideal_duration",
+    "slowdown",
+    "spans",
+]
