@@ -58,6 +58,8 @@ def _eligible(state: FleetState, shape: Shape) -> np.ndarray:
 
 
 def _node_size(state: FleetState, elig: np.ndarray) -> int:
+    if elig.all():
+        return state.dmax
     sizes = state.devices[elig]
     return int(sizes.max()) if sizes.size else 0
 

@@ -20,7 +20,7 @@ from trnsim.dra import driver
 from trnsim.dra.allocator import AllocationError, Allocator, _ReqData
 from trnsim.dra.cel import selector
 from trnsim.dra.fleet import Fleet, Node
-from trnsim.dra.k8s import Allocation, Claim, DeviceClass, OpaqueConfig
+from trnsim.dra.k8s import Allocation, Claim, DeviceClass, ManifestError, OpaqueConfig
 from trnsim.dra.manifests import Manifests, Pod, PodClaimRef
 
 
@@ -301,9 +301,16 @@ def allocate(manifests: Manifests, fleet: Fleet) -> Outcome:
     sched = Scheduler(fleet, list(manifests.classes))
     # unknown DeviceClasses are refused up front, as the API server's admission does not but
     # every scheduling attempt would
+    largest = max(n.devices for n in fleet.nodes)
     for c in manifests.claims:
         for r in c.spec.requests:
             sched.allocator.device_class(c, r)
+            if r.allocation_mode == "ExactCount" and r.count > largest:
+                raise ManifestError(
+                    f"{c.source}: {c.label}: request {r.name!r} wants {r.count} devices, but a "
+                    f"claim's devices are on one node and the fleet's largest node has "
+                    f"{largest} ({fleet.summary()})"
+                )
     return sched.run(manifests)
 
 

@@ -251,7 +251,8 @@ def simulate(
 
     queue_list: list[JobRecord] = []
     running: dict[int, JobRecord] = {}  # id(record) -> record
-    on_device: dict[tuple[int, int], JobRecord] = {}
+    owner = np.full((state.n_nodes, state.dmax), -1, dtype=np.int64)  # record index per device
+    index_of = {id(r): i for i, r in enumerate(records)}
     now = 0.0
     t0 = min((r.job.arrival for r in records), default=0.0)
     busy_area = usable_area = frag_n = frag_u = 0.0
@@ -275,9 +276,7 @@ def simulate(
         rec.spans = speed.spans(state, p)
         rec.run_token += 1
         running[id(rec)] = rec
-        for node, devs in zip(p.nodes, p.devices, strict=True):
-            for d in devs:
-                on_device[(node, d)] = rec
+        owner[state._index(p)] = index_of[id(rec)]
         push(now + rec.remaining * rec.slowdown, FINISH, (rec, rec.run_token))
 
     def stop(rec: JobRecord) -> None:
@@ -285,9 +284,7 @@ def simulate(
         assert p is not None
         state.release(p)
         rec.history.append((rec.start or now, now, p))
-        for node, devs in zip(p.nodes, p.devices, strict=True):
-            for d in devs:
-                on_device.pop((node, d), None)
+        owner[state._index(p)] = -1
         running.pop(id(rec), None)
         rec.placement = None
 
@@ -339,7 +336,7 @@ def simulate(
                     on_progress(finished)
             elif kind == FAIL:
                 node, dev, repair = payload
-                victim = on_device.get((node, dev))
+                victim = records[owner[node, dev]] if owner[node, dev] >= 0 else None
                 if victim is not None:
                     ran = (now - (victim.start or now)) / victim.slowdown
                     victim.remaining = max(victim.remaining - ran, 0.0)

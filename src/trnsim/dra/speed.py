@@ -61,28 +61,22 @@ def system_of(state: FleetState, node: int) -> SystemSpec | None:
 
 def level_caps(state: FleetState, system: SystemSpec, p: Placement) -> tuple[int, ...]:
     """The most chips of the job in one domain of each level of ``system``."""
-    per_node = state.devices[list(p.nodes)]
+    rows, cols = state._index(p)
+    d = state.devices[rows]
+    us = state.node_us[rows]
+    usize = np.where(us >= 0, state.us_size[np.maximum(us, 0)], 0) * d
     caps = []
     for lvl in system.levels:
         span = lvl.span
-        counts: dict[tuple[int, int], int] = {}
-        for node, devs, d in zip(p.nodes, p.devices, per_node, strict=True):
-            if span <= d and len(devs) == d:  # a whole node: every domain inside it full
-                counts[(node, 0)] = span
-            elif span <= d:  # a domain inside a node: device index // span
-                for dev in devs:
-                    key = (node, dev // span)
-                    counts[key] = counts.get(key, 0) + 1
-            else:
-                u = int(state.node_us[node])
-                if u >= 0 and span <= int(state.us_size[u]) * int(d):
-                    key = (-1 - u, int(state.node_pos[node]) * int(d) // span)
-                else:
-                    key = (-1, -1)  # the scale-out network holds the whole job
-                counts[key] = counts.get(key, 0) + len(devs)
-        caps.append(max(counts.values()))
-    # a level never holds fewer chips than the level inside it
-    for i in range(1, len(caps)):
+        inside = span <= d  # a domain inside a node: (node, device // span)
+        in_us = ~inside & (us >= 0) & (span <= usize)  # (UltraServer, node position // span)
+        key = np.where(
+            inside,
+            rows * state.dmax + cols // span,
+            np.where(in_us, -2 - (us * (state.dmax * 1024) + state.node_pos[rows] * d // span), -1),
+        )
+        caps.append(int(np.unique(key, return_counts=True)[1].max()))
+    for i in range(1, len(caps)):  # a level never holds fewer chips than the level inside it
         caps[i] = max(caps[i], caps[i - 1])
     return tuple(caps)
 
@@ -147,14 +141,23 @@ def packed_caps(system: SystemSpec, chips: int) -> tuple[int, ...]:
     return tuple(min(lvl.span, chips) for lvl in system.levels)
 
 
-@functools.lru_cache(maxsize=65536)
+_RATIOS: dict[tuple[str, tuple[int, ...], int, DataParallel | Training], float] = {}
+
+
 def _ratio(system: SystemSpec, caps: tuple[int, ...], chips: int, work) -> float:
+    key = (system.name, caps, chips, work)  # catalog names are unique: a cheap key
+    hit = _RATIOS.get(key)
+    if hit is not None:
+        return hit
     ideal = packed_caps(system, chips)
     if caps == ideal:
-        return 1.0
-    return step_time(capped(system, caps), chips, work) / step_time(
-        capped(system, ideal), chips, work
-    )
+        value = 1.0
+    else:
+        value = step_time(capped(system, caps), chips, work) / step_time(
+            capped(system, ideal), chips, work
+        )
+    _RATIOS[key] = value
+    return value
 
 
 def slowdown(state: FleetState, p: Placement, work: DataParallel | Training) -> float:

@@ -105,10 +105,19 @@ class FleetState:
 
     # --- changes (the event loop only) ----------------------------------------------------------
 
-    @staticmethod
-    def _index(p: Placement) -> tuple[np.ndarray, np.ndarray]:
+    _index_cache: dict[int, tuple[Placement, tuple[np.ndarray, np.ndarray]]] = {}
+
+    @classmethod
+    def _index(cls, p: Placement) -> tuple[np.ndarray, np.ndarray]:
+        """(node, device) index arrays of a placement (cached while the placement lives)."""
+        hit = cls._index_cache.get(id(p))
+        if hit is not None and hit[0] is p:
+            return hit[1]
         rows = np.repeat(np.asarray(p.nodes, dtype=np.int64), [len(d) for d in p.devices])
         cols = np.fromiter((d for devs in p.devices for d in devs), dtype=np.int64)
+        if len(cls._index_cache) > 4096:
+            cls._index_cache.clear()
+        cls._index_cache[id(p)] = (p, (rows, cols))
         return rows, cols
 
     def apply(self, p: Placement) -> None:
