@@ -105,11 +105,29 @@ def dra_topology(state: FleetState, shape: Shape) -> Placement | None:
     if not _is_multi(state, shape, elig):
         return _dra_single(state, shape, elig)
     k, size = _nodes_needed(state, shape, elig)
-    cand = elig & state.node_whole_free & (state.devices == size)
-    if state.node_us[cand].size and (state.node_us[cand] >= 0).all():
-        return _dra_ultraservers(state, k, cand)
-    nodes = np.flatnonzero(cand)
-    return _whole(state, nodes[:k].tolist()) if nodes.size >= k else None
+    for same_type in _types(state, elig & (state.devices == size)):
+        cand = same_type & state.node_whole_free
+        if state.node_us[same_type][0] >= 0:
+            got = _dra_ultraservers(state, k, cand) if cand.any() else None
+        else:
+            nodes = np.flatnonzero(cand)
+            got = _whole(state, nodes[:k].tolist()) if nodes.size >= k else None
+        if got is not None:
+            return got
+    return None
+
+
+def _types(state: FleetState, mask: np.ndarray):
+    """``mask`` split by instance type, in fleet order: a job's nodes are of one type (a
+    workload's pods select an instance type)."""
+    if state.n_types == 1:
+        if mask.any():
+            yield mask
+        return
+    for t in range(state.n_types):
+        m = mask & (state.type_id == t)
+        if m.any():
+            yield m
 
 
 def _dra_single(state: FleetState, shape: Shape, elig: np.ndarray) -> Placement | None:
@@ -213,20 +231,21 @@ def _pods(state: FleetState, shape: Shape, elig: np.ndarray, pick_node, pick_who
         return Placement((node,), (_first_free(state, node, shape.chips),))
     k, size = _nodes_needed(state, shape, elig)
     full, rem = (k, 0) if shape.nodes else divmod(shape.chips, size)
-    cand = elig & state.node_whole_free & (state.devices == size)
-    nodes = pick_whole(cand, full)
-    if nodes is None:
-        return None
-    devices = [tuple(range(size)) for _ in nodes]
-    if rem:
-        cand2 = elig & (state.free_count >= rem)
-        cand2[nodes] = False
-        if not cand2.any():
-            return None
-        node = pick_node(cand2)
-        nodes.append(node)
-        devices.append(_first_free(state, node, rem))
-    return Placement(tuple(nodes), tuple(devices))
+    for same_type in _types(state, elig & (state.devices == size)):
+        nodes = pick_whole(same_type & state.node_whole_free, full)
+        if nodes is None:
+            continue
+        devices = [tuple(range(size)) for _ in nodes]
+        if rem:
+            cand2 = same_type & (state.free_count >= rem)
+            cand2[nodes] = False
+            if not cand2.any():
+                continue
+            node = pick_node(cand2)
+            nodes.append(node)
+            devices.append(_first_free(state, node, rem))
+        return Placement(tuple(nodes), tuple(devices))
+    return None
 
 
 def count_only(state: FleetState, shape: Shape) -> Placement | None:

@@ -66,6 +66,9 @@ class FleetState:
                     raise ValueError(f"{it.name}: devicegroup{size} is not contiguous")
         modes = {name: it.ultraserver_modes for name, it in types.items()}
         self.type_of = [nd.itype.name for nd in fleet.nodes]
+        names = list(dict.fromkeys(self.type_of))  # fleet order
+        self.type_id = np.array([names.index(t) for t in self.type_of], dtype=np.int64)
+        self.n_types = len(names)
         self.modes = [modes[t] for t in self.type_of]
         self.distinct_devices = tuple(int(d) for d in np.unique(self.devices))
         self.block_valid = {

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from trnsim.dra.speed import DataParallel, Training
+from trnsim.dra.speed import DEFAULT_ALLREDUCE_BYTES, DEFAULT_STEP_S, DataParallel, Training
 from trnsim.errors import UsageError
 
 MAX_JOBS = 1_000_000
@@ -76,6 +76,11 @@ class Trace:
 
 
 def _num(job: str, key: str, v: Any, lo: float = 0.0, integer: bool = False) -> float:
+    if isinstance(v, str):  # YAML 1.1 reads 2.0e10 (no exponent sign) as a string
+        try:
+            v = float(v)
+        except ValueError:
+            raise TraceError(f"{job}: {key} must be a number, got {v!r}") from None
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < lo:
         raise TraceError(f"{job}: {key} must be a finite number >= {lo:g}, got {v!r}")
     if integer and int(v) != v:
@@ -147,9 +152,9 @@ def parse_job(raw: Any, index: int, where: str) -> Job:
         if dur <= 0:
             raise TraceError(f"{label}: duration must be > 0, got {duration!r}")
         work = DataParallel(
-            step_s=_num(label, "step_s", raw.get("step_s", DataParallel.step_s), 1e-9),
+            step_s=_num(label, "step_s", raw.get("step_s", DEFAULT_STEP_S), 1e-9),
             allreduce_bytes=_num(
-                label, "allreduce_bytes", raw.get("allreduce_bytes", DataParallel.allreduce_bytes)
+                label, "allreduce_bytes", raw.get("allreduce_bytes", DEFAULT_ALLREDUCE_BYTES)
             ),
         )
     if claim is not None and not isinstance(claim, str):
