@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("celpy")
 pytest.importorskip("yaml")
 
-from trnsim.dra import driver, manifests, schedule  # noqa: E402
-from trnsim.dra import fleet as F  # noqa: E402
-from trnsim.dra.allocator import AllocationError  # noqa: E402
-from trnsim.dra.k8s import ManifestError  # noqa: E402
+from trnsim.dra import driver, manifests, schedule
+from trnsim.dra import fleet as F
+from trnsim.dra.allocator import AllocationError
+from trnsim.dra.k8s import ManifestError
 
 SDK = Path("/work/checkouts/sdk")
 SPECS = SDK / "deploy/files/specs"
@@ -76,9 +76,7 @@ def test_docs_worked_example_1x4_connected() -> None:
     }
     # the four share one devicegroup4_id: one row of the 4x4 torus (the docs' diagram)
     groups = {
-        dict(driver.device_attributes(fl, fl.nodes[0], i))[
-            "resource.aws.com/devicegroup4_id"
-        ].value
+        dict(driver.device_attributes(fl, fl.nodes[0], i))["resource.aws.com/devicegroup4_id"].value
         for i in range(4)
     }
     assert len(groups) == 1
@@ -138,7 +136,9 @@ def test_group_of_8_is_two_rows() -> None:
 
 
 def test_failed_device_is_tainted_and_avoided() -> None:
-    fl = F.build({"instances": [{"type": "trn2.48xlarge"}], "failedDevices": [{"node": 0, "device": 1}]})
+    fl = F.build(
+        {"instances": [{"type": "trn2.48xlarge"}], "failedDevices": [{"node": 0, "device": 1}]}
+    )
     sched = schedule.Scheduler(fl)
     out = sched.run(manifests.load_text(connected(4, 4, 1), "t.yaml"))
     devs = sorted(int(r.device[12:]) for r in out.pods[0].allocations[0].results)
@@ -151,7 +151,9 @@ def test_toleration_lets_a_claim_use_a_tainted_device() -> None:
         "exactly: {deviceClassName: neuron.aws.com, count: 4, tolerations: "
         "[{key: neuron.aws.com/device-failed, operator: Exists}]}",
     )
-    fl = F.build({"instances": [{"type": "trn2.48xlarge"}], "failedDevices": [{"node": 0, "device": 1}]})
+    fl = F.build(
+        {"instances": [{"type": "trn2.48xlarge"}], "failedDevices": [{"node": 0, "device": 1}]}
+    )
     out = schedule.Scheduler(fl).run(manifests.load_text(text, "t.yaml"))
     assert sorted(int(r.device[12:]) for r in out.pods[0].allocations[0].results) == [0, 1, 2, 3]
 
@@ -166,7 +168,8 @@ spec:
     - name: n
       exactly:
         deviceClassName: neuron.aws.com
-        selectors: [{cel: {expression: "device.attributes['neuron.aws.com'].resourceType == 'neuron_node'"}}]
+        selectors:
+        - cel: {expression: "device.attributes['neuron.aws.com'].resourceType == 'neuron_node'"}
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -246,7 +249,7 @@ def test_ultraserver_mode_needs_an_ultraserver_node() -> None:
 
 def test_unknown_device_class_is_refused() -> None:
     text = connected(4, 4, 1).replace("deviceClassName: neuron.aws.com", "deviceClassName: gpu.x")
-    with pytest.raises(AllocationError, match="unknown DeviceClass 'gpu.x'"):
+    with pytest.raises(AllocationError, match=r"unknown DeviceClass 'gpu\.x'"):
         run(text, "trn2.48xlarge=1")
 
 

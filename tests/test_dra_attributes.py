@@ -79,7 +79,9 @@ def test_devicegroups_follow_the_docs_diagram(size: int) -> None:
 
 
 def test_devicegroup1_is_a_pci_bdf_per_device() -> None:
-    values = [attrs("trn2.48xlarge=1", device=d)["resource.aws.com/devicegroup1_id"][1] for d in range(16)]
+    values = [
+        attrs("trn2.48xlarge=1", device=d)["resource.aws.com/devicegroup1_id"][1] for d in range(16)
+    ]
     assert len(set(values)) == 16
     assert all(len(v.split(":")) == 3 and v.endswith(".0") for v in values)
 
@@ -96,9 +98,7 @@ def test_resource_type_and_node_device() -> None:
 
 def test_capacity_block_is_shared_by_an_ultraservers_nodes() -> None:
     fl = F.load("trn2-ultraserver=2")
-    blocks = [
-        dict(driver.device_attributes(fl, n, 0))["capacityBlockId"].value for n in fl.nodes
-    ]
+    blocks = [dict(driver.device_attributes(fl, n, 0))["capacityBlockId"].value for n in fl.nodes]
     assert len(set(blocks[:4])) == 1 and len(set(blocks[4:])) == 1 and blocks[0] != blocks[4]
 
 

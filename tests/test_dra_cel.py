@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("celpy")
 
-from trnsim.dra import driver  # noqa: E402
-from trnsim.dra import fleet as F  # noqa: E402
-from trnsim.dra.cel import CelDevice, CelError, Selector, selector  # noqa: E402
-from trnsim.dra.k8s import Device  # noqa: E402
+from trnsim.dra import driver
+from trnsim.dra import fleet as F
+from trnsim.dra.cel import CelDevice, CelError, Selector, selector
+from trnsim.dra.k8s import Device
 
 FL = F.load("trn2.48xlarge=1,trn2-ultraserver=1")
 

@@ -97,9 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     _optional.celpy()  # the one door: a missing extra is one line, exit 2
     _optional.yaml()
-    return {"allocate": _allocate, "simulate": _simulate, "slices": _slices}[args.dra_command](
-        args
-    )
+    return {"allocate": _allocate, "simulate": _simulate, "slices": _slices}[args.dra_command](args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,9 +265,7 @@ def _slices(args: argparse.Namespace) -> int:
             raise UsageError(f"--node {args.node}: the fleet has {len(nodes)} nodes")
         nodes = [nodes[args.node - 1]]
     if args.labels:
-        docs: list[Any] = [
-            {"name": n.name, "labels": driver.node_labels(fl, n)} for n in nodes
-        ]
+        docs: list[Any] = [{"name": n.name, "labels": driver.node_labels(fl, n)} for n in nodes]
     else:
         docs = [driver.node_slice(fl, n).to_dict() for n in nodes]
     if args.json:

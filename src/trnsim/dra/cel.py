@@ -186,9 +186,7 @@ def _semver_functions(ct) -> dict[str, Any]:
         "isSemver": is_semver,
         "isGreaterThan": lambda a, b: ct.BoolType(need(a, "isGreaterThan") > need(b, "semver")),
         "isLessThan": lambda a, b: ct.BoolType(need(a, "isLessThan") < need(b, "semver")),
-        "compareTo": lambda a, b: ct.IntType(
-            (need(a, "compareTo") > need(b, "semver")) - (a < b)
-        ),
+        "compareTo": lambda a, b: ct.IntType((need(a, "compareTo") > need(b, "semver")) - (a < b)),
         "major": lambda a: ct.IntType(need(a, "major").major),
         "minor": lambda a: ct.IntType(need(a, "minor").minor),
         "patch": lambda a: ct.IntType(need(a, "patch").patch),

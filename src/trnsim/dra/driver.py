@@ -88,7 +88,7 @@ def group_index(it: InstanceType, device: int, size: int) -> int:
     return device // size
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _node_attributes(node: Node, fleet_us: tuple[str, ...]) -> tuple[tuple[str, Attribute], ...]:
     it = node.itype
     common = [
@@ -211,7 +211,9 @@ def check_config_static(spec: ClaimSpec, where: str) -> None:
         path = f"{where}: config[{i}].opaque.parameters"
         kind = p.get("kind")
         if p.get("apiVersion") != CONFIG_API:
-            raise ManifestError(f"{path}.apiVersion must be {CONFIG_API}, got {p.get('apiVersion')!r}")
+            raise ManifestError(
+                f"{path}.apiVersion must be {CONFIG_API}, got {p.get('apiVersion')!r}"
+            )
         if kind not in CONFIG_KINDS:
             raise ManifestError(
                 f"{path}.kind must be one of {', '.join(CONFIG_KINDS)}, got {kind!r}"
@@ -245,7 +247,10 @@ def check_config_hardware(configs: tuple[OpaqueConfig, ...], node: Node) -> str 
             lnc = p.get("logicalNeuronCore")
             if lnc not in it.lnc_values:
                 valid = ", ".join(map(str, it.lnc_values)) or "none (LNC applies to Trn2, Trn3)"
-                return f"logicalNeuronCore={lnc} is not valid on {it.name} ({it.family}; valid: {valid})"
+                return (
+                    f"logicalNeuronCore={lnc} is not valid on {it.name} "
+                    f"({it.family}; valid: {valid})"
+                )
         elif p.get("kind") == "UltraServerConfig":
             mode = p.get("ultraserverMode")
             if node.ultraserver is None:

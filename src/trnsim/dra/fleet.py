@@ -115,9 +115,7 @@ class Fleet:
         for u in self.ultraservers:
             us[u.system] = us.get(u.system, 0) + 1
         parts += [f"{c} x {t}" for t, c in us.items()]
-        return (
-            f"{', '.join(parts) or 'empty'}: {len(self.nodes)} nodes, {self.devices} devices"
-        )
+        return f"{', '.join(parts) or 'empty'}: {len(self.nodes)} nodes, {self.devices} devices"
 
 
 def _hex(*parts: Any, n: int = 16) -> str:
@@ -244,8 +242,9 @@ def build(spec: dict[str, Any], where: str = "fleet") -> Fleet:
     for i, g in enumerate(group_list("instances")):
         kind, tname = resolve_group_type(g.get("type"))
         if kind != "instance":
-            raise FleetError(f"{where}: instances[{i}]: {tname} is an UltraServer; list it under "
-                             "ultraservers")
+            raise FleetError(
+                f"{where}: instances[{i}]: {tname} is an UltraServer; list it under ultraservers"
+            )
         count = _positive(g.get("count", 1), f"{where}: instances[{i}].count")
         drv = _version_str(g.get("neuronDriverVersion", nd), "neuronDriverVersion")
         it = INSTANCE_TYPES.get(tname)
@@ -259,8 +258,10 @@ def build(spec: dict[str, Any], where: str = "fleet") -> Fleet:
     for i, g in enumerate(group_list("ultraservers")):
         kind, sname = resolve_group_type(g.get("type"))
         if kind != "ultraserver":
-            raise FleetError(f"{where}: ultraservers[{i}]: {sname} is not an UltraServer; list "
-                             "it under instances")
+            raise FleetError(
+                f"{where}: ultraservers[{i}]: {sname} is not an UltraServer; list "
+                "it under instances"
+            )
         count = _positive(g.get("count", 1), f"{where}: ultraservers[{i}].count")
         drv = _version_str(g.get("neuronDriverVersion", nd), "neuronDriverVersion")
         it = INSTANCE_TYPES.get(ULTRASERVER_NODE_TYPE[sname])
@@ -272,9 +273,7 @@ def build(spec: dict[str, Any], where: str = "fleet") -> Fleet:
             members = []
             for k in range(per):
                 idx = len(nodes)
-                nodes.append(
-                    Node(idx, node_name(idx, region), it, drv, dd, layer_ids(), u, k)
-                )
+                nodes.append(Node(idx, node_name(idx, region), it, drv, dd, layer_ids(), u, k))
                 members.append(idx)
             if len(nodes) > MAX_NODES:
                 raise FleetError(f"{where}: more than {MAX_NODES} nodes")
@@ -319,7 +318,9 @@ def parse_shorthand(text: str) -> dict[str, Any]:
         try:
             n = int(count)
         except ValueError:
-            raise FleetError(f"fleet {text!r}: count {count!r} of {name!r} is not an integer")
+            raise FleetError(
+                f"fleet {text!r}: count {count!r} of {name!r} is not an integer"
+            ) from None
         kind, resolved = resolve_group_type(name.strip())
         spec["instances" if kind == "instance" else "ultraservers"].append(
             {"type": resolved, "count": n}
@@ -350,8 +351,10 @@ def load(path_or_spec: str) -> Fleet:
                 raise FleetError(f"{p}: a fleet file holds one YAML document, got {len(docs)}")
             data = docs[0]
         return build(data, str(p))
-    if "=" in path_or_spec or path_or_spec.replace(",", "").strip() in SYSTEMS or (
-        path_or_spec in INSTANCE_TYPES
+    if (
+        "=" in path_or_spec
+        or path_or_spec.replace(",", "").strip() in SYSTEMS
+        or (path_or_spec in INSTANCE_TYPES)
     ):
         return build(parse_shorthand(path_or_spec), path_or_spec)
     raise FleetError(

@@ -422,7 +422,14 @@ def _request(ctx: _Ctx, path: str, raw: Any, beta_flat: bool) -> Request:
             ctx,
             body,
             bpath,
-            ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations"),
+            (
+                "deviceClassName",
+                "selectors",
+                "allocationMode",
+                "count",
+                "adminAccess",
+                "tolerations",
+            ),
         )
     if body.get("adminAccess"):
         raise ctx.fail(f"{bpath}.adminAccess", "admin access is not modelled by trnsim")
@@ -597,11 +604,7 @@ class Allocation:
             ]
         alloc["nodeSelector"] = {
             "nodeSelectorTerms": [
-                {
-                    "matchFields": [
-                        {"key": "metadata.name", "operator": "In", "values": [self.node]}
-                    ]
-                }
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [self.node]}]}
             ]
         }
         return {"allocation": alloc}

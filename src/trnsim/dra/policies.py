@@ -50,7 +50,9 @@ class Shape:
 
     def __post_init__(self) -> None:
         if self.chips < 1 and self.nodes < 1:
-            raise ValueError(f"a job needs chips >= 1 or nodes >= 1, got {self.chips}, {self.nodes}")
+            raise ValueError(
+                f"a job needs chips >= 1 or nodes >= 1, got {self.chips}, {self.nodes}"
+            )
 
 
 def _eligible(state: FleetState, shape: Shape) -> np.ndarray:

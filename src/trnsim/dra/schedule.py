@@ -44,9 +44,7 @@ class PodResult:
             "allocated": self.ok,
             "reason": self.reason or None,
             "notes": self.notes,
-            "claims": {
-                a.claim: {"status": a.status()} for a in self.allocations
-            },
+            "claims": {a.claim: {"status": a.status()} for a in self.allocations},
         }
 
 
@@ -75,7 +73,9 @@ def _instantiate(pod: Pod, manifests: Manifests) -> tuple[list[Claim], list[str]
     for ref in pod.claims:
         c = manifests.claim(ref.target, ref.template)
         if ref.template:
-            out.append(Claim("ResourceClaim", f"{pod.name}-{ref.name}", c.spec, c.namespace, c.source))
+            out.append(
+                Claim("ResourceClaim", f"{pod.name}-{ref.name}", c.spec, c.namespace, c.source)
+            )
         else:
             out.append(c)
             shared.append(c.name)
@@ -123,8 +123,10 @@ class Scheduler:
             for a in got:
                 why = driver.check_config_hardware(_applicable(a), node)
                 if why:
-                    res.reason = f"claim {a.claim} allocated on {node.name}, but the driver " \
+                    res.reason = (
+                        f"claim {a.claim} allocated on {node.name}, but the driver "
                         f"would refuse its config at NodePrepareResources: {why}"
+                    )
             return res
         return None
 
@@ -141,7 +143,7 @@ class Scheduler:
         for claim in claims:
             for request in claim.spec.requests:
                 cls = alloc.device_class(claim, request)
-                rd = _ReqData(request, cls, request.count)
+                _ReqData(request, cls, request.count)
                 total = class_ok = matched = free = 0
                 best_node = 0
                 kinds: Counter[str] = Counter()
@@ -172,7 +174,9 @@ class Scheduler:
                 what = f"{claim.label}: request {request.name!r}"
                 sel = " && ".join(request.selectors) or "(no selector)"
                 if class_ok == 0:
-                    return f"{what}: none of the fleet's {total} devices is in DeviceClass {cls.name}"
+                    return (
+                        f"{what}: none of the fleet's {total} devices is in DeviceClass {cls.name}"
+                    )
                 if matched == 0:
                     have = ", ".join(sorted(kinds)) or "none"
                     return (
@@ -203,9 +207,7 @@ class Scheduler:
             pods = [
                 Pod(
                     c.name if c.kind == "ResourceClaim" else f"{c.name}-pod",
-                    (
-                        PodClaimRef("claim", c.name, c.kind == "ResourceClaimTemplate"),
-                    ),
+                    (PodClaimRef("claim", c.name, c.kind == "ResourceClaimTemplate"),),
                 )
                 for c in manifests.claims
             ]
@@ -245,9 +247,13 @@ class Scheduler:
                 free_nodes = [n for n in members if not any(r.node == n.name for r in placed)]
                 res = self.place(pod, cl, free_nodes)
                 if res is None:
-                    last_reason = self.diagnose(cl, free_nodes) if free_nodes else (
-                        f"{key}={value} has {len(members)} nodes, fewer than the group's "
-                        f"{len(group)} pods"
+                    last_reason = (
+                        self.diagnose(cl, free_nodes)
+                        if free_nodes
+                        else (
+                            f"{key}={value} has {len(members)} nodes, fewer than the group's "
+                            f"{len(group)} pods"
+                        )
                     )
                     break
                 placed.append(res)

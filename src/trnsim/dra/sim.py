@@ -64,7 +64,9 @@ class JobRecord:
             "ideal_duration_s": self.duration,
             "start_s": self.first_start,
             "end_s": self.end,
-            "queue_delay_s": None if self.first_start is None else self.first_start - self.job.arrival,
+            "queue_delay_s": None
+            if self.first_start is None
+            else self.first_start - self.job.arrival,
             "slowdown": self.slowdown,
             "nodes": self.spans.get("nodes"),
             "ultraservers": self.spans.get("ultraservers"),
@@ -283,7 +285,7 @@ def simulate(
         p = rec.placement
         assert p is not None
         state.release(p)
-        rec.history.append((rec.start or now, now, p))
+        rec.history.append((now if rec.start is None else rec.start, now, p))
         owner[state._index(p)] = -1
         running.pop(id(rec), None)
         rec.placement = None
@@ -338,7 +340,8 @@ def simulate(
                 node, dev, repair = payload
                 victim = records[owner[node, dev]] if owner[node, dev] >= 0 else None
                 if victim is not None:
-                    ran = (now - (victim.start or now)) / victim.slowdown
+                    began = now if victim.start is None else victim.start
+                    ran = (now - began) / victim.slowdown
                     victim.remaining = max(victim.remaining - ran, 0.0)
                     victim.evictions += 1
                     stop(victim)
@@ -361,8 +364,12 @@ def simulate(
     span = last - t0
     assumptions = [
         f"policy {policy_name}: {POLICY_HELP.get(policy_name, 'a given policy')}",
-        f"queue {queue}: " + ("later jobs may start while one waits (Kubernetes retries every "
-                              "pending pod)" if queue == "backfill" else "strict arrival order"),
+        f"queue {queue}: "
+        + (
+            "later jobs may start while one waits (Kubernetes retries every pending pod)"
+            if queue == "backfill"
+            else "strict arrival order"
+        ),
         "slowdown: fabric time on the placement (each level's span capped at the job's chips "
         "in one domain) over the packed placement; duration-only jobs are a data-parallel step "
         f"of step_s (default {speed.DEFAULT_STEP_S:g} s) plus an all-reduce of allreduce_bytes "

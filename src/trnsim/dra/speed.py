@@ -64,7 +64,10 @@ def level_caps(state: FleetState, system: SystemSpec, p: Placement) -> tuple[int
     rows, cols = state._index(p)
     d = state.devices[rows]
     us = state.node_us[rows]
-    usize = np.where(us >= 0, state.us_size[np.maximum(us, 0)], 0) * d
+    if state.n_us:
+        usize = np.where(us >= 0, state.us_size[np.maximum(us, 0)], 0) * d
+    else:
+        usize = np.zeros_like(d)
     caps = []
     for lvl in system.levels:
         span = lvl.span
@@ -95,17 +98,30 @@ def _torus_dims(dims: tuple[int, ...], span: int) -> tuple[int, ...]:
 
 
 def capped(system: SystemSpec, caps: tuple[int, ...]) -> SystemSpec:
-    """``system`` with each level's span capped (a torus keeps a sub-torus of its dims)."""
+    """``system`` with each level's span capped at the job's chips in one of its domains. A
+    torus level keeps the inner level's dims and adds its own ring; its cap is rounded up to a
+    whole number of inner domains (24 chips over 16-chip nodes occupy two nodes)."""
     levels: list[FabricLevel] = []
+    prev_span, prev_dims = 1, ()
     for lvl, cap in zip(system.levels, caps, strict=True):
-        span = min(lvl.span, cap) if lvl.kind != "fat-tree" else lvl.span
-        if span == lvl.span:
+        if lvl.kind == "fat-tree":
             levels.append(lvl)
+            prev_span, prev_dims = lvl.span, ()
             continue
-        dims = _torus_dims(tuple(lvl.dims), span) if lvl.dims else lvl.dims
-        if dims and math.prod(dims) != span:
-            dims = ()
-        levels.append(dataclasses.replace(lvl, span=span, dims=dims))
+        span = min(lvl.span, cap)
+        if lvl.kind == "torus":
+            span = min(lvl.span, -(-span // prev_span) * prev_span)
+            if prev_dims and math.prod(prev_dims) == prev_span:
+                extra = span // prev_span
+                dims = prev_dims + ((extra,) if extra > 1 else ())
+            else:
+                dims = _torus_dims(tuple(lvl.dims), span) if lvl.dims else ()
+            if dims and math.prod(dims) != span:
+                dims = ()
+        else:
+            dims = lvl.dims
+        levels.append(lvl if span == lvl.span else dataclasses.replace(lvl, span=span, dims=dims))
+        prev_span, prev_dims = span, tuple(levels[-1].dims)
     return dataclasses.replace(system, name=f"{system.name} (as placed)", levels=tuple(levels))
 
 

@@ -11,6 +11,7 @@ Trn1/Trn2, consecutive ids on Trn3) and the node groupings an UltraServer offers
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -108,7 +109,7 @@ class FleetState:
 
     # --- changes (the event loop only) ----------------------------------------------------------
 
-    _index_cache: dict[int, tuple[Placement, tuple[np.ndarray, np.ndarray]]] = {}
+    _index_cache: ClassVar[dict[int, tuple[Placement, tuple[np.ndarray, np.ndarray]]]] = {}
 
     @classmethod
     def _index(cls, p: Placement) -> tuple[np.ndarray, np.ndarray]:

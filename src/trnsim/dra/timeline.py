@@ -25,9 +25,9 @@ def occupancy(result: SimResult, state: FleetState, bins: int = BINS):
     row_of = np.where(state.node_us >= 0, state.node_us, -1)
     n_us = state.n_us
     standalone = np.flatnonzero(row_of < 0)
-    per_row = max(1, int(np.ceil(len(standalone) / max(1, MAX_ROWS - n_us)))) if len(
-        standalone
-    ) else 1
+    per_row = (
+        max(1, int(np.ceil(len(standalone) / max(1, MAX_ROWS - n_us)))) if len(standalone) else 1
+    )
     row_of = row_of.copy()
     row_of[standalone] = n_us + np.arange(len(standalone)) // per_row
     rows = int(row_of.max()) + 1
@@ -40,7 +40,9 @@ def occupancy(result: SimResult, state: FleetState, bins: int = BINS):
             hi = np.clip((end - t0) / width, 0, bins)
             if hi <= lo:
                 continue
-            cover = np.clip(np.minimum(np.arange(1, bins + 1), hi) - np.maximum(np.arange(bins), lo), 0, 1)
+            cover = np.clip(
+                np.minimum(np.arange(1, bins + 1), hi) - np.maximum(np.arange(bins), lo), 0, 1
+            )
             for node, devs in zip(p.nodes, p.devices, strict=True):
                 busy[row_of[node]] += len(devs) * cover
     frac = busy / np.maximum(cap, 1)[:, None]

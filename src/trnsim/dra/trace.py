@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ class Job:
     chips: int = 0
     nodes: int = 0
     duration: float | None = None
-    work: DataParallel | Training = DataParallel()
+    work: DataParallel | Training = field(default_factory=DataParallel)
     claim: str | None = None  # path of a claim file
 
     def describe(self) -> str:
@@ -164,7 +164,9 @@ def parse_job(raw: Any, index: int, where: str) -> Job:
 
 def build(data: Any, where: str, base: Path) -> Trace:
     if not isinstance(data, dict):
-        raise TraceError(f"{where}: a trace must be a mapping with 'jobs', got {type(data).__name__}")
+        raise TraceError(
+            f"{where}: a trace must be a mapping with 'jobs', got {type(data).__name__}"
+        )
     unknown = [k for k in data if k not in ("jobs", "failures", "name")]
     if unknown:
         raise TraceError(f"{where}: unknown field {unknown[0]!r} (known: jobs, failures, name)")
