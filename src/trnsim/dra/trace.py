@@ -249,8 +249,9 @@ def synthetic(
     mean_duration: float = 3600.0,
 ) -> Trace:
     """``n`` jobs, Poisson arrivals at ``load`` x the fleet's capacity; sizes from 1 device to
-    many nodes (mostly small, a long tail of large gangs: half the jobs inside one node, a
-    quarter of one to four nodes, the rest up to 1/8 of the fleet), log-normal durations."""
+    many nodes (mostly small, a tail of large gangs: half the jobs inside one node, a
+    third of one to four nodes, the rest 8 to 256 nodes up to 1/8 of the fleet), log-normal
+    durations (median 0.88 x mean_duration, sigma 0.5)."""
     rng = np.random.default_rng(seed)
     D = node_devices
     kind = rng.random(n)
@@ -260,7 +261,7 @@ def synthetic(
     big_cap = max(D * 4, fleet_devices // 8)
     big = np.minimum(D * 2 ** rng.integers(3, 9, size=n), big_cap)
     chips = np.where(kind < 0.5, small, np.where(kind < 0.8, mid, big)).astype(np.int64)
-    dur = rng.lognormal(mean=math.log(mean_duration) - 0.5, sigma=1.0, size=n)
+    dur = rng.lognormal(mean=math.log(mean_duration) - 0.125, sigma=0.5, size=n)
     work = float((chips * dur).sum())
     span = work / (load * fleet_devices)
     arrivals = np.sort(rng.uniform(0.0, span, size=n))
