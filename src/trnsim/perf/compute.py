@@ -63,6 +63,12 @@ class Efficiency:
             ``matmul`` and ``half_rows`` instead).
         step_overhead_s: fixed time per serving forward pass (prefill or one decode step): the
             serving stack's host work (scheduling, sampling, graph launch). Inference only.
+        prefill_overhead_s: fixed time a prefill (context-encoding) pass adds beyond
+            ``step_overhead_s``: the host preparing and copying the prompt, running a separate
+            context-encoding graph, sampling the first token. Inference only.
+        draft_step_overhead_s: fixed time of each draft step of speculative decoding beyond
+            the draft's own ops and collectives (an EAGLE head or draft model invoked once per
+            proposed token: its launch, hidden-state hand-over and sampling). Inference only.
     """
 
     matmul: float = 0.6
@@ -76,6 +82,8 @@ class Efficiency:
     score_bytes: float = 0.0
     kernel_matmul: float = 1.0
     step_overhead_s: float = 0.0
+    prefill_overhead_s: float = 0.0
+    draft_step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("matmul", "attention", "hbm", "kv_hbm", "kernel_matmul"):
@@ -84,10 +92,18 @@ class Efficiency:
         for f in ("comm_overlap", "dp_overlap"):
             if not 0 <= getattr(self, f) <= 1:
                 raise ConfigError(f"efficiency {f} must be in [0, 1], got {getattr(self, f)}")
-        if min(self.half_rows, self.op_overhead_s, self.score_bytes, self.step_overhead_s) < 0:
-            raise ConfigError(
-                "efficiency half_rows, op_overhead_s, score_bytes, step_overhead_s must be >= 0"
-            )
+        nonneg = (
+            "half_rows",
+            "op_overhead_s",
+            "score_bytes",
+            "step_overhead_s",
+            "prefill_overhead_s",
+            "draft_step_overhead_s",
+        )
+        for f in nonneg:
+            v = getattr(self, f)
+            if not (v >= 0 and math.isfinite(v)):
+                raise ConfigError(f"efficiency {f} must be finite and >= 0, got {v}")
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

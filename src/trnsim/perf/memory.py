@@ -110,16 +110,14 @@ def layers_per_stage(m: ModelArgs, plan: ParallelPlan) -> int:
     return math.ceil(m.n_layers / plan.pp)
 
 
-def params_per_rank(m: ModelArgs, plan: ParallelPlan) -> tuple[float, float]:
-    """(non-expert, routed-expert) parameters held by one rank of the largest stage."""
+def params_per_rank(m: ModelArgs, plan: ParallelPlan, mtp: bool = False) -> tuple[float, float]:
+    """(non-expert, routed-expert) parameters held by one rank of the largest stage; ``mtp``
+    (training): the multi-token-prediction modules sit with the head on the last stage."""
     stage = layers_per_stage(m, plan)
     expert_per_layer = m.expert_params_total / m.n_layers
     other_per_layer = m.layer_params / m.n_layers - expert_per_layer
-    ends = (
-        m.embedding_params + m.head_params
-        if plan.pp == 1
-        else max(m.embedding_params, m.head_params)
-    )
+    head = m.head_params + (m.n_mtp_params if mtp else 0)
+    ends = m.embedding_params + head if plan.pp == 1 else max(m.embedding_params, head)
     dense = (stage * other_per_layer + ends) / plan.tp
     experts = stage * expert_per_layer / (plan.tp * plan.ep)
     return dense, experts
@@ -178,7 +176,7 @@ def train_memory(
 ) -> MemoryBreakdown:
     """Memory per rank of a training step (the first pipeline stage, which holds the most
     in-flight activations, with the larger of the embedding and the head)."""
-    dense, experts = params_per_rank(m, plan)
+    dense, experts = params_per_rank(m, plan, mtp=True)
     n = dense + experts
     shard = plan.dp * plan.cp
     w = n * prec.weight_bytes

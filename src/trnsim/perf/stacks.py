@@ -179,6 +179,23 @@ MAXTEXT_SERVE = SoftwareStack(
     source="not fitted: no TPU serving rows in the calibration data (Efficiency defaults)",
 )
 
+OPTIMUM_HABANA = SoftwareStack(
+    name="optimum-habana",
+    title="Optimum Habana (Hugging Face on SynapseAI) on Gaudi",
+    vendor="Intel",
+    mode="train",
+    roofline=UNFITTED,
+    source="not fitted: no Gaudi training rows in the calibration data (Efficiency defaults)",
+)
+OPTIMUM_HABANA_SERVE = SoftwareStack(
+    name="optimum-habana-serve",
+    title="vLLM / Optimum Habana serving on Gaudi",
+    vendor="Intel",
+    mode="serve",
+    roofline=UNFITTED,
+    source="not fitted: no Gaudi serving rows in the calibration data (Efficiency defaults)",
+)
+
 STACKS: dict[str, SoftwareStack] = {
     s.name: s
     for s in (
@@ -190,6 +207,8 @@ STACKS: dict[str, SoftwareStack] = {
         VLLM_GPU,
         MAXTEXT,
         MAXTEXT_SERVE,
+        OPTIMUM_HABANA,
+        OPTIMUM_HABANA_SERVE,
     )
 }
 
@@ -199,7 +218,8 @@ def default_stack(chip: ChipSpec, mode: Mode) -> SoftwareStack:
 
     Trainium trains with NxD Training; Trn1 serves with Transformers-NeuronX (the stack of the
     Trn1 tables), Trn2, Trn3 and Inferentia2 with NxD Inference (AWS's current serving stack);
-    NVIDIA GPUs train with Megatron-Core and serve with vLLM; TPUs run MaxText."""
+    NVIDIA GPUs train with Megatron-Core and serve with vLLM; TPUs run MaxText; Gaudi runs
+    Optimum Habana."""
     if chip.vendor == "AWS":
         if mode == "train":
             return STACKS["nxd-training"]
@@ -208,6 +228,8 @@ def default_stack(chip: ChipSpec, mode: Mode) -> SoftwareStack:
         return STACKS["megatron-core" if mode == "train" else "vllm-gpu"]
     if chip.vendor == "Google":
         return STACKS["maxtext" if mode == "train" else "maxtext-serve"]
+    if chip.vendor == "Intel":
+        return STACKS["optimum-habana" if mode == "train" else "optimum-habana-serve"]
     raise ConfigError(f"no software stack for {chip.name} (vendor {chip.vendor})")
 
 

@@ -254,7 +254,7 @@ def estimate_training(
     bubble = (slots - micro_batches) * t_mb
 
     # --- data parallelism and optimizer --------------------------------------------------------
-    dense, experts = params_per_rank(m, plan)
+    dense, experts = params_per_rank(m, plan, mtp=True)
     n_rank = dense + experts
     grads = n_rank * prec.grad_bytes
     weights = n_rank * prec.weight_bytes
