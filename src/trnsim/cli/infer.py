@@ -25,6 +25,7 @@ from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.perf import ParallelPlan, Speculative, estimate_inference
 from trnsim.perf.infer import SPEC_METHODS, max_batch
 from trnsim.perf.planner import search_inference
+from trnsim.perf.precision import KV_CACHE_BYTES
 from trnsim.perf.table_model import compute_model
 from trnsim.report.progress import progress
 from trnsim.report.units import pretty
@@ -65,6 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=fraction_list,
         help="speculative decoding: measured acceptance of each draft position, comma-separated "
         "(vLLM's per-position acceptance, e.g. 0.865,0.725,0.635); one per --spec-tokens",
+    )
+    parser.add_argument(
+        "--kv-cache-dtype",
+        choices=("auto", *KV_CACHE_BYTES),
+        default="auto",
+        help="store the KV cache in this dtype (auto: the precision's; fp8 as vLLM's and "
+        "TensorRT-LLM's FP8 KV cache)",
     )
     parser.add_argument(
         "--prefix-hit",
@@ -218,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
             precision_name=args.precision,
             max_seq_len=args.max_seq_len,
             speculative=spec,
+            kv_cache_dtype=args.kv_cache_dtype,
         )
         if batch < 1:
             print(
@@ -241,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
         stack=args.stack,
         speculative=spec,
         prefix_hit=args.prefix_hit,
+        kv_cache_dtype=args.kv_cache_dtype,
     )
     if chosen:
         est.assumptions.insert(0, chosen)

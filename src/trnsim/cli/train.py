@@ -124,7 +124,8 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
         "--precision",
         default="bf16",
         choices=PRECISIONS.names(),
-        help="number format: bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8 (weight-only)",
+        help="number format: bf16, fp16, fp32, fp8, mxfp8, mxfp4, nvfp4, int8 (weight-only), "
+        "fp32-autocast (fp32 storage, bf16 matmuls)",
     )
 
 

@@ -67,7 +67,7 @@ from trnsim.perf.compute import ComputeModel, Efficiency, pass_time
 from trnsim.perf.cost import CostInputs, run_cost
 from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
 from trnsim.perf.plan import ParallelPlan
-from trnsim.perf.precision import Precision, compute_dtype, precision
+from trnsim.perf.precision import Precision, compute_dtype, precision, with_kv_cache
 from trnsim.perf.stacks import SoftwareStack, resolve_stack
 from trnsim.perf.table_model import default_model
 from trnsim.perf.train import _resolve_system
@@ -301,11 +301,17 @@ def estimate_inference(
     stack: str | SoftwareStack | None = None,
     speculative: Speculative | None = None,
     prefix_hit: float = 0.0,
+    kv_cache_dtype: str | None = None,
+    max_prefill_tokens: int | None = None,
 ) -> InferEstimate:
-    """Estimate serving ``model`` on ``plan.chips`` chips of ``system`` (see module doc)."""
+    """Estimate serving ``model`` on ``plan.chips`` chips of ``system`` (see module doc);
+    ``kv_cache_dtype`` (bf16, fp16, fp8; None: the precision's) stores the KV cache apart;
+    ``max_prefill_tokens`` (an engine's token budget per forward pass, TensorRT-LLM's
+    ``max_num_tokens``; None: the whole batch's prompts at once) bounds the prefill working set
+    held in memory (the prefill's time is the same work in chunks)."""
     m = resolve_model(model)
     sysm = _resolve_system(system)
-    prec = precision(precision_name)
+    prec = with_kv_cache(precision(precision_name), kv_cache_dtype)
     if not m.causal:
         raise ConfigError(
             f"inference: {m.name} is an encoder (bidirectional attention): it has no "
@@ -382,7 +388,8 @@ def estimate_inference(
     thr = plan.dp * batch * output_tokens / e2e
     dec = plan.dp * batch / tpot
     context = max_seq_len or input_tokens + output_tokens
-    mem = infer_memory(m, plan, chip, batch, context, input_tokens, prec, memory_params)
+    work = _prefill_tokens_per_seq(batch, input_tokens, max_prefill_tokens)
+    mem = infer_memory(m, plan, chip, batch, context, work, prec, memory_params)
     if draft is not None:
         dmem = infer_memory(draft, plan, chip, batch, context, 1, prec, memory_params)
         dw = dmem.weights
@@ -471,6 +478,8 @@ def max_batch(
     memory_params: MemoryParams = DEFAULT_MEMORY,
     speculative: Speculative | None = None,
     cap: int = MAX_BATCH_CAP,
+    kv_cache_dtype: str | None = None,
+    max_prefill_tokens: int | None = None,
 ) -> int:
     """The largest batch (at most ``cap``) whose weights, KV cache for ``input + output``
     tokens (or ``max_seq_len``) and prefill working set fit in the usable HBM of every rank;
@@ -479,12 +488,13 @@ def max_batch(
     tensorrt_llm/bench/build/tuning.py ``calc_engine_setting``)."""
     m = resolve_model(model)
     sysm = _resolve_system(system)
-    prec = precision(precision_name)
+    prec = with_kv_cache(precision(precision_name), kv_cache_dtype)
     context = max_seq_len or input_tokens + output_tokens
     draft = speculative.draft_model(m) if speculative else None
 
     def fits(b: int) -> bool:
-        mem = infer_memory(m, plan, sysm.chip, b, context, input_tokens, prec, memory_params)
+        work = _prefill_tokens_per_seq(b, input_tokens, max_prefill_tokens)
+        mem = infer_memory(m, plan, sysm.chip, b, context, work, prec, memory_params)
         extra = 0.0
         if draft is not None:
             dmem = infer_memory(draft, plan, sysm.chip, b, context, 1, prec, memory_params)
@@ -501,3 +511,13 @@ def max_batch(
         else:
             hi = mid - 1
     return lo
+
+
+def _prefill_tokens_per_seq(batch: int, input_tokens: int, budget: int | None) -> float:
+    """Prompt tokens per sequence in the prefill working set: all of them, or the budget's
+    share when the engine prefills at most ``budget`` tokens per pass."""
+    if budget is None:
+        return input_tokens
+    if budget < 1:
+        raise ConfigError(f"inference: max_prefill_tokens must be >= 1, got {budget}")
+    return min(input_tokens, max(budget / batch, 1 / batch))
