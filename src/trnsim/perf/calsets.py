@@ -77,6 +77,7 @@ class RowResult:
 SETS = {
     "B": "Trn1 training, current table (trainium.md B)",
     "B2": "Trn1 training, older rows (trainium.md B2)",
+    "BE": "Trn1 encoder training, HF Trainer on torch-neuronx (trainium.md B: BERT, ViT)",
     "C": "Trn1 serving, Transformers-NeuronX (trainium.md C)",
     "F": "Megatron-Core weak scaling on H100 (peers.md F)",
     "G": "NCCL all-reduce, 8x H100 NVLS (peers.md G; fit: trnsim.fabric.nccl_calibration)",
@@ -120,6 +121,42 @@ def _trn1_rows(cm: ComputeModel) -> list[CalRow]:
                     lambda eff, r=r, i=i: calibrate.predict_infer(r, eff, cm)[i] * 1e3,
                 )
             )
+    return rows
+
+
+# --- BE: the encoder rows of trainium.md B ----------------------------------------------------
+
+# about-neuron/benchmarks/trn1/training_data_encoder.csv and training_data_vision_transformers.csv
+# (aws-neuron-sdk): model, trn1.32xlarge nodes (16 chips, 32 NeuronCores each, all data
+# parallel), micro-batch, global batch, sequence (ViT-B/16 at 224 x 224: 197 tokens),
+# precision (BF16 autocast; "FP32": fp32 storage with neuronx-cc's default matmul auto-cast to
+# bf16), measured sequences/s. HF Trainer: plain DDP (no ZeRO), no activation checkpointing.
+BE_ROWS = (
+    ("bert-large", 16, 16, 1048576, 128, "bf16", 57407.92, "2.28.0, LAMB"),
+    ("bert-large", 16, 8, 1048576, 128, "fp32-autocast", 32362.67, "2.28.0, LAMB"),
+    ("bert-large", 1, 16, 16384, 128, "bf16", 3826.61, "2.28.0, AdamW"),
+    ("vit-base-16", 1, 64, 2048, 197, "bf16", 6587.25, "2.25.0, AdamW, fine-tuning"),
+)
+
+
+def _be_rows(cm: ComputeModel) -> list[CalRow]:
+    rows = []
+    for name, nodes, mb, gb, seq, prec, sps, note in BE_ROWS:
+        ranks = nodes * calibrate.CORES_PER_NODE
+        plan = ParallelPlan(
+            dp=ranks, micro_batch=mb, zero=0, recompute="none",
+            ranks_per_chip=calibrate.RANKS_PER_CHIP,
+        )  # fmt: skip
+
+        def predict(eff: Efficiency, name=name, plan=plan, gb=gb, seq=seq, prec=prec) -> float:
+            est = estimate_training(
+                name, calibrate.SYSTEM, plan, global_batch=gb, seq_len=seq,
+                precision_name=prec, eff=eff, compute_model=cm,
+            )  # fmt: skip
+            return est.seq_per_s
+
+        label = f"{name} {nodes}n DP{ranks} mb{mb} s{seq} {prec} ({note})"
+        rows.append(CalRow("BE", "hf-neuronx", label, "seq/s", sps, predict))
     return rows
 
 
@@ -412,6 +449,8 @@ def rows(compute: str = "auto", sets: Iterable[str] | None = None) -> list[CalRo
     out: list[CalRow] = []
     if want & {"B", "B2", "C"}:
         out += [r for r in _trn1_rows(calibrate.model_for(compute)) if r.set in want]
+    if "BE" in want:
+        out += _be_rows(calibrate.model_for(compute))
     if "F" in want:
         out += _f_rows()
     if "H" in want:
@@ -491,6 +530,7 @@ FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
         "comm_overlap": (0.0, 0.99),
     },
     "nemo-neuron": {"kernel_matmul": (0.05, 1.0)},
+    "hf-neuronx": {"kernel_matmul": (0.05, 1.0), "hbm": (0.05, 1.0)},
     "transformers-neuronx": {
         "kernel_matmul": (0.01, 1.0),
         "hbm": (0.05, 1.0),

@@ -136,6 +136,20 @@ _TNX_TABLE = replace(
     prefill_overhead_s=7.006e-3,
 )
 TNX_HSB_SCORE_BYTES = (287.6, 252.5)  # (roofline, table) profile: HBM bytes per score, HSB
+# Hugging Face Trainer on torch-neuronx (PyTorch/XLA, plain data parallelism): the encoder rows
+# of trainium.md B (set BE: BERT-Large phase-1 pre-training, ViT-Base fine-tuning). Fitted: the
+# table kernel's matmul fraction and the HBM efficiency (2 parameters, 4 rows); the others are
+# NxD Training's.
+HF_NEURONX = SoftwareStack(
+    name="hf-neuronx",
+    title="Hugging Face Trainer on torch-neuronx (PyTorch/XLA) on Trainium",
+    vendor="AWS",
+    mode="train",
+    roofline=replace(_NXD_ROOF, matmul=0.5367, hbm=0.3421),
+    table=replace(_NXD_TABLE, kernel_matmul=0.5473, hbm=0.3421, matmul=0.5367),
+    source=f"fitted to {_B} B encoder rows (set BE: BERT-Large, ViT-Base; 4 rows, 2 "
+    "parameters: matmul and HBM efficiency)",
+)
 TRANSFORMERS_NEURONX = SoftwareStack(
     name="transformers-neuronx",
     title="Transformers-NeuronX on Trainium/Inferentia (BSH attention layout)",
@@ -264,6 +278,7 @@ STACKS: dict[str, SoftwareStack] = {
     for s in (
         NXD_TRAINING,
         NEMO_NEURON,
+        HF_NEURONX,
         TRANSFORMERS_NEURONX,
         TRANSFORMERS_NEURONX_HSB,
         NXD_INFERENCE,
