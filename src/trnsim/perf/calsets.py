@@ -325,9 +325,41 @@ def _h_rows(cm_name: str, set_name: str = "H", table: tuple = H_ROWS) -> list[Ca
 # each takes a prefill of 1,000 tokens and 1,000 decode steps at that batch
 # (``infer.max_batch``, ``throughput_tokens_per_s``).
 K2_ISL = K2_OSL = 1000
-# trtllm-bench's max_num_tokens for these runs (tuning.py finetune_setting: batch x (1 + ISL /
-# OSL), rounded up, capped at 32,768; at least 2,048): the prefill working set it holds.
-K2_MAX_NUM_TOKENS = 8192
+
+
+def trtllm_bench_settings(requests: float, isl: int, osl: int, pp: int = 1) -> tuple[int, int]:
+    """(max batch size, max num tokens) as ``trtllm-bench`` tunes them from the requests its KV
+    cache holds (NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py ``finetune_setting``,
+    optimistic tuning): the batch capped at 4,096 / pp and rounded up (to 32 below 256, 128
+    below 1,024, else 256; at least 64); the tokens per pass batch x (1 + ISL / OSL), capped at
+    32,768, rounded up (to 256 below 4,096, 512 below 8,192, else 1,024; at least 2,048)."""
+    raw_bs = min(requests, 4096) / pp
+    raw_token = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_token < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_token / 256))
+    elif raw_token < 8192:
+        tokens = 512 * math.ceil(raw_token / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_token / 1024)
+    return bs, tokens
+
+
+def trtllm_bench_batch(
+    name: str, sysm, plan: ParallelPlan, isl: int, osl: int, prec: str
+) -> tuple[int, int]:
+    """(batch, max num tokens) of a trtllm-bench maximum-throughput run: the requests the KV
+    cache holds (``infer.max_batch``, FP8 KV cache), at most the engine's tuned batch size."""
+    kw = dict(input_tokens=isl, output_tokens=osl, precision_name=prec, kv_cache_dtype="fp8")
+    first = max_batch(name, sysm, plan, max_prefill_tokens=2048, **kw)
+    bs, tokens = trtllm_bench_settings(first, isl, osl, plan.pp)
+    fits = max_batch(name, sysm, plan, max_prefill_tokens=tokens, **kw)
+    return min(fits, bs), tokens
 K2_ROWS = (
     ("llama-3.3-70b", "dgx-h100", 2, "fp8", 4205),
     ("llama-3.3-70b", "dgx-h200", 1, "fp8", 2909),
@@ -343,12 +375,10 @@ def _k2_rows() -> list[CalRow]:
     for name, sys_name, tp, prec, tok_s in K2_ROWS:
         sysm = system(sys_name)
         plan = ParallelPlan(tp=tp, zero=0, recompute="none")
-        batch = max_batch(
-            name, sysm, plan, input_tokens=K2_ISL, output_tokens=K2_OSL, precision_name=prec,
-            kv_cache_dtype="fp8", max_prefill_tokens=K2_MAX_NUM_TOKENS,
-        )  # fmt: skip
+        batch, tokens = trtllm_bench_batch(name, sysm, plan, K2_ISL, K2_OSL, prec)
 
-        def predict(eff: Efficiency, name=name, sysm=sysm, plan=plan, prec=prec, b=batch):
+        def predict(eff: Efficiency, name=name, sysm=sysm, plan=plan, prec=prec, b=batch,
+                    tokens=tokens) -> float:  # fmt: skip
             est = estimate_inference(
                 name,
                 sysm,
@@ -361,7 +391,7 @@ def _k2_rows() -> list[CalRow]:
                 compute_model=cm,
                 stack="trt-llm",
                 kv_cache_dtype="fp8",
-                max_prefill_tokens=K2_MAX_NUM_TOKENS,
+                max_prefill_tokens=tokens,
             )
             return est.throughput_tokens_per_s
 

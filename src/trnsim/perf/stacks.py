@@ -233,7 +233,7 @@ TRT_LLM = SoftwareStack(
     vendor="NVIDIA",
     mode="serve",
     # attention and the overheads are the Efficiency defaults (not determined by K2)
-    roofline=Efficiency(matmul=0.6565, hbm=0.721, kv_hbm=0.7375, comm_overlap=0.0),
+    roofline=Efficiency(matmul=0.6536, hbm=0.6958, kv_hbm=0.7438, comm_overlap=0.0),
     source="fitted to shared/calibration/serving.md K2 (trtllm-bench maximum throughput, "
     "5 rows: matmul, HBM and KV-cache efficiency; one matmul efficiency for FP8 and NVFP4)",
 )
