@@ -360,6 +360,8 @@ def trtllm_bench_batch(
     bs, tokens = trtllm_bench_settings(first, isl, osl, plan.pp)
     fits = max_batch(name, sysm, plan, max_prefill_tokens=tokens, **kw)
     return min(fits, bs), tokens
+
+
 K2_ROWS = (
     ("llama-3.3-70b", "dgx-h100", 2, "fp8", 4205),
     ("llama-3.3-70b", "dgx-h200", 1, "fp8", 2909),
