@@ -18,11 +18,15 @@ Two sources, one per kind of target:
 
   Each figure is the kernel's modelled latency (``Profile.total_s``: DMA included).
 
-- **Other chips** (GPUs, TPUs, Gaudi): the chip's published peak times the efficiency profile of
-  its default training stack (``trnsim.perf.stacks``), as the performance model uses them:
-  GEMM ``t = max(2MKN / (P e_mm M / (M + r_half)), bytes / (B e_hbm)) + t_op``; STREAM
-  ``B e_hbm``; attention ``P e_attn``. Where the profile was set from the same measurements
-  (Megatron-Core's ``hbm`` and ``attention`` are stated from peers.md G), the row says so.
+- **Other chips** (GPUs, TPUs, Gaudi): GEMMs from the chip family's GEMM efficiency surface
+  (``trnsim.perf.gemm``: fitted to published GEMM points, DeepGEMM's and peers.md G's cuBLASLt
+  on Hopper; Blackwell borrows Hopper's), ``t = 2MKN / (P e(M, N, K)) + t0`` (at least the HBM
+  time); chips without a surface (TPUs, Gaudi) use their default training stack's profile,
+  ``t = max(2MKN / (P e_mm M / (M + r_half)), bytes / (B e_hbm)) + t_op``. STREAM is
+  ``B e_hbm`` and attention ``P e_attn`` of that stack's profile. Where the surface or the
+  profile was fitted to or stated from the same measurements (the Hopper surface includes
+  peers.md G's cuBLASLt points; Megatron-Core's ``hbm`` and ``attention`` are stated from
+  peers.md G), the row says so: those rows are not a check.
 
 ``PUBLISHED`` holds the single-chip measurements of the calibration data; ``run`` reports each
 row's error against them. Units: seconds, FLOP/s, bytes/s.
@@ -41,6 +45,7 @@ from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.hw import ChipSpec, CoreSpec
 from trnsim.hw import chip as lookup_chip
 from trnsim.hw import core as lookup_core
+from trnsim.perf.gemm import surface_for
 from trnsim.perf.precision import compute_dtype
 from trnsim.perf.stacks import default_stack
 
@@ -284,12 +289,20 @@ def gemm(t: Target, m: int, k: int, n: int, dtype: str = "bf16") -> MicroResult:
     assert t.chip is not None
     peak = _peak(t, dtype)
     byts = (m * k + k * n) * (1 if dtype == "fp8" else 2) + m * n * 2
-    e = eff.matmul * m / (m + eff.half_rows)
-    secs = max(flops / (peak * e), byts / (t.chip.hbm_bw * eff.hbm)) + eff.op_overhead_s
-    model = (
-        f"{stack.name} profile: peak x matmul {eff.matmul:g} x M/(M + {eff.half_rows:g}), "
-        f"HBM x {eff.hbm:g}, + {eff.op_overhead_s * 1e6:g} us per op"
-    )
+    surf = surface_for(t.chip.family)
+    if surf is not None:  # the chip family's GEMM surface, fitted to published GEMM points
+        t_c = flops / (peak * surf.efficiency(m, n, k)) + surf.t0
+        secs = max(t_c, byts / (t.chip.hbm_bw * eff.hbm) + surf.t0)
+        borrowed = "" if dtype == surf.dtype else f"; its {surf.dtype} efficiency borrowed"
+        fitted = " (fitted to these measurements among others)" if pub else ""
+        model = f"GEMM surface of {surf.family}{fitted}: {surf.source}{borrowed}"
+    else:
+        e = eff.matmul * m / (m + eff.half_rows)
+        secs = max(flops / (peak * e), byts / (t.chip.hbm_bw * eff.hbm)) + eff.op_overhead_s
+        model = (
+            f"{stack.name} profile: peak x matmul {eff.matmul:g} x M/(M + {eff.half_rows:g}), "
+            f"HBM x {eff.hbm:g}, + {eff.op_overhead_s * 1e6:g} us per op"
+        )
     return MicroResult(t.name, "gemm", dtype, shape, flops, secs, "FLOP/s", peak, model, pub)
 
 
