@@ -268,3 +268,38 @@ def test_missing_extra_says_how_to_install(monkeypatch, capsys) -> None:
     monkeypatch.delitem(sys.modules, "celpy", raising=False)
     rc, _, err = cli(capsys, "slices", "--fleet", "trn2.48xlarge=1")
     assert rc == 2 and "pip install" in err and "[dra]" in err
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_dra_policy_agrees_with_the_kubernetes_allocator(seed: int) -> None:
+    """On one trn2.48xlarge with random devices in use, the dra policy places c connected
+    devices exactly when Kubernetes' allocator can allocate a claim of count c with
+    matchAttribute devicegroup{g}_id, and its devices satisfy that claim's constraint."""
+    pytest.importorskip("celpy")
+    from trnsim.dra import driver, manifests
+    from trnsim.dra.allocator import Allocator
+
+    rng = np.random.default_rng(seed)
+    fl = F.load("trn2.48xlarge=1")
+    busy = tuple(int(d) for d in np.flatnonzero(rng.random(16) < 0.45))
+    for g, c in ((4, 1 + seed % 4), (8, 1 + seed % 8)):
+        st = FleetState(fl)
+        if busy:
+            st.apply(Placement((0,), (busy,)))
+        alloc = Allocator(driver.slices(fl), {driver.DRIVER: driver.DEVICE_CLASS})
+        alloc.allocated = {(driver.DRIVER, fl.nodes[0].name, f"neurondevice{d}") for d in busy}
+        text = f"""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: c}}
+spec:
+  devices:
+    requests: [{{name: r, exactly: {{deviceClassName: neuron.aws.com, count: {c}}}}}]
+    constraints: [{{matchAttribute: resource.aws.com/devicegroup{g}_id}}]
+"""
+        claim = manifests.load_text(text).claims[0]
+        k8s = alloc.allocate(fl.nodes[0].name, [claim])
+        mine = policies.dra_topology(st, Shape(c, group=g))
+        assert (k8s is not None) == (mine is not None), (busy, g, c)
+        if mine is not None:
+            assert len({d // g for d in mine.devices[0]}) == 1
