@@ -91,8 +91,9 @@ class Pricer:
                 return seconds
         rec.source = f"{self.model.name} compute model"
         rows = rec.mmk[1] if rec.mmk else 1
-        return self.work(Op(rec.op, "matmul", "none", flops=rec.flops), rec.flops, rec.bytes,
-                         rows, rec.mmk)
+        return self.work(
+            Op(rec.op, "matmul", "none", flops=rec.flops), rec.flops, rec.bytes, rows, rec.mmk
+        )
 
     def vector(self, name: str, byts: float, elems: float, kind: str = "vector") -> float:
         op = Op(name, kind, "none", act_elems=0.0, vector_elems=elems)

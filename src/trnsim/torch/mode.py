@@ -103,8 +103,12 @@ class Session:
         self.group = -1
         self._groups = 0
         self.group_ranks = group_ranks  # process group -> (ranks, stride), profile_step
+        self.module_override: str | None = None  # compiled graphs: the node's module
+        self.phase_override: str | None = None  # compiled graphs: forward or backward
 
     def module(self) -> str:
+        if self.module_override is not None:
+            return self.module_override
         parents = [p for p in self.tracker.parents if p != "Global"]
         return max(parents, key=lambda p: (p.count("."), len(p))) if parents else ""
 
@@ -252,10 +256,14 @@ def _sr_vector(pol: Numerics, name: str, func: Any, args: tuple, kwargs: dict) -
     the inputs' dtype stochastically (when every floating input shares that dtype)."""
     flat, spec = torch.utils._pytree.tree_flatten((args, kwargs))
     floats = [x for x in flat if isinstance(x, torch.Tensor) and x.is_floating_point()]
-    target = kwargs.get("dtype") if name == "aten::_to_copy" else None
-    dtypes = {x.dtype for x in floats}
-    narrow = target if target in _NARROW else (dtypes.pop() if len(dtypes) == 1 else None)
-    if narrow not in _NARROW or (target is not None and target not in _NARROW):
+    if name == "aten::_to_copy":  # a conversion: its target dtype
+        narrow = kwargs.get("dtype")
+    elif name == "aten::copy_":  # a copy into a tensor: that tensor's dtype
+        narrow = args[0].dtype
+    else:  # an op computing in its inputs' common dtype
+        dtypes = {x.dtype for x in floats}
+        narrow = dtypes.pop() if len(dtypes) == 1 else None
+    if narrow not in _NARROW:
         return func(*args, **kwargs)
     copies: dict[int, Any] = {}
     new = []
@@ -278,7 +286,7 @@ def _sr_vector(pol: Numerics, name: str, func: Any, args: tuple, kwargs: dict) -
             return t
         rng = StochasticRng(role_seed(seed, 20 + i))
         vals = cast(to_numpy(t), FORMAT_OF[narrow], rounding="stochastic", rng=rng)
-        res = from_numpy(vals, narrow)
+        res = from_numpy(vals, narrow).reshape(t.shape)
         orig = copies.get(id(t))
         if orig is not None:  # an in-place op: its result goes back into the input
             orig.copy_(res)
@@ -304,7 +312,7 @@ def describe(sess: Session, func: Any, name: str, kind: str, args: tuple, out: A
         module=sess.module(),
         op=name,
         kind=kind,
-        phase=_phase(),
+        phase=sess.phase_override or _phase(),
         bytes=byts,
         elems=elems,
         dtype=dtype,
@@ -436,7 +444,10 @@ class Functions(_overrides.TorchFunctionMode):
         label = _HIGH_LEVEL.get(func)
         if label is None:
             return func(*args, **kwargs)
-        with self.sess.in_kernel(KERNELS.get(label, label)):
+        name = KERNELS.get(label, label)
+        if label == "scaled_dot_product_attention" and kwargs.get("is_causal"):
+            name += ", causal"
+        with self.sess.in_kernel(name):
             if label == "scaled_dot_product_attention":
                 return sdpa_math(*args, **kwargs)
             return func(*args, **kwargs)
