@@ -11,11 +11,14 @@ normalisation ops are fused into one Vector/Scalar-engine pass, and a matmul's e
 epilogue runs as the PSUM result is evacuated to SBUF by the Scalar engine's ``activation``):
 
 1. a ``vector`` op joins the group of the op that produces one of its inputs when that
-   producer is a ``vector`` or ``matmul`` op with no other user (the intermediate never goes
-   to HBM);
+   producer is a ``vector`` or ``matmul`` op no other op reads (the intermediate never goes
+   to HBM; a forward result saved for the backward has two readers, so it is written);
 2. a ``matmul`` never joins a group (each matmul is its own kernel) but may start one (its
    epilogue);
-3. views and metadata ops are transparent (their users count as the producer's users).
+3. views and metadata ops are transparent (a view's readers are its base's readers).
+
+The rules run over the recorded dataflow (``trnsim.torch.profile.fuse``), the same function
+``profile_step`` uses.
 
 A group is timed as one kernel (``trnsim.torch.costs``): its matmuls at their own time plus one
 vector pass over the bytes entering and leaving the group. Numerics stay op by op (PyTorch's
@@ -32,57 +35,11 @@ from trnsim.torch import _door
 from trnsim.torch.mode import Capture, Session
 from trnsim.torch.numerics import Numerics
 from trnsim.torch.numerics import numerics as resolve_numerics
-from trnsim.torch.ops import classify
-from trnsim.torch.profile import OpRecord
+from trnsim.torch.profile import OpRecord, fuse
 
 torch = _door.torch()
 _fx = _door.submodule("torch.fx")
 _common = _door.submodule("torch._dynamo.backends.common")
-
-
-def _kind(node: Any) -> str:
-    if node.op != "call_function" or not hasattr(node.target, "_schema"):
-        return "free"
-    t = node.target
-    return classify(t._schema.name, [x.name for x in t.tags], t.is_view)
-
-
-def fusion_groups(graph: Any) -> dict[Any, int]:
-    """node -> group id under the rules of the module docstring (unfused nodes absent)."""
-    group: dict[Any, int] = {}
-    kinds = {n: _kind(n) for n in graph.nodes}
-    next_id = 0
-
-    def real_users(n: Any) -> list[Any]:
-        out = []
-        for u in n.users:
-            if kinds.get(u) == "free":
-                out.extend(real_users(u))
-            else:
-                out.append(u)
-        return out
-
-    def producer(n: Any) -> Any:
-        while n is not None and kinds.get(n) == "free" and n.op == "call_function":
-            ins = [a for a in n.all_input_nodes]
-            n = ins[0] if len(ins) == 1 else None
-        return n
-
-    for n in graph.nodes:
-        if kinds[n] != "vector":
-            continue
-        for a in n.all_input_nodes:
-            p = producer(a)
-            if p is None or kinds.get(p) not in ("vector", "matmul"):
-                continue
-            if len(real_users(p)) != 1:
-                continue
-            if p not in group:
-                group[p] = next_id
-                next_id += 1
-            group[n] = group[p]
-            break
-    return group
 
 
 _PATH = re.compile(r"\[(\d+)\]")
@@ -100,22 +57,20 @@ def _module_of(node: Any) -> str:
 
 
 class _Interpreter(_fx.Interpreter):
-    def __init__(self, gm: Any, sess: Session, groups: dict[Any, int], base: int, phase: str):
+    """Runs a graph node by node, telling the session each node's module and phase."""
+
+    def __init__(self, gm: Any, sess: Session, phase: str) -> None:
         super().__init__(gm)
-        self.sess, self.groups, self.base, self.phase = sess, groups, base, phase
+        self.sess, self.phase = sess, phase
 
     def run_node(self, n: Any) -> Any:
-        g = self.groups.get(n)
         sess = self.sess
         sess.module_override = _module_of(n)
-        sess.group = -1 if g is None else self.base + g
-        sess.kernel = "" if g is None else f"fused {self.phase} group {g}"
         sess.phase_override = self.phase
         try:
             return super().run_node(n)
         finally:
             sess.module_override = None
-            sess.group, sess.kernel = -1, ""
 
 
 class Backend:
@@ -125,9 +80,8 @@ class Backend:
         self.policy = policy
         self.timing = timing
         self.fuse = fuse
-        self.records: list[OpRecord] = []
+        self.session = Session(policy, record=timing)
         self.graphs: list[Any] = []
-        self._groups = 0
         self._aot = _common.aot_autograd(
             fw_compiler=self._compiler("forward"), bw_compiler=self._compiler("backward")
         )
@@ -135,16 +89,10 @@ class Backend:
     def _compiler(self, phase: str):
         def compile_graph(gm: Any, example_inputs: Any) -> Any:
             self.graphs.append(gm)
-            groups = fusion_groups(gm.graph) if self.fuse else {}
-            base = self._groups
-            self._groups += len(set(groups.values()))
 
             def run(args: list) -> Any:
-                sess = Session(self.policy, record=self.timing)
-                sess.records = self.records
-                sess.group_base = base
-                with Capture(sess):
-                    return _Interpreter(gm, sess, groups, base, phase).boxed_run(args)
+                with Capture(self.session):
+                    return _Interpreter(gm, self.session, phase).boxed_run(args)
 
             run._boxed_call = True  # type: ignore[attr-defined]
             return run
@@ -154,13 +102,20 @@ class Backend:
     def __call__(self, gm: Any, example_inputs: Any) -> Any:
         return self._aot(gm, example_inputs)
 
+    @property
+    def records(self) -> list[OpRecord]:
+        return self.session.records
+
     def profile(self, **kw: Any):
-        """The ``Profile`` of every graph run so far (needs ``timing=True``)."""
+        """The ``Profile`` of every graph run so far (needs ``timing=True``), fused by the
+        rules of the module docstring unless ``fuse=False``."""
         from trnsim.errors import TrnsimError
         from trnsim.torch.costs import time_records
 
         if not self.timing:
             raise TrnsimError("this backend was not timed: use backend(..., timing=True)")
+        if self.fuse:
+            fuse(self.records)
         return time_records(self.records, numerics=self.policy, **kw)
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,8 +105,20 @@ class Session:
         self.group = -1
         self._groups = 0
         self.group_ranks = group_ranks  # process group -> (ranks, stride), profile_step
+        self.producer: dict[int, tuple[Any, int]] = {}  # id(tensor) -> (weakref, record)
         self.module_override: str | None = None  # compiled graphs: the node's module
         self.phase_override: str | None = None  # compiled graphs: forward or backward
+
+    def producer_of(self, t: Any) -> int:
+        entry = self.producer.get(id(t))
+        if entry is None or entry[0]() is not t:
+            return -1
+        return entry[1]
+
+    def produced(self, outs: list[Any], index: int) -> None:
+        for t in outs:
+            with contextlib.suppress(TypeError):
+                self.producer[id(t)] = (weakref.ref(t), index)
 
     def module(self) -> str:
         if self.module_override is not None:
@@ -360,6 +374,25 @@ def _collective(sess: Session, name: str, args: tuple, ins: list) -> tuple[str, 
 # ---------------------------------------------------------------------------------------------
 
 
+def _in_sharding_propagation() -> bool:
+    """True inside DTensor's sharding propagation, which runs ops on fake tensors of the
+    global shapes to infer output metadata (``torch/distributed/tensor/_sharding_prop.py``):
+    those ops are not work any rank does."""
+    f = sys._getframe(2)
+    for _ in range(4):  # the propagator calls the op directly (OpOverload.__call__ between)
+        if f is None:
+            return False
+        if f.f_code.co_filename.endswith("_sharding_prop.py"):
+            return True
+        f = f.f_back
+    return False
+
+
+_PLAIN = {torch.Tensor, torch.nn.Parameter}
+for _m in ("torch._subclasses.fake_tensor",):
+    _PLAIN.add(_door.submodule(_m).FakeTensor)
+
+
 class Capture(_dispatch.TorchDispatchMode):
     """The dispatch mode: classify, compute (with numerics), record."""
 
@@ -369,12 +402,24 @@ class Capture(_dispatch.TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
+        if any(t not in _PLAIN for t in types):
+            # a tensor subclass (DTensor): let it run first; the local ops it issues on its
+            # shards come back here with their real (per-rank) shapes
+            return NotImplemented
         sess = self.sess
+        if sess.group_ranks is not None and _in_sharding_propagation():
+            return func(*args, **kwargs)  # DTensor's shape inference on global shapes
         name = func._schema.name
         tags = [t.name for t in func.tags]
         kind = classify(name, tags, func.is_view)
         if kind == "free":
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if sess.record:  # a view's result stands for what it views
+                srcs = [sess.producer_of(t) for t in _tensors((args, kwargs))]
+                srcs = [i for i in srcs if i >= 0]
+                if srcs:
+                    sess.produced(_tensors(out), srcs[0])
+            return out
         ins = _tensors((args, kwargs))
         fake = any(_is_fake(t) for t in ins)
         pol = sess.numerics
@@ -397,7 +442,13 @@ class Capture(_dispatch.TorchDispatchMode):
         except TrnsimError as exc:
             raise TorchOpError(sess.module(), name, str(exc)) from None
         if sess.record:
-            sess.records.append(describe(sess, func, name, kind, args, out))
+            rec = describe(sess, func, name, kind, args, out)
+            srcs = sorted({i for i in (sess.producer_of(t) for t in ins) if i >= 0})
+            rec.inputs = tuple(srcs)
+            for i in srcs:
+                sess.records[i].users += 1
+            sess.records.append(rec)
+            sess.produced(_tensors(out), len(sess.records) - 1)
         return out
 
 

@@ -143,12 +143,18 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-def rotary(x, theta: float = 500000.0):
+def rotary_tables(seq_len: int, head_dim: int, theta: float = 500000.0):
+    """cos and sin ``[seq_len, head_dim / 2]`` of rotary position embeddings (computed once,
+    as torchtitan's ``precompute_freqs_cis``)."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    ang = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv)
+    return ang.cos(), ang.sin()
+
+
+def rotary(x, cos, sin):
     """Rotary position embedding of ``x [B, H, T, D]`` (half-split pairs, as Llama)."""
     T, D = x.shape[-2], x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
-    ang = torch.outer(torch.arange(T, dtype=torch.float32), inv)
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    cos, sin = cos[:T].to(x.dtype), sin[:T].to(x.dtype)
     x1, x2 = x[..., : D // 2], x[..., D // 2 :]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
@@ -162,12 +168,12 @@ class LlamaAttention(nn.Module):
         self.v = nn.Linear(m.d_model, m.n_kv_heads * m.head_dim, bias=m.bias)
         self.o = nn.Linear(m.n_heads * m.head_dim, m.d_model, bias=m.bias)
 
-    def forward(self, x):
+    def forward(self, x, cos, sin):
         B, T, _ = x.shape
         q = self.q(x).view(B, T, -1, self.hd).transpose(1, 2)  # local heads under TP
         k = self.k(x).view(B, T, -1, self.hd).transpose(1, 2)
         v = self.v(x).view(B, T, -1, self.hd).transpose(1, 2)
-        q, k = rotary(q), rotary(k)
+        q, k = rotary(q, cos, sin), rotary(k, cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return self.o(y.transpose(1, 2).reshape(B, T, -1))
 
@@ -191,8 +197,8 @@ class LlamaBlock(nn.Module):
         self.ffn_norm = RMSNorm(m.d_model)
         self.mlp = LlamaMLP(m)
 
-    def forward(self, x):
-        x = x + self.attn(self.attn_norm(x))
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.attn_norm(x), cos, sin)
         return x + self.mlp(self.ffn_norm(x))
 
 
@@ -211,11 +217,14 @@ class Llama(nn.Module):
         self.layers = nn.ModuleList(LlamaBlock(m) for _ in range(m.n_layers))
         self.norm = RMSNorm(m.d_model)
         self.head = nn.Linear(m.d_model, m.vocab, bias=False)
+        cos, sin = rotary_tables(m.max_seq_len, m.head_dim)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
 
     def forward(self, idx, targets=None):
         x = self.embed(idx)
         for layer in self.layers:
-            x = layer(x)
+            x = layer(x, self.rope_cos, self.rope_sin)
         logits = self.head(self.norm(x))
         if targets is None:
             return logits

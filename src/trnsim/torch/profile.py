@@ -25,7 +25,9 @@ class OpRecord:
     ``kernel``: the kernel the op runs as (``ops.KERNELS``, or a fused group's name);
     ``collective``: ``(op, ranks, stride, bytes)`` of a collective; ``seconds``: its time
     (``trnsim.torch.costs``); ``instructions``: the kernel's instruction schedule when it was
-    timed by running an NKI kernel (``(engine, opcode, start_s, end_s)``, relative).
+    timed by running an NKI kernel (``(engine, opcode, start_s, end_s)``, relative);
+    ``inputs``: the records that produced its tensor inputs (through views); ``users``: how
+    many later records read one of its outputs (the dataflow ``fuse`` reads).
     """
 
     module: str
@@ -43,6 +45,8 @@ class OpRecord:
     seconds: float = 0.0
     source: str = ""
     instructions: tuple[tuple[str, str, float, float], ...] = ()
+    inputs: tuple[int, ...] = ()
+    users: int = 0
 
 
 @dataclass(slots=True)
@@ -146,3 +150,26 @@ class Profile:
             "fallbacks": self.fallbacks,
             "assumptions": list(self.assumptions),
         }
+
+
+def fuse(records: list[OpRecord]) -> int:
+    """Group records as the Neuron compiler fuses ops (``trnsim.torch.compile`` docstring):
+    a ``vector`` op joins the group of a producer of one of its inputs when that producer is a
+    ``vector`` or ``matmul`` op read by no other op (its result never goes to HBM). Records
+    already in a kernel (``group >= 0``) stay there. Returns the number of groups made."""
+    base = max((r.group for r in records), default=-1) + 1
+    made = 0
+    for r in records:
+        if r.kind != "vector" or r.group >= 0:
+            continue
+        for i in r.inputs:
+            p = records[i]
+            if p.kind not in ("vector", "matmul") or p.users != 1 or p.kernel.startswith("flash"):
+                continue
+            if p.group < 0:
+                p.group = base + made
+                p.kernel = f"fused group {made}"
+                made += 1
+            r.group, r.kernel = p.group, p.kernel
+            break
+    return made
