@@ -69,6 +69,13 @@ LACKING = (torch.float64, torch.complex64, torch.complex128)
 """Dtypes no Trainium engine computes in."""
 
 
+def np_dtype(dtype: Any) -> Any:
+    """The NumPy (ml_dtypes) dtype of a torch dtype."""
+    if dtype in _NP_VIEW:
+        return np.dtype(_NP_VIEW[dtype][1])
+    return torch.empty((), dtype=dtype).numpy().dtype
+
+
 def to_numpy(t: Any) -> np.ndarray:
     """A tensor's values as a NumPy array of the same format (ml_dtypes for bf16 / fp8)."""
     t = t.detach().contiguous()
@@ -442,7 +449,21 @@ class Capture(_dispatch.TorchDispatchMode):
         except TrnsimError as exc:
             raise TorchOpError(sess.module(), name, str(exc)) from None
         if sess.record:
-            rec = describe(sess, func, name, kind, args, out)
+            if kind == "kernel":  # a custom op of trnsim.torch.kernels: its kernel's run
+                from trnsim.torch.kernels import kernel_record
+                from trnsim.torch.ops import KERNEL_OPS
+
+                wrapper: Any = KERNEL_OPS[name]
+                run_ = wrapper.last_run
+                if fake:  # shapes only: the kernel recorded timing-only on empty arrays
+                    from trnsim.nki.simulate import record_run
+
+                    run_ = record_run(
+                        wrapper.kernel, *(np.empty(t.shape, np_dtype(t.dtype)) for t in ins)
+                    )
+                rec = kernel_record(sess, name, run_, tuple(args), out, wrapper.target)
+            else:
+                rec = describe(sess, func, name, kind, args, out)
             srcs = sorted({i for i in (sess.producer_of(t) for t in ins) if i >= 0})
             rec.inputs = tuple(srcs)
             for i in srcs:

@@ -11,6 +11,8 @@ Every op the front end sees is classified once by ``classify(name, tags, is_view
   performance model's HBM roofline (``trnsim.perf``);
 - ``gather``: embedding lookups and indexing (DMA gathers; ``GATHER_OPS``);
 - ``collective``: c10d collectives (``COLLECTIVE_OPS``), timed by ``trnsim.fabric``;
+- ``kernel``: a custom op that runs an NKI kernel (``KERNEL_OPS``), timed by the kernel's
+  own instructions on the timing model;
 - ``free``: views, metadata and allocation (``FREE_OPS``, ATen view ops): no engine work;
 - ``fallback``: everything else. It runs in PyTorch, untimed, and is listed by name and
   module in every profile (``Profile.fallbacks``), never silently dropped.
@@ -163,13 +165,19 @@ KERNELS: dict[str, str] = {
     "cross_entropy": "softmax cross-entropy (one fused pass)",
 }
 
-KINDS = ("matmul", "vector", "gather", "collective", "free", "fallback")
+KINDS = ("matmul", "vector", "gather", "collective", "kernel", "free", "fallback")
+
+KERNEL_OPS: dict[str, object] = {}
+"""Custom ops that run an NKI kernel (``trnsim.torch.kernels.custom_op`` registers them):
+schema name -> the ``nki_op`` wrapper, whose last run the capture records and times."""
 
 
 def classify(name: str, tags: Iterable[str] = (), is_view: bool = False) -> str:
     """The kind of an op by its schema name (``aten::add``) and tags (module docstring)."""
     if name in MATMUL_OPS:
         return "matmul"
+    if name in KERNEL_OPS:
+        return "kernel"
     if name in COLLECTIVE_OPS:
         return "collective"
     if name in GATHER_OPS:
