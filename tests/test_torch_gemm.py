@@ -124,3 +124,49 @@ def test_device_quantize_mx_scale_is_the_host_rule_near_powers_of_two():
             _, codes = S.quantize_mx(x, f.emax, f.max)
             host = mx.quantize(x.reshape(1, 32), fmt, axis=1, scale_rule="nki")
             assert codes[0, 0] == host.scales[0, 0], (fmt, e)
+
+
+@pytest.mark.parametrize("policy", ["mxfp8", "mxfp4"])
+def test_mx_float64_blas_path_is_the_specification(policy):
+    """The dgemm shortcut of gemm's MX path equals nc_matmul_mx tile by tile, on ordinary
+    data (shortcut taken) and on data whose bit span forbids it (fallback taken)."""
+    from trnsim.torch import gemm as G
+
+    rng = np.random.default_rng(4)
+    block_scale = np.repeat(np.exp2(rng.integers(-30, 30, 19)), 32)[:600]  # per 32-block
+    wide = rng.standard_normal((130, 600)) * block_scale
+    wide = wide.astype(np.float32)
+    for a in (rng.standard_normal((130, 600)).astype(np.float32), wide):
+        b = rng.standard_normal((600, 520)).astype(np.float32)
+        pol = numerics(policy)
+        qa = prepare(a[None], pol, 0, 0, 2).quantized
+        qb = prepare(b[None], pol, 0, 1, 1).quantized
+        k_pad = 640
+        (av,), (asv,) = G._mx_tiles(qa, k_pad)
+        (bv,), (bsv,) = G._mx_tiles(qb, k_pad)
+        a64 = G._scaled(av[None], asv[None], 0, 512)
+        b64 = G._scaled(bv[None], bsv[None], 0, 512)
+        inexact = list(G._inexact_tiles(a64, b64, 512, qa.fmt, qb.fmt))
+        assert bool(inexact) == (a is wide)  # the fallback is exercised (could fail)
+        spec = np.zeros((130, 520), np.float32)
+        for k0 in range(0, k_pad, 512):
+            kt = min(512, k_pad - k0)
+            prod = np.empty((130, 520), np.float32)
+            for m0 in range(0, 130, 128):
+                for n0 in range(0, 520, 512):
+                    ms, ns = slice(m0, m0 + 128), slice(n0, n0 + 512)
+                    prod[ms, ns] = G.mx_tile_product(av, asv, bv, bsv, ms, ns, k0, kt,
+                                                     k0 // 32, (k0 + kt) // 32)  # fmt: skip
+            spec = prod if k0 == 0 else spec + prod
+        assert np.array_equal(gemm(a, b, pol), spec)
+
+
+def test_batched_gemm_is_each_gemm_with_one_convert_stream():
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((3, 40, 70)).astype(np.float32)
+    b = rng.standard_normal((3, 70, 20)).astype(np.float32)
+    for pol in (numerics("bf16"), numerics("mxfp8"), numerics("fp32")):
+        out = gemm(a, b, pol, "bfloat16")
+        for g in range(3):
+            assert np.array_equal(out[g].view(np.uint16),
+                                  gemm(a[g], b[g], pol, "bfloat16").view(np.uint16))  # fmt: skip

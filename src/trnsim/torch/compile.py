@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from trnsim.core.blas import single_threaded_blas
 from trnsim.torch import _door
 from trnsim.torch.mode import Capture, Session
 from trnsim.torch.numerics import Numerics
@@ -91,7 +92,7 @@ class Backend:
             self.graphs.append(gm)
 
             def run(args: list) -> Any:
-                with Capture(self.session):
+                with single_threaded_blas(), Capture(self.session):
                     return _Interpreter(gm, self.session, phase).boxed_run(args)
 
             run._boxed_call = True  # type: ignore[attr-defined]

@@ -35,6 +35,7 @@ makes give its bits.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ def prepare(x: np.ndarray, policy: Numerics, seed: int, role: int, k_axis: int) 
         vals = np.asarray(x, dtype=np.float32)
         short = -vals.shape[k_axis] % 32
         if short:  # K padded with zeros to whole 32-blocks (as a zero-filled SBUF tile)
-            pad = [(0, 0), (0, 0)]
+            pad = [(0, 0)] * vals.ndim
             pad[k_axis] = (0, short)
             vals = np.pad(vals, pad)
         q = mx.quantize(
@@ -114,23 +115,18 @@ def prepare(x: np.ndarray, policy: Numerics, seed: int, role: int, k_axis: int) 
 
 
 def _mx_tiles(q: mx.MXArray, k_pad: int) -> tuple[np.ndarray, np.ndarray]:
-    """MX operand -> (element values [F, K'] fp32, scale values [F, K'/32] float64) with K
-    padded with zero blocks to ``k_pad`` (F the non-K dimension)."""
-    codes = q.data if q.axis == 1 else q.data.T
-    scales = q.scales if q.axis == 1 else q.scales.T
+    """A batched MX operand -> (element values ``[G, F, K']`` fp32, scale values
+    ``[G, F, K'/32]`` float64), K padded with zero blocks to ``k_pad`` (F the non-K dim)."""
+    codes = q.data if q.axis == 2 else q.data.swapaxes(1, 2)
+    scales = q.scales if q.axis == 2 else q.scales.swapaxes(1, 2)
     vals = to_float32(codes, q.fmt)
-    f, k = vals.shape
     sv = mx.scale_values(scales)
+    k = vals.shape[2]
     if k_pad > k:
-        vals = np.concatenate([vals, np.zeros((f, k_pad - k), np.float32)], axis=1)
-        sv = np.concatenate([sv, np.full((f, (k_pad - k) // 32), 2.0**-127)], axis=1)
+        g, f = vals.shape[:2]
+        vals = np.concatenate([vals, np.zeros((g, f, k_pad - k), np.float32)], axis=2)
+        sv = np.concatenate([sv, np.full((g, f, (k_pad - k) // 32), 2.0**-127)], axis=2)
     return vals, sv
-
-
-def tile_product(a: Operand, b: Operand, m: slice, n: slice, k: slice) -> np.ndarray:
-    """One instruction's product into PSUM: fp32 ``[m, n]`` for the K range ``k``."""
-    assert a.values is not None and b.values is not None
-    return S.nc_matmul(a.values[m, k].T, b.values[k, n])
 
 
 def gemm(
@@ -140,93 +136,152 @@ def gemm(
     out_format: str = "float32",
     seed: int = 0,
 ) -> np.ndarray:
-    """``A[M, K] @ B[K, N]`` as the Tensor engine computes it (module docstring); returns an
-    array of ``out_format``'s storage dtype. ``seed`` is the op's stochastic-rounding seed
+    """``A[M, K] @ B[K, N]`` as the Tensor engine computes it (module docstring), or a batch
+    ``A[G, M, K] @ B[G, K, N]`` (each operand rounded as one ``[G * rows, cols]`` matrix, the
+    G products in order, the results written batch after batch); returns an array of
+    ``out_format``'s storage dtype. ``seed`` is the op's stochastic-rounding seed
     (``trnsim.torch.numerics.op_seed``)."""
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+    two_d = a.ndim == 2
+    if two_d:
+        a, b = a[None], b[None]
+    if a.ndim != 3 or b.ndim != 3 or a.shape[2] != b.shape[1] or a.shape[0] != b.shape[0]:
         raise ConfigError(f"gemm: cannot multiply {list(a.shape)} by {list(b.shape)}")
-    M, K = a.shape
-    N = b.shape[1]
-    pa = prepare(a, policy, seed, 0, k_axis=1)
-    pb = prepare(b, policy, seed, 1, k_axis=0)
+    G, M, K = a.shape
+    N = b.shape[2]
+    pa = prepare(a, policy, seed, 0, k_axis=2)
+    pb = prepare(b, policy, seed, 1, k_axis=1)
     if (pa.fmt in ("float32", "tfloat32")) != (pb.fmt in ("float32", "tfloat32")):
         raise ConfigError(f"nc_matmul pairs fp32 only with fp32; got {pa.fmt} and {pb.fmt}")
-    out_rng = _rng(policy, seed, 2)
-    out_fmt = get_format(out_format)
-    out = np.empty((M, N), dtype=out_fmt.dtype)
-    if K == 0:
-        acc_all = np.zeros((M, N), np.float32)
-        return _write(acc_all, out, out_fmt, out_rng, policy)
-    if pa.quantized is not None:
+    acc = np.zeros((G, M, N), np.float32)
+    if K and pa.quantized is not None:
         assert pb.quantized is not None
-        return _gemm_mx(pa.quantized, pb.quantized, out, out_fmt, out_rng, policy)
-    for m0 in range(0, M, TILE_M):
-        ms = slice(m0, min(M, m0 + TILE_M))
-        for n0 in range(0, N, TILE_N):
-            ns = slice(n0, min(N, n0 + TILE_N))
-            acc = None
-            for k0 in range(0, K, TILE_K):
-                prod = tile_product(pa, pb, ms, ns, slice(k0, min(K, k0 + TILE_K)))
-                acc = prod if acc is None else acc + prod
-            out[ms, ns] = _cast_tile(acc, out_fmt, out_rng, policy)
-    return out
+        _products_mx(pa.quantized, pb.quantized, acc)
+    elif K:
+        assert pa.values is not None and pb.values is not None
+        for g in range(G):
+            for m0 in range(0, M, TILE_M):
+                ms = slice(m0, min(M, m0 + TILE_M))
+                for n0 in range(0, N, TILE_N):
+                    ns = slice(n0, min(N, n0 + TILE_N))
+                    for i, k0 in enumerate(range(0, K, TILE_K)):
+                        ks = slice(k0, min(K, k0 + TILE_K))
+                        prod = S.nc_matmul(pa.values[g, ms, ks].T, pb.values[g, ks, ns])
+                        if i == 0:
+                            acc[g, ms, ns] = prod
+                        else:
+                            acc[g, ms, ns] += prod
+    out = _write(acc, get_format(out_format), _rng(policy, seed, 2), policy)
+    return out[0] if two_d else out
 
 
 def _write(
-    acc_all: np.ndarray,
-    out: np.ndarray,
-    out_fmt,
-    out_rng: StochasticRng | None,
-    policy: Numerics,
+    acc: np.ndarray, out_fmt: Any, out_rng: StochasticRng | None, policy: Numerics
 ) -> np.ndarray:
-    """Step 3 for a whole fp32 result: cast tile by tile in tile order (the draw order)."""
-    if out_fmt.name == "float32":
-        return acc_all
-    if out_rng is None:
-        return cast(acc_all, out_fmt)
-    M, N = acc_all.shape
-    for m0 in range(0, M, TILE_M):
-        for n0 in range(0, N, TILE_N):
-            ms, ns = slice(m0, m0 + TILE_M), slice(n0, n0 + TILE_N)
-            out[ms, ns] = _cast_tile(acc_all[ms, ns], out_fmt, out_rng, policy)
-    return out
-
-
-def _cast_tile(acc: np.ndarray, out_fmt, rng: StochasticRng | None, policy: Numerics):
+    """Step 3: the fp32 PSUM results written in ``out_fmt``, tile by tile in tile order (the
+    order of the stochastic draws), batch after batch."""
     if out_fmt.name == "float32":
         return acc
-    return cast(np.ascontiguousarray(acc), out_fmt, rounding=policy.rounding, rng=rng)
-
-
-def _gemm_mx(
-    qa: mx.MXArray,
-    qb: mx.MXArray,
-    out: np.ndarray,
-    out_fmt,
-    out_rng: StochasticRng | None,
-    policy: Numerics,
-) -> np.ndarray:
-    M, K = qa.shape
-    N = qb.shape[1]
-    k_pad = -(-K // MX_K_MULTIPLE) * MX_K_MULTIPLE
-    av, asv = _mx_tiles(qa, k_pad)  # [M, K'], [M, K'/32]
-    bv, bsv = _mx_tiles(qb, k_pad)  # [N, K'], [N, K'/32]
-    for m0 in range(0, M, TILE_M):
-        ms = slice(m0, min(M, m0 + TILE_M))
-        for n0 in range(0, N, TILE_N):
-            ns = slice(n0, min(N, n0 + TILE_N))
-            acc = None
-            for k0 in range(0, k_pad, TILE_K_MX):
-                kt = min(TILE_K_MX, k_pad - k0)
-                p = kt // MX_PACK
-                # [F, kt] -> [p, F, 4]: partition p holds K = 4p..4p+3 (the x4 word)
-                st = av[ms, k0 : k0 + kt].reshape(-1, p, MX_PACK).transpose(1, 0, 2)
-                mv = bv[ns, k0 : k0 + kt].reshape(-1, p, MX_PACK).transpose(1, 0, 2)
-                g0, g1 = k0 // 32, (k0 + kt) // 32  # one scale per 8 partitions = 32 K
-                prod = S.nc_matmul_mx(st, mv, asv[ms, g0:g1].T, bsv[ns, g0:g1].T)
-                acc = prod if acc is None else acc + prod
-            out[ms, ns] = _cast_tile(acc, out_fmt, out_rng, policy)
+    if out_rng is None:
+        return cast(acc, out_fmt)
+    G, M, N = acc.shape
+    out = np.empty((G, M, N), dtype=out_fmt.dtype)
+    for g in range(G):
+        for m0 in range(0, M, TILE_M):
+            for n0 in range(0, N, TILE_N):
+                ms, ns = slice(m0, m0 + TILE_M), slice(n0, n0 + TILE_N)
+                tile = np.ascontiguousarray(acc[g, ms, ns])
+                out[g, ms, ns] = cast(tile, out_fmt, rounding=policy.rounding, rng=out_rng)
     return out
+
+
+def _products_mx(qa: mx.MXArray, qb: mx.MXArray, acc: np.ndarray) -> None:
+    """The MX products into ``acc [G, M, N]``: per K tile of 512 (increasing), the fp32 product
+    of every output tile, accumulated in fp32 (step 2). Each K tile is computed for the whole
+    output by one float64 BLAS call where that is provably ``nc_matmul_mx``'s result
+    (``_exact_pairs``); the other output tiles run the specification."""
+    G, M, K = qa.shape
+    N = qb.shape[2]
+    k_pad = -(-K // MX_K_MULTIPLE) * MX_K_MULTIPLE
+    av, asv = _mx_tiles(qa, k_pad)  # [G, M, K'], [G, M, K'/32]
+    bv, bsv = _mx_tiles(qb, k_pad)  # [G, N, K'], [G, N, K'/32]
+    for i, k0 in enumerate(range(0, k_pad, TILE_K_MX)):
+        kt = min(TILE_K_MX, k_pad - k0)
+        g0, g1 = k0 // 32, (k0 + kt) // 32  # one scale per 8 partitions = 32 K
+        real = min(kt, max(0, K - k0))  # the K of this tile that is not padding
+        a = _scaled(av, asv, k0, real)
+        b = _scaled(bv, bsv, k0, real)
+        prod = np.matmul(a, b.swapaxes(-1, -2)).astype(np.float32)
+        for g, ms, ns in _inexact_tiles(a, b, kt, qa.fmt, qb.fmt):
+            prod[g, ms, ns] = mx_tile_product(av[g], asv[g], bv[g], bsv[g], ms, ns, k0, kt, g0, g1)
+        if i == 0:
+            acc[...] = prod
+        else:
+            acc += prod
+
+
+def _scaled(v: np.ndarray, sv: np.ndarray, k0: int, real: int) -> np.ndarray:
+    """Element values times their block scales, float64 (exact: scales are powers of two)."""
+    x = v[..., k0 : k0 + real].astype(np.float64)
+    shape = x.shape
+    blocks = x.reshape(*shape[:-1], real // 32, 32)
+    blocks *= sv[..., k0 // 32 : (k0 + real) // 32, None]
+    return blocks.reshape(shape)
+
+
+def mx_tile_product(av, asv, bv, bsv, ms, ns, k0, kt, g0, g1) -> np.ndarray:
+    """One ``nc_matmul_mx`` (the specification): operands ``[p, F, 4]`` with partition ``p``
+    holding K = 4p..4p+3 of the K tile (the x4 word), scales one per 8 partitions."""
+    p = kt // MX_PACK
+    st = av[ms, k0 : k0 + kt].reshape(-1, p, MX_PACK).transpose(1, 0, 2)
+    mv = bv[ns, k0 : k0 + kt].reshape(-1, p, MX_PACK).transpose(1, 0, 2)
+    return S.nc_matmul_mx(st, mv, asv[ms, g0:g1].T, bsv[ns, g0:g1].T)
+
+
+def _row_spans(v: np.ndarray, man_bits: int) -> np.ndarray:
+    """Per row (last axis): (exponent of the largest magnitude + 1) - (exponent of the lowest
+    bit the smallest nonzero magnitude can hold); 0 for all-zero rows. A non-finite row
+    gets a span no bound accepts."""
+    a = np.abs(v)
+    big = a.max(axis=-1)
+    small = np.where(a > 0, a, np.inf).min(axis=-1)
+    rows = big > 0
+    span = np.zeros(big.shape, np.int64)
+    hi = np.frexp(np.where(rows, big, 1.0))[1]
+    lo = np.frexp(np.where(rows, small, 1.0))[1] - 1 - man_bits
+    span[rows] = (hi - lo)[rows]
+    span[~np.isfinite(big)] = 10**6
+    return span
+
+
+def _inexact_tiles(a: np.ndarray, b: np.ndarray, kt: int, fa: Any, fb: Any):
+    """The (batch, m slice, n slice) output tiles for which a float64 BLAS product of ``a``
+    ``[G, M, k]`` and ``b`` ``[G, N, k]`` is not provably ``nc_matmul_mx``'s result.
+
+    ``nc_matmul_mx`` forms every product exactly in float64 (an element has at most 4
+    significant bits, a scale is a power of two) and sums them in float64, then rounds to
+    fp32. If every partial sum is exact in float64, any summation order gives the same exact
+    sum, so the BLAS result is the specification's bits. For a row of A spanning ``sa`` bits
+    (``_row_spans``: magnitudes below ``2^hi``, every bit at or above ``2^lo``) and a column of
+    B spanning ``sb``, products are multiples of ``2^(lo_a + lo_b)`` below ``2^(hi_a + hi_b)``,
+    and any partial sum of ``kt`` of them is below ``2^(hi_a + hi_b + ceil(log2 kt))``: exact
+    when ``sa + sb + ceil(log2 kt) <= 53``. An output tile is checked with its rows' and
+    columns' largest spans (tests/test_torch_gemm.py checks both paths agree)."""
+    G, M, _ = a.shape
+    N = b.shape[1]
+    if a.shape[-1] == 0:
+        return
+    sa = _row_spans(a, fa.man_bits)  # [G, M]
+    sb = _row_spans(b, fb.man_bits)  # [G, N]
+    room = 53 - int(np.ceil(np.log2(kt)))
+    if sa.max() + sb.max() <= room:
+        return
+    for g in range(G):
+        for m0 in range(0, M, TILE_M):
+            ms = slice(m0, min(M, m0 + TILE_M))
+            for n0 in range(0, N, TILE_N):
+                ns = slice(n0, min(N, n0 + TILE_N))
+                if sa[g, ms].max() + sb[g, ns].max() > room:
+                    yield g, ms, ns
 
 
 def mx_device_layout(q: mx.MXArray, packed_fmt: str) -> tuple[np.ndarray, np.ndarray]:

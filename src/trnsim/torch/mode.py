@@ -33,6 +33,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from trnsim.core.blas import single_threaded_blas
 from trnsim.errors import TrnsimError
 from trnsim.numerics import StochasticRng, cast
 from trnsim.torch import _door
@@ -196,9 +197,7 @@ def _bmm(pol: Numerics, op: str, a: Any, b: Any, out_dtype: Any, epilogue: bool)
     A, B = to_numpy(a), to_numpy(b)
     seed = _seed(pol, op, A, B)
     fmt = "float32" if epilogue else _out_format(out_dtype, op)
-    outs = [gemm(A[i], B[i], pol, fmt, seed=role_seed(seed, 10 + i)) for i in range(A.shape[0])]
-    shape = (A.shape[0], A.shape[1], B.shape[2])
-    return (np.stack(outs) if outs else np.zeros(shape, np.float32)), seed
+    return gemm(A, B, pol, fmt, seed=seed), seed
 
 
 def _epilogue(pol, res, seed, bias, beta, alpha, dtype):
@@ -567,5 +566,6 @@ def trn3(
     own; ``timing=True`` records every op for ``run.profile()``."""
     pol = resolve_numerics(numerics, rounding=rounding, seed=seed)
     sess = Session(pol, record=timing)
-    with sess.tracker, Functions(sess), Capture(sess):
+    # one BLAS thread for the tile products (trnsim.core.blas: many small sgemms)
+    with single_threaded_blas(), sess.tracker, Functions(sess), Capture(sess):
         yield Trn3(sess, timing)
