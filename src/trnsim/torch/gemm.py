@@ -198,9 +198,8 @@ def _products_mx(qa: mx.MXArray, qb: mx.MXArray, acc: np.ndarray) -> None:
     """The MX products into ``acc [G, M, N]``: per K tile of 512 (increasing), the fp32 product
     of every output tile, accumulated in fp32 (step 2). Each K tile is computed for the whole
     output by one float64 BLAS call where that is provably ``nc_matmul_mx``'s result
-    (``_exact_pairs``); the other output tiles run the specification."""
-    G, M, K = qa.shape
-    N = qb.shape[2]
+    (``_inexact_tiles``); the other output tiles run the specification."""
+    K = qa.shape[2]
     k_pad = -(-K // MX_K_MULTIPLE) * MX_K_MULTIPLE
     av, asv = _mx_tiles(qa, k_pad)  # [G, M, K'], [G, M, K'/32]
     bv, bsv = _mx_tiles(qb, k_pad)  # [G, N, K'], [G, N, K'/32]
