@@ -37,6 +37,11 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
+    "torch-profile": (
+        "torch_profile",
+        "a PyTorch training step on Trn3: per-module time, FLOPs, MFU, layered trace",
+    ),
+    "torch-demo": ("torch_demo", "train a small GPT in FP32/BF16/MXFP8/MXFP4 Trn3 numerics"),
 }
 
 

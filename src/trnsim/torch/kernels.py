@@ -27,9 +27,8 @@ import numpy as np
 from trnsim.errors import TrnsimError
 from trnsim.torch import _door
 from trnsim.torch.errors import TorchOpError
-from trnsim.torch.mode import from_numpy, to_numpy
+from trnsim.torch.mode import from_numpy, kernel_record, to_numpy
 from trnsim.torch.ops import KERNEL_OPS
-from trnsim.torch.profile import OpRecord
 
 torch = _door.torch()
 _dispatch = _door.submodule("torch.utils._python_dispatch")
@@ -124,38 +123,6 @@ def nki_op(
     call.target = target  # type: ignore[attr-defined]
     call.last_run = None  # type: ignore[attr-defined]
     return call
-
-
-def kernel_record(sess: Any, name: str, res: Any, args: tuple, out: Any, target: Any) -> OpRecord:
-    """The record of one kernel call: timed by scheduling its own instruction stream."""
-    from trnsim.core.timing import schedule
-    from trnsim.nki.simulate import resolve_target
-    from trnsim.torch.mode import _phase, _tensors
-
-    prof = schedule(res.instructions, resolve_target(target))
-    sched = prof.schedule
-    instrs: tuple[tuple[str, str, float, float], ...] = ()
-    if sched is not None:
-        instrs = tuple(
-            (sched.track_names[sched.track[i]], ins.opcode.value, sched.start[i], sched.end[i])
-            for i, ins in enumerate(sched.instructions[:4000])
-        )
-    ins, outs = _tensors(args), _tensors(out)
-    rec = OpRecord(
-        module=sess.module(),
-        op=f"nki::{name}",
-        kind="kernel",
-        phase=_phase(),
-        flops=prof.flops,
-        bytes=float(sum(t.numel() * t.element_size() for t in ins + outs)),
-        elems=float(sum(t.numel() for t in outs)),
-        dtype=str(outs[0].dtype).replace("torch.", "") if outs else "",
-        kernel=f"NKI kernel {name}",
-        seconds=prof.total_s,
-        source="the kernel's instructions on the timing model",
-        instructions=instrs,
-    )
-    return rec
 
 
 def custom_op(

@@ -375,6 +375,37 @@ def _collective(sess: Session, name: str, args: tuple, ins: list) -> tuple[str, 
     return kind, ranks, stride, size
 
 
+def kernel_record(sess: Any, name: str, res: Any, args: tuple, out: Any, target: Any) -> OpRecord:
+    """The record of one kernel call: timed by scheduling its own instruction stream."""
+    from trnsim.core.timing import schedule
+    from trnsim.nki.simulate import resolve_target
+
+    prof = schedule(res.instructions, resolve_target(target))
+    sched = prof.schedule
+    instrs: tuple[tuple[str, str, float, float], ...] = ()
+    if sched is not None:
+        instrs = tuple(
+            (sched.track_names[sched.track[i]], ins.opcode.value, sched.start[i], sched.end[i])
+            for i, ins in enumerate(sched.instructions[:4000])
+        )
+    ins, outs = _tensors(args), _tensors(out)
+    rec = OpRecord(
+        module=sess.module(),
+        op=f"nki::{name}",
+        kind="kernel",
+        phase=_phase(),
+        flops=prof.flops,
+        bytes=float(sum(t.numel() * t.element_size() for t in ins + outs)),
+        elems=float(sum(t.numel() for t in outs)),
+        dtype=str(outs[0].dtype).replace("torch.", "") if outs else "",
+        kernel=f"NKI kernel {name}",
+        seconds=prof.total_s,
+        source="the kernel's instructions on the timing model",
+        instructions=instrs,
+    )
+    return rec
+
+
 # ---------------------------------------------------------------------------------------------
 # the two modes
 # ---------------------------------------------------------------------------------------------
@@ -449,7 +480,6 @@ class Capture(_dispatch.TorchDispatchMode):
             raise TorchOpError(sess.module(), name, str(exc)) from None
         if sess.record:
             if kind == "kernel":  # a custom op of trnsim.torch.kernels: its kernel's run
-                from trnsim.torch.kernels import kernel_record
                 from trnsim.torch.ops import KERNEL_OPS
 
                 wrapper: Any = KERNEL_OPS[name]
