@@ -24,6 +24,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Timing model and profiles", "trnsim.cli.demo_timing:section"),
     ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
     ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
+    ("PyTorch on Trainium3", "trnsim.cli.demo_torch:section"),
 ]
 
 

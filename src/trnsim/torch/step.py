@@ -185,11 +185,39 @@ class _Flash(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
+class _Norm(torch.autograd.Function):
+    """RMSNorm whose backward is one kernel too (as nki-library's norm kernels pair a forward
+    with a backward kernel), recomputing the normalisation from its input."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps, sess):
+        ctx.save_for_backward(x, weight)
+        ctx.eps, ctx.sess = eps, sess
+        with sess.in_kernel("RMSNorm"), torch.no_grad():
+            return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        with ctx.sess.in_kernel("RMSNorm backward"), torch.enable_grad():
+            x2, w2 = x.detach().requires_grad_(), w.detach().requires_grad_()
+            out = torch.nn.functional.rms_norm(x2, (x2.shape[-1],), w2, ctx.eps)
+            dx, dw = torch.autograd.grad(out, (x2, w2), grad)
+        return dx, dw, None, None
+
+
 class _ShapesFunctions(Functions):
-    """The function mode of shapes-only runs: attention through ``_Flash``."""
+    """The function mode of shapes-only runs: attention through ``_Flash``, RMSNorm over the
+    last dimension through ``_Norm`` (each direction one kernel)."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
+        if func is getattr(torch.nn.functional, "rms_norm", None):
+            x, shape = args[0], args[1]
+            weight = args[2] if len(args) > 2 else kwargs.get("weight")
+            eps = args[3] if len(args) > 3 else kwargs.get("eps")
+            if weight is not None and len(shape) == 1:
+                return _Norm.apply(x, weight, 1e-6 if eps is None else eps, self.sess)
         if func is torch.nn.functional.scaled_dot_product_attention:
             q, k, v = args[:3]
             return _Flash.apply(
