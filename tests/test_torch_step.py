@@ -21,19 +21,19 @@ def test_llama3_8b_fsdp_step_agrees_with_train_within_10_percent():
     step and trnsim train's estimate of the same plan (selective recomputation in train is
     the flash-attention backward's recomputation here); in under a minute."""
     plan = ParallelPlan(dp=8, zero=3, micro_batch=1, recompute="selective")
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: the work, whatever else loads the machine
     sp = tt.profile_step("llama-3-8b", system="trn3-gen2", parallel=plan, seq_len=4096,
                          global_batch=16)  # fmt: skip
-    wall = time.perf_counter() - t0
+    cpu = time.process_time() - t0
     est = estimate_training("llama-3-8b", "trn3-gen2", plan, global_batch=16, seq_len=4096)
-    assert wall < 60
+    assert cpu < 60
     assert abs(sp.step_time_s / est.step_time_s - 1) < 0.10, (sp.breakdown, est.breakdown)
     assert sp.profile.fallbacks == {}
     # FSDP2's collectives were captured over the DP group (8 ranks, stride 1) and hidden
     colls = [r.collective for r in sp.profile.records if r.kind == "collective"]
     assert {c[0] for c in colls} == {"all-gather", "reduce-scatter"}
     assert {(c[1], c[2]) for c in colls} == {(8, 1)}
-    assert sp.breakdown["dp_comm"] > 0 and sp.breakdown["dp_comm_exposed"] == 0
+    assert sp.breakdown["fsdp_comm"] > 0 and sp.breakdown["fsdp_exposed"] == 0
 
 
 def test_tensor_parallel_collectives_are_captured_per_group():

@@ -68,8 +68,9 @@ class Pricer:
         c = lookup_chip(chip) if isinstance(chip, str) else chip
         rpc = ranks_per_chip if ranks_per_chip is not None else max(1, c.cores)
         cm = default_model(c, rpc)
-        eff = resolve_stack(stack, c, "train").profile(cm)
-        return cls(c, rpc, precision(prec), cm, eff, system, kernel_timing)
+        p = precision(prec)
+        eff = resolve_stack(stack, c, "train").profile(cm, c, p.name)
+        return cls(c, rpc, p, cm, eff, system, kernel_timing)
 
     def work(self, op: Op, flops: float, byts: float, rows: float, mmk: Any = None) -> float:
         count, m, k, n = mmk if mmk else (0, 0, 0, 0)

@@ -19,13 +19,18 @@ bytes. Parallelism is real PyTorch code on a fake process group (``torch.distrib
 Every captured collective names its process group; its size and rank stride come from the
 group's ranks, and ``trnsim.perf.comm.group_time`` (``trnsim.fabric`` on ``system``) times it.
 Ops are priced by ``trnsim.torch.costs`` with the compute model, efficiency profile and
-precision ``trnsim train`` uses. The step (``StepProfile``), as ``trnsim.perf.train`` composes
-one (same stack parameters ``comm_overlap`` and ``dp_overlap``):
+precision ``trnsim train`` uses. The step (``StepProfile``), as
+``trnsim.perf.train.step_model`` composes one, with the same stack parameters:
 
-    micro-batch  = captured forward + backward ops + TP collectives x (1 - comm_overlap)
-    step         = micro-batches x micro-batch + exposed DP collectives + optimizer
-    exposed DP   = max(0, DP collectives - dp_overlap x backward)   (zero 0-2, per step)
-                   max(0, DP collectives - dp_overlap x (forward + backward))  (zero 3)
+    micro-batch  = captured forward + backward ops
+                   + TP collectives not hidden (``trnsim.perf.train.hide``: at most
+                     ``tp_overlap`` of them, under at most the matmuls)
+                   + FSDP collectives not hidden (per layer, under ``dp_overlap`` of the
+                     previous layer's compute in the same pass)
+    step         = micro-batches x micro-batch + exposed DP + optimizer
+    exposed DP   = ZeRO 0-2: the captured all-reduce or reduce-scatter beyond ``dp_overlap`` of
+                   a backward, the all-gather beyond ``dp_overlap`` of a forward;
+                   ZeRO 3: the step's first all-gather
     optimizer    = an HBM pass over the rank's optimizer shard (``trnsim.perf.train``'s)
 
 What differs from ``trnsim train`` (the estimates agree within 10% on Llama-3-8B; RESULTS.md):
@@ -51,6 +56,7 @@ from trnsim.hw import system as lookup_system
 from trnsim.perf.memory import params_per_rank
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import precision as lookup_precision
+from trnsim.perf.train import hide
 from trnsim.torch import _door
 from trnsim.torch.costs import Pricer, price
 from trnsim.torch.mode import Capture, Functions, Session
@@ -447,50 +453,76 @@ def _compose(
     pricer: Pricer,
     t0: float,
 ) -> StepProfile:
+    """The step from one captured micro-batch, as ``trnsim.perf.train.step_model`` composes
+    one (its ``hide`` for tensor-parallel overlap, its FSDP prefetch and DP overlap rules)."""
     eff = pricer.eff
-    sum_of = _sum_of
-    fwd = sum_of(records, lambda r: r.kind != "collective" and r.phase == "forward")
-    bwd = sum_of(records, lambda r: r.kind != "collective" and r.phase == "backward")
-    tp_c = sum_of(records, lambda r: r.kind == "collective" and _is_tp(r, plan))
-    dp_mb = sum_of(records, lambda r: r.kind == "collective" and not _is_tp(r, plan))
-    dp_step = sum_of(sync, lambda r: r.kind == "collective")
-    t_mb = fwd + bwd + tp_c * (1 - eff.comm_overlap)
+    is_comm = lambda r: r.kind == "collective"  # noqa: E731
+    fwd = _sum_of(records, lambda r: not is_comm(r) and r.phase == "forward")
+    bwd = _sum_of(records, lambda r: not is_comm(r) and r.phase == "backward")
+    mm = _sum_of(records, lambda r: r.kind == "matmul" and r.group < 0)
+    tp_c = _sum_of(records, lambda r: is_comm(r) and _is_tp(r, plan))
+    compute = fwd + bwd
+    # tensor parallelism: at most the stack's tp_overlap of it, under the matmuls
+    hidden = hide({"tp": tp_c}, {"tp": eff.tp_overlap * tp_c}, {"tp": mm}, compute)["tp"]
+    tp_exposed = tp_c - hidden
+    # FSDP: each layer's gathers and reduce-scatters prefetched one layer ahead under the
+    # previous layer's compute (dp_overlap of it); the step's first gather exposed
+    f_comm = f_exp = first = 0.0
+    layers = margs.n_layers if margs else 1
+    if plan.zero == 3 and plan.dp > 1:
+        for phase, comp in (("forward", fwd), ("backward", bwd)):
+            c = _sum_of(records, lambda r, p=phase: is_comm(r) and not _is_tp(r, plan)
+                        and r.phase == p)  # fmt: skip
+            f_comm += c
+            f_exp += layers * max(0.0, c / layers - eff.dp_overlap * comp / layers)
+        first = max(
+            (r.seconds for r in records if is_comm(r) and r.collective[0] == "all-gather"
+             and not _is_tp(r, plan)),
+            default=0.0,
+        )  # fmt: skip
+    t_mb = compute + tp_exposed + f_exp
+    # data parallelism (ZeRO 0-2: the captured gradient synchronisation of the step)
+    rs = _sum_of(sync, lambda r: is_comm(r) and r.collective[0] in ("all-reduce", "reduce-scatter"))
+    ag = _sum_of(sync, lambda r: is_comm(r) and r.collective[0] == "all-gather")
     if plan.zero == 3:
-        t_dp = dp_mb * micro
-        exposed_dp = max(0.0, t_dp - eff.dp_overlap * micro * (fwd + bwd))
+        t_dp = first
+        exposed_dp = first
     else:
-        t_dp = dp_step + dp_mb * micro
-        exposed_dp = max(0.0, t_dp - eff.dp_overlap * bwd)
+        t_dp = rs + ag
+        exposed_dp = max(0.0, rs - eff.dp_overlap * bwd) + max(0.0, ag - eff.dp_overlap * fwd)
     t_opt = _optimizer_time(margs, records, plan, pricer)
     step = micro * t_mb + exposed_dp + t_opt
     tokens = gb * seq_len
     chip = pricer.chip
     chips = math.ceil(plan.tp * plan.dp / plan.ranks_per_chip)
-    flops = sum(r.flops for r in records) * plan.dp * micro  # every DP replica's model FLOPs
-    flops *= 1  # TP ranks each hold 1/tp of the FLOPs: rank 0's x tp below
-    flops *= plan.tp
-    peak = chips * chip.peak(_peak_dtype(chip, pricer.prec.compute))
+    # model FLOPs of the step: rank 0's captured FLOPs x tp (TP ranks split them) x dp x
+    # micro-batches
+    flops = sum(r.flops for r in records) * plan.tp * plan.dp * micro
+    rank_peak = chip.peak(_peak_dtype(chip, pricer.prec.compute)) / plan.ranks_per_chip
     prof = Profile(
         records + sync,
         f"one rank of {chip.name} ({plan.ranks_per_chip} per chip) in {sysm.name}",
-        chip.peak(_peak_dtype(chip, pricer.prec.compute)) / plan.ranks_per_chip,
+        rank_peak,
         assumptions=[],
     )
     breakdown = {
         "forward": fwd * micro,
         "backward": bwd * micro,
         "tp_comm": tp_c * micro,
-        "tp_comm_exposed": tp_c * (1 - eff.comm_overlap) * micro,
+        "tp_comm_exposed": tp_exposed * micro,
+        "fsdp_comm": f_comm * micro,
+        "fsdp_exposed": f_exp * micro,
         "dp_comm": t_dp,
         "dp_comm_exposed": exposed_dp,
         "optimizer": t_opt,
     }
     assumptions = [
         f"captured under FakeTensorMode on a fake process group of {plan.tp * plan.dp} ranks "
-        f"(tp {plan.tp}, dp {plan.dp}, zero {plan.zero})",
+        f"(tp {plan.tp}, dp {plan.dp}, zero {plan.zero}); one micro-batch, x {micro}",
         f"compute model: {pricer.model.name}, efficiency "
         + ", ".join(f"{k}={v:g}" for k, v in eff.as_dict().items()),
-        f"collectives: trnsim.fabric on {sysm.name} (trnsim.perf.comm.group_time)",
+        f"collectives: trnsim.fabric on {sysm.name} (trnsim.perf.comm.group_time); overlap "
+        "as trnsim.perf.train composes it (hide, FSDP prefetch, DP under the backward)",
         f"precision: {pricer.prec.name}",
     ]
     return StepProfile(
@@ -504,7 +536,7 @@ def _compose(
         micro_batches=micro,
         step_time_s=step,
         tokens_per_s=tokens / step,
-        mfu=flops / (step * peak),
+        mfu=flops / (step * chips * chip.peak(_peak_dtype(chip, pricer.prec.compute))),
         breakdown=breakdown,
         profile=prof,
         wall_s=time.perf_counter() - t0,
