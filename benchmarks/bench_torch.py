@@ -7,7 +7,8 @@
    and SR), against the same step in plain PyTorch (the ratio is what Trn3 numerics cost).
 2. An MXFP8 GEMM 512 x 512 x 512: ``trnsim.torch.gemm`` (one float64 BLAS call per K tile,
    proven exact) against ``nc_matmul_mx`` tile by tile (the specification path it replaces).
-3. ``profile_step`` of Llama-3-8B (FSDP2 over 8 ranks, 4096 tokens, shapes only): wall time.
+3. ``profile_step`` of Llama-3-8B (4096 tokens, shapes only) against ``trnsim train`` for six
+   plans on a Trn3 Gen2 UltraServer (not speed: the agreement), with wall and CPU seconds.
 
 Figures are medians of ``--repeat`` runs after a warm-up; ratios are medians of per-run
 ratios with the case and its baseline timed back to back. Prints the machine's load. A
@@ -119,16 +120,25 @@ def main() -> None:
     assert np.array_equal(G.gemm(a, b, pol), spec())  # the same bits (not a timed claim)
     print(f"gemm {f * 1e3:.1f} ms, specification {b_ * 1e3:.1f} ms: {1 / r:.1f}x faster, same bits")
 
-    print("\n3. profile_step, Llama-3-8B, FSDP2 x 8, 4096 tokens (shapes only)")
-    from trnsim.perf import ParallelPlan
+    print("\n3. profile_step of Llama-3-8B (shapes only) against trnsim train, same plan")
+    from trnsim.perf import ParallelPlan, estimate_training
 
-    t0 = time.perf_counter()
-    step = tt.profile_step("llama-3-8b", system="trn3-gen2", seq_len=4096, global_batch=16,
-                           parallel=ParallelPlan(dp=8, zero=3))  # fmt: skip
-    print(
-        f"wall {time.perf_counter() - t0:.1f} s ({len(step.profile.records):,} ATen ops), "
-        f"step {step.step_time_s:.3f} s"
-    )
+    print("| plan | profile_step | trnsim train | ratio | wall | CPU |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for tp, dp, zero, sp in [(1, 8, 3, True), (1, 8, 0, True), (2, 4, 1, True),
+                             (4, 2, 3, True), (4, 2, 3, False), (8, 1, 1, True)]:  # fmt: skip
+        plan = ParallelPlan(tp=tp, dp=dp, zero=zero, sequence_parallel=sp)
+        w0, c0 = time.perf_counter(), time.process_time()
+        step = tt.profile_step("llama-3-8b", system="trn3-gen2", seq_len=4096,
+                               global_batch=2 * dp, parallel=plan)  # fmt: skip
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        est = estimate_training("llama-3-8b", "trn3-gen2", plan, global_batch=2 * dp,
+                                seq_len=4096)  # fmt: skip
+        name = f"tp {tp} dp {dp} zero {zero}" + (" sp" if sp and tp > 1 else "")
+        print(
+            f"| {name} | {step.step_time_s:.3f} s | {est.step_time_s:.3f} s | "
+            f"{step.step_time_s / est.step_time_s:.3f} | {wall:.1f} s | {cpu:.1f} s |"
+        )
 
 
 if __name__ == "__main__":

@@ -80,10 +80,23 @@ def test_sdpa_runs_as_math_with_the_sessions_numerics():
     assert len(mm) == 2 and all(r.kernel.startswith("flash attention") for r in mm)
 
 
-def test_convolution_runs_as_gemm():
-    conv = torch.nn.Conv2d(3, 5, 3, padding=1)
-    x = torch.randn(2, 3, 8, 8)
+@pytest.mark.parametrize("dims", [1, 2])
+def test_convolution_forward_and_backward_run_as_gemms(dims):
+    conv = (torch.nn.Conv1d if dims == 1 else torch.nn.Conv2d)(3, 5, 3, padding=1, stride=2)
+    x = torch.randn(2, 3, *([9] * dims), requires_grad=True)
+    ref = conv(x)
+    ref.square().sum().backward()
+    grads = [t.grad.clone() for t in (x, conv.weight, conv.bias)]
+    for t in (x, conv.weight, conv.bias):
+        t.grad = None
     with tt.trn3("fp32", timing=True) as run:
         y = conv(x)
-    assert torch.allclose(y, conv(x), atol=1e-5)
-    assert any(r.op == "aten::convolution" and r.kind == "matmul" for r in run.records)
+        y.square().sum().backward()
+    assert torch.allclose(y, ref, atol=1e-5)
+    for t, g in zip((x, conv.weight, conv.bias), grads, strict=True):
+        assert torch.allclose(t.grad, g, atol=1e-4)
+    ops = {r.op for r in run.records if r.kind == "matmul"}
+    assert ops == {"aten::convolution", "aten::convolution_backward"}
+    assert run.fallbacks == {}
+    with tt.trn3("mxfp4"):
+        assert not torch.allclose(conv(x), ref, atol=1e-3)  # the numerics apply

@@ -50,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
     if args.no_png and args.png:
         raise UsageError("--png and --no-png go against each other; give one")
     png = None if args.no_png else output_path(args.png or DEFAULT_PNG, "--png")
+    from trnsim.torch import _door
+
+    # the ops of a small model are tiny: one PyTorch thread (no wake-ups of a second one on a
+    # shared machine; the same reasoning as trnsim.core.blas)
+    _door.torch().set_num_threads(1)
     from trnsim.torch.models import GPTConfig
     from trnsim.torch.study import StudyConfig, run_study
 

@@ -82,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--tp and --dp apply to --mode shapes (a fake process group)")
     want_trace = not args.no_files and not (args.json and not args.trace)
     trace = output_path(args.trace or DEFAULT_TRACE, "--trace") if want_trace else None
+    from trnsim.torch import _door
+
+    # the ops of a small model are tiny: one PyTorch thread (no wake-ups of a second one on a
+    # shared machine; the same reasoning as trnsim.core.blas)
+    _door.torch().set_num_threads(1)
     with progress(f"profiling ({args.mode})"):
         prof, step = _profile(args)
     depth = args.depth or None

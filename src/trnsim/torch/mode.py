@@ -209,10 +209,12 @@ def _epilogue(pol, res, seed, bias, beta, alpha, dtype):
     return _finish(acc, dtype, pol, seed)
 
 
-def _conv_gemm(pol: Numerics, op: str, args: tuple) -> Any:
-    """``aten.convolution`` (not transposed) as GEMMs: im2col (unfold), then per image
-    ``W[O, C kh kw] @ cols[C kh kw, L]`` (1-D convolutions as 2-D with height 1)."""
-    x, w, bias, stride, padding, dilation, transposed, _, groups = args
+def _conv_2d(args: tuple, x_at: int, w_at: int) -> tuple:
+    """The convolution's tensors and parameters as a 2-D convolution (1-D: height 1), after
+    checking it is one trnsim maps to GEMMs."""
+    x, w = args[x_at], args[w_at]
+    stride, padding, dilation, transposed = args[x_at + 3 : x_at + 7] if x_at == 0 else args[4:8]
+    groups = args[8] if x_at == 0 else args[9]
     if transposed or groups != 1 or x.dim() not in (3, 4):
         raise TrnsimError(
             "trnsim maps 1-D and 2-D convolutions with groups=1 (not transposed) to GEMMs; "
@@ -222,24 +224,57 @@ def _conv_gemm(pol: Numerics, op: str, args: tuple) -> Any:
     if one_d:
         x, w = x.unsqueeze(2), w.unsqueeze(2)
         stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
-    n, _, h, wd = x.shape
-    o, _, kh, kw = w.shape
+    return x, w, tuple(stride), tuple(padding), tuple(dilation), one_d
+
+
+def _conv_gemm(pol: Numerics, op: str, args: tuple) -> Any:
+    """``aten.convolution`` as GEMMs: im2col (``unfold``), then one batched GEMM
+    ``W[O, C kh kw] @ cols[n][C kh kw, L]`` with the bias added to the fp32 PSUM result."""
+    x, w, stride, padding, dilation, one_d = _conv_2d(args, 0, 1)
+    bias = args[2]
+    n, o = x.shape[0], w.shape[0]
+    kh, kw = w.shape[2:]
     cols = F.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
-    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    wm = w.reshape(o, -1)
-    outs = []
-    seed = 0
-    for i in range(n):
-        res, s = _mm(pol, f"{op}[{i}]", wm, cols[i], x.dtype, epilogue=bias is not None)
-        if bias is not None:
-            res = to_numpy(_epilogue(pol, res, s, bias[:, None], 1, 1, x.dtype))
-        outs.append(torch.from_numpy(np.asarray(res)) if res.dtype == np.float32 else res)
-        seed = s
-    del seed
-    out = torch.stack([t if isinstance(t, torch.Tensor) else from_numpy(t, x.dtype) for t in outs])
-    out = out.reshape(n, o, oh, ow).to(x.dtype)
+    wm = w.reshape(o, -1).expand(n, o, -1)
+    res, seed = _bmm(pol, op, wm, cols, x.dtype, epilogue=bias is not None)
+    if bias is not None:
+        out = _epilogue(pol, res, seed, bias.reshape(1, o, 1), 1, 1, x.dtype)
+    else:
+        out = from_numpy(res, x.dtype)
+    oh = (x.shape[2] + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (x.shape[3] + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = out.reshape(n, o, oh, ow)
     return out.squeeze(2) if one_d else out
+
+
+def _conv_backward(pol: Numerics, op: str, args: tuple) -> Any:
+    """``aten.convolution_backward`` as GEMMs: the input gradient ``W^T @ dY`` per image then
+    col2im (``fold``: the overlapping sums in PyTorch), the weight gradient one GEMM
+    ``dY[O, n L] @ cols[n L, C kh kw]``, the bias gradient a reduction."""
+    grad = args[0]
+    x, w, stride, padding, dilation, one_d = _conv_2d(args, 1, 2)
+    mask = args[10]
+    g = grad.unsqueeze(2) if one_d else grad
+    n, o = x.shape[0], w.shape[0]
+    kh, kw = w.shape[2:]
+    gm = g.reshape(n, o, -1)
+    dx = dw = db = None
+    if mask[0]:
+        wt = w.reshape(o, -1).t().expand(n, -1, o)
+        gcols, _ = _bmm(pol, op + "[input]", wt, gm, x.dtype, epilogue=False)
+        dx = F.fold(from_numpy(gcols, x.dtype), x.shape[2:], (kh, kw), dilation=dilation,
+                    padding=padding, stride=stride)  # fmt: skip
+        dx = dx.squeeze(2) if one_d else dx
+    if mask[1]:
+        cols = F.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+        a = gm.permute(1, 0, 2).reshape(o, -1)
+        b = cols.permute(0, 2, 1).reshape(-1, cols.shape[1])
+        res, _ = _mm(pol, op + "[weight]", a, b, w.dtype, epilogue=False)
+        dw = from_numpy(res, w.dtype).reshape(w.shape)
+        dw = dw.squeeze(2) if one_d else dw
+    if mask[2]:
+        db = grad.sum(dim=[d for d in range(grad.dim()) if d != 1])
+    return dx, dw, db
 
 
 def _matmul(pol: Numerics, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -261,6 +296,8 @@ def _matmul(pol: Numerics, name: str, func: Any, args: tuple, kwargs: dict) -> A
         return _epilogue(pol, res, seed, bias, beta, alpha, a.dtype)
     if op == "convolution":
         return _conv_gemm(pol, name, tuple(args))
+    if op == "convolution_backward":
+        return _conv_backward(pol, name, tuple(args))
     return func(*args, **kwargs)
 
 
@@ -349,9 +386,11 @@ def describe(sess: Session, func: Any, name: str, kind: str, args: tuple, out: A
             rec.mmk = (a.shape[0], a.shape[1], a.shape[2], b.shape[2])
         elif op == "convolution" and outs:
             x, w = ins[0], ins[1]
-            o = outs[0]
             per = math.prod(w.shape[1:])
-            rec.mmk = (x.shape[0], w.shape[0], per, math.prod(o.shape[2:]))
+            rec.mmk = (x.shape[0], w.shape[0], per, math.prod(outs[0].shape[2:]))
+        elif op == "convolution_backward":  # input and weight gradients: two GEMMs
+            g, w = ins[0], ins[2]
+            rec.mmk = (2 * g.shape[0], math.prod(w.shape[1:]), w.shape[0], math.prod(g.shape[2:]))
         if rec.mmk:
             c, m, k, n = rec.mmk
             rec.flops = 2.0 * c * m * k * n

@@ -26,7 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 MATMUL_OPS = frozenset(
-    {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::convolution"}
+    {
+        "aten::mm",
+        "aten::bmm",
+        "aten::addmm",
+        "aten::baddbmm",
+        "aten::convolution",
+        "aten::convolution_backward",
+    }
 )
 
 COLLECTIVE_OPS: dict[str, str] = {
