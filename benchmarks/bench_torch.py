@@ -55,7 +55,8 @@ def main() -> None:
     import trnsim.torch as tt
     from trnsim.torch.models import GPT, GPTConfig, batches, corpus, encode
 
-    print(f"load average {os.getloadavg()[0]:.1f}, torch {torch.__version__}")
+    torch.set_num_threads(1)  # as the torch verbs: tiny ops, no second thread to wake
+    print(f"load average {os.getloadavg()[0]:.1f}, torch {torch.__version__}, one thread")
     cfg = GPTConfig(d_model=64, n_layers=2, n_heads=4, seq_len=32)
     data = encode(corpus(50_000))
 
