@@ -346,8 +346,11 @@ def _sync_grads(model: Any, plan: ParallelPlan) -> None:
         dist.all_reduce(flat, group=group)
     else:
         shard = torch.empty(flat.numel() // plan.dp, dtype=flat.dtype)
-        dist.reduce_scatter_tensor(shard, flat, group=group)
-        dist.all_gather_into_tensor(flat, shard, group=group)
+        # the names of torch >= 2.13 (the older ones warn there), else those of 2.6 - 2.12
+        reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        reduce_scatter(shard, flat, group=group)
+        all_gather(flat, shard, group=group)
 
 
 def _dp_group(plan: ParallelPlan) -> Any:
