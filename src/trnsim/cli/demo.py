@@ -25,6 +25,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
     ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
     ("PyTorch on Trainium3", "trnsim.cli.demo_torch:section"),
+    ("Kubernetes DRA on a Trainium fleet", "trnsim.cli.demo_dra:section"),
 ]
 
 

@@ -30,6 +30,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
+    "microbench": (
+        "microbench",
+        "single-chip GEMM, HBM STREAM and attention rates (core timing model on Trainium)",
+    ),
     "validate": (
         "validate",
         "perf model vs every calibration set (Trainium, H100, NCCL, TPU): per-row, MAPE",
@@ -42,6 +46,7 @@ VERBS: dict[str, tuple[str, str]] = {
         "a PyTorch training step on Trn3: per-module time, FLOPs, MFU, layered trace",
     ),
     "torch-demo": ("torch_demo", "train a small GPT in FP32/BF16/MXFP8/MXFP4 Trn3 numerics"),
+    "dra": ("dra", "Kubernetes DRA of Trainium devices: allocate claims, simulate a fleet"),
 }
 
 
