@@ -64,3 +64,19 @@ def test_unsupported_plans_are_refused_clearly():
     with pytest.raises(ConfigError, match="chips"):
         tt.profile_step(TINY, system="trn3-gen1", parallel=ParallelPlan(dp=128), seq_len=128,
                         global_batch=128)  # fmt: skip
+
+
+def test_hugging_face_config_is_built_and_stepped(tmp_path):
+    """A config.json (the transformers fields; transformers itself is not needed) becomes a
+    Llama-shaped module under FakeTensorMode."""
+    import json
+
+    cfg = {"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256,
+           "vocab_size": 512, "max_position_embeddings": 256}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    sp = tt.profile_step(str(path), system="trn3-gen1", seq_len=64, global_batch=1)
+    q = [r for r in sp.profile.records if r.module.endswith("attn.q") and r.kind == "matmul"]
+    assert q[0].mmk == (1, 64, 128, 128)  # [tokens, d] x [d, heads x head_dim]
+    assert sp.step_time_s > 0 and sp.profile.fallbacks == {}
