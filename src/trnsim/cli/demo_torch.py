@@ -30,7 +30,7 @@ def section(console: Console) -> None:
             loss.backward()
         prof = run.profile()
         console.print(
-            f"small GPT, {policy:5} with stochastic rounding: loss {float(loss):.5f} (fp32 "
+            f"small GPT, {policy:5} with stochastic rounding: loss {float(loss.detach()):.5f} (fp32 "
             f"PyTorch {ref:.5f}); one NeuronCore-v4: {prof.total_s * 1e6:.0f} us for "
             f"{len(prof.records)} ATen ops, fallbacks {len(prof.fallbacks)}"
         )
