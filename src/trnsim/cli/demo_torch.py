@@ -29,8 +29,9 @@ def section(console: Console) -> None:
             loss = model(x, y)
             loss.backward()
         prof = run.profile()
+        value = float(loss.detach())
         console.print(
-            f"small GPT, {policy:5} with stochastic rounding: loss {float(loss.detach()):.5f} (fp32 "
+            f"small GPT, {policy:5} with stochastic rounding: loss {value:.5f} (fp32 "
             f"PyTorch {ref:.5f}); one NeuronCore-v4: {prof.total_s * 1e6:.0f} us for "
             f"{len(prof.records)} ATen ops, fallbacks {len(prof.fallbacks)}"
         )
