@@ -6,9 +6,14 @@ front end (``trnsim.torch.mode.Capture``), so the numerics are the eager mode's,
 (tests/test_torch_compile.py: a GPT's loss and every gradient). What compiling adds is
 fusion, which changes time, never bits:
 
-Fusion rules (the Neuron compiler's, as its documentation describes them: elementwise and
-normalisation ops are fused into one Vector/Scalar-engine pass, and a matmul's elementwise
-epilogue runs as the PSUM result is evacuated to SBUF by the Scalar engine's ``activation``):
+Fusion rules. The Neuron compiler's rules are not public in detail; its documentation says
+that it fuses an operator with its neighbours (aws-neuron-sdk 81ce03ae
+``archive/tensorboard/torch-neuronx-profiling-with-tb.rst``: ``fused_3`` is an input and the
+ReLU after it), that TorchNeuron fuses queued operator sequences "based on fusion heuristics"
+with the same numerics (``frameworks/torch/pytorch-native-overview.rst``, Adaptive Eager
+Execution), and nki-library's kernels fuse norms into the QKV and MLP projections
+(``nki/library/api/qkv.rst``, ``mlp.rst``); a matmul's elementwise epilogue runs as the PSUM
+result is evacuated to SBUF by the Scalar engine's ``activation`` (NKI ISA). trnsim's rules:
 
 1. a ``vector`` op joins the group of the op that produces one of its inputs when that
    producer is a ``vector`` or ``matmul`` op no other op reads (the intermediate never goes

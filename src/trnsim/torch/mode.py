@@ -613,12 +613,18 @@ class Trn3:
                 out[key] = out.get(key, 0) + 1
         return out
 
-    def profile(self, **kw: Any):
-        """The layered ``Profile`` of everything run so far (needs ``timing=True``)."""
+    def profile(self, fuse: bool = False, **kw: Any):
+        """The layered ``Profile`` of everything run so far (needs ``timing=True``): op by op
+        (eager), or with ``fuse=True`` grouped by the compile backend's fusion rules (as
+        TorchNeuron's Adaptive Eager Execution fuses queued ops). ``kw``: ``chip``,
+        ``ranks_per_chip``, ``kernel_timing`` ... of ``trnsim.torch.costs.time_records``."""
         from trnsim.torch.costs import time_records
+        from trnsim.torch.profile import fuse as fuse_records
 
         if not self.session.record:
             raise TrnsimError("this run was not timed: use trn3(..., timing=True)")
+        if fuse:
+            fuse_records(self.session.records)
         return time_records(self.session.records, numerics=self.session.numerics, **kw)
 
 
