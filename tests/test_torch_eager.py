@@ -100,3 +100,15 @@ def test_convolution_forward_and_backward_run_as_gemms(dims):
     assert run.fallbacks == {}
     with tt.trn3("mxfp4"):
         assert not torch.allclose(conv(x), ref, atol=1e-3)  # the numerics apply
+
+
+def test_eager_profile_with_adaptive_fusion_is_faster_and_keeps_every_op():
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    x = torch.randn(32, 64)
+    with tt.trn3("bf16", timing=True) as run:
+        (mlp(x) * 2 + 1).relu().sum().backward()
+    plain = run.profile().total_s
+    fused = run.profile(fuse=True)
+    assert 0 < fused.total_s < plain
+    assert len(fused.records) == len(run.records)
+    assert any(r.kernel.startswith("fused group") for r in fused.records)
