@@ -112,3 +112,13 @@ def test_eager_profile_with_adaptive_fusion_is_faster_and_keeps_every_op():
     assert 0 < fused.total_s < plain
     assert len(fused.records) == len(run.records)
     assert any(r.kernel.startswith("fused group") for r in fused.records)
+
+
+def test_attention_forward_is_timed_by_the_attention_nki_kernel():
+    q, k, v = (torch.randn(1, 2, 128, 64) for _ in range(3))
+    with tt.trn3("bf16", timing=True) as run:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    prof = run.profile()
+    bmm = [r for r in prof.records if r.op == "aten::bmm"]
+    assert all(r.source == "attention NKI kernel on the timing model" for r in bmm)
+    assert bmm[0].instructions and prof.total_s > 0

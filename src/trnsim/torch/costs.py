@@ -5,9 +5,11 @@ ranks share a chip; the eager default is one NeuronCore: ``ranks_per_chip = chip
 
 - **kernels** (a group of records that one NKI kernel runs: a high-level function such as
   scaled-dot-product attention or RMSNorm, or a fused group of ``trnsim.torch.compile``) are
-  timed as one op: attention as the performance model's ``attention`` op (its FLOPs, causal
-  pairs only when the mask is causal, and the HBM bytes of Q, K, V and the output), every other
-  group as one ``vector`` pass over the bytes entering and leaving it;
+  timed as one op: a flash-attention forward, with ``kernel_timing``, by running trnsim's
+  attention NKI kernel (``trnsim/perf/kernels/attention_fwd.py``) for one head on the timing
+  model, times the heads; otherwise attention as the performance model's ``attention`` op (its
+  FLOPs, causal pairs only when the mask is causal, and the HBM bytes of Q, K, V and the
+  output); every other group as one ``vector`` pass over the bytes entering and leaving it;
 - **matmuls** outside kernels: with ``kernel_timing`` (the eager profile's default) the matmul
   kernel of the performance tables (``trnsim/perf/kernels/matmul_table.py``) is run
   timing-only for the exact shape and scheduled by the core timing model (its instructions
@@ -106,6 +108,30 @@ class Pricer:
             RankWork(op, flops, byts, 0.0, 1.0, pairs_heads), self.chip, self.prec, self.eff
         )
 
+    def attention_kernel(self, members: list[OpRecord], mm: list[OpRecord]) -> float | None:
+        """A flash-attention forward timed by running trnsim's attention NKI kernel
+        (``trnsim/perf/kernels/attention_fwd.py``, the kernel of ``trnsim microbench``) for one
+        head on the timing model, times the heads; None where it does not apply (not timing
+        kernels, a backward, a sequence the kernel does not tile, a head over 128)."""
+        first = mm[0]
+        if (
+            not self.kernel_timing
+            or "backward" in first.kernel
+            or first.mmk is None
+            or self.chip.core is None
+        ):
+            return None
+        count, s_q, d, s_k = first.mmk
+        causal = "causal" in first.kernel
+        timed = attention_time(s_q, s_k, d, causal, self.chip.core.name)
+        if timed is None:
+            return None
+        seconds, instrs = timed
+        first.instructions = instrs
+        for m in members:
+            m.source = "attention NKI kernel on the timing model"
+        return seconds * count
+
     def collective(self, rec: OpRecord) -> float:
         if self.system is None or rec.collective is None:
             return 0.0
@@ -139,14 +165,46 @@ def kernel_time(
         prof = schedule(stream, core)
     except (TrnsimError, AssertionError, ValueError, ZeroDivisionError):
         return None
+    return prof.total_s * count, _schedule_rows(prof)
+
+
+@lru_cache(maxsize=128)
+def attention_time(
+    s_q: int, s_k: int, d: int, causal: bool, core: str
+) -> tuple[float, tuple[tuple[str, str, float, float], ...]] | None:
+    """(seconds, instruction schedule) of one head of ``trnsim/perf/kernels/attention_fwd.py``
+    on ``core`` (timing-only), or None for shapes it does not take (S_q != S_k, S not a
+    multiple of 128, or of 512 above 512, head dim over 128)."""
+    from pathlib import Path
+
+    from trnsim.core.timing import schedule
+    from trnsim.errors import TrnsimError
+    from trnsim.nki.benchmark import record
+    from trnsim.nki.kernelfile import load_module
+
+    if s_q != s_k or s_q % 128 or (s_q > 512 and s_q % 512) or not 1 <= d <= 128:
+        return None
+    import trnsim.perf
+
+    path = Path(trnsim.perf.__file__).parent / "kernels" / "attention_fwd.py"
+    try:
+        mod = load_module(str(path))
+        q, k, v = mod.make_inputs(S=s_q, d=d, empty=True)
+        kernel = mod.attention_fwd if causal else mod.attention_full
+        prof = schedule(record(kernel, q, k, v, target=core), core)
+    except (TrnsimError, AssertionError, ValueError, OSError):
+        return None
+    return prof.total_s, _schedule_rows(prof)
+
+
+def _schedule_rows(prof: Any) -> tuple[tuple[str, str, float, float], ...]:
     sched = prof.schedule
-    instrs: tuple[tuple[str, str, float, float], ...] = ()
-    if sched is not None:
-        instrs = tuple(
-            (sched.track_names[sched.track[i]], ins.opcode.value, sched.start[i], sched.end[i])
-            for i, ins in enumerate(sched.instructions[:4000])
-        )
-    return prof.total_s * count, instrs
+    if sched is None:
+        return ()
+    return tuple(
+        (sched.track_names[sched.track[i]], ins.opcode.value, sched.start[i], sched.end[i])
+        for i, ins in enumerate(sched.instructions[:4000])
+    )
 
 
 def time_records(
@@ -242,6 +300,9 @@ def _group(members: list[OpRecord], pricer: Pricer) -> float:
     kernel = members[0].kernel
     mm = [m for m in members if m.kind == "matmul"]
     if kernel.startswith(ATTENTION_KERNEL) and mm:
+        timed = pricer.attention_kernel(members, mm)
+        if timed is not None:
+            return timed
         flops = sum(m.flops for m in mm)
         causal = any("causal" in m.kernel for m in members)
         pairs = sum(m.mmk[0] * m.mmk[1] * m.mmk[3] for m in mm[:1] if m.mmk)
