@@ -5,9 +5,12 @@ from trnsim.workloads.graph import (
     Graph,
     LayerGroup,
     Op,
+    SeqGroup,
+    attention_op,
     attention_pairs,
     expected_experts_touched,
     forward_graph,
+    step_graph,
     train_flops_per_token,
 )
 from trnsim.workloads.hf_config import resolve_model
@@ -20,10 +23,13 @@ __all__ = [
     "MLAArgs",
     "ModelArgs",
     "Op",
+    "SeqGroup",
+    "attention_op",
     "attention_pairs",
     "expected_experts_touched",
     "forward_graph",
     "model",
     "resolve_model",
+    "step_graph",
     "train_flops_per_token",
 ]
