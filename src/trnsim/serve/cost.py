@@ -1,0 +1,136 @@
+"""Step times of a replica's plans: ``trnsim.perf.step.StepCost`` on the shapes a plan runs,
+plus the engine's host terms.
+
+Shapes. A Neuron plan runs a compiled shape: a prefill segment of ``prefill_pad`` tokens
+attending to ``prior_pad`` cached tokens, or a decode batch of ``batch_pad`` sequences each
+reading ``context_pad`` tokens of KV (padding costs like real work). Those times are kept per
+shape, and the set of shapes is the compiled-graph set, so it stays small. A vLLM plan runs its
+exact shape: each prefill chunk its own ``SeqGroup``, the decodes one group at their mean
+context (attention is linear in the context), split at the model's sliding window so the
+windowed layers see each sequence's own ``min(context, window)``.
+
+A run of ``k`` identical decode steps (the batch unchanged, each sequence one token longer per
+step) is timed by ``trnsim.perf.step.decode_offsets``, the same quadrature ``trnsim infer``'s
+TPOT uses: so one request served alone reproduces ``trnsim infer`` exactly.
+
+Host terms (``trnsim.serve.calibration`` holds the fitted constant and its rows):
+
+- the stack's host work per forward pass (``Efficiency.step_overhead_s``, inside ``StepTime``);
+- sampling on the host: the logits of every sampled sequence (the padded batch on Neuron) go
+  to the CPU and are sampled there: ``HOST_SAMPLING_S_PER_LOGIT`` x sequences x vocabulary;
+- async scheduling: while the batch is unchanged, host work overlaps the device: a steady step
+  costs ``max(device, host)`` instead of ``device + host`` (the first step of a run pays both).
+"""
+
+from __future__ import annotations
+
+from trnsim.perf.step import StepCost, StepTime, decode_offsets
+from trnsim.serve.calibration import HOST_SAMPLING_S_PER_LOGIT
+from trnsim.serve.engine import Deployment, Limits, StepPlan
+from trnsim.workloads import SeqGroup
+
+
+class StepModel:
+    """Seconds of a replica's steps (module docstring)."""
+
+    def __init__(self, dep: Deployment, lim: Limits, prec: object) -> None:
+        self.sc = StepCost(
+            dep.model,
+            dep.system,
+            dep.plan,
+            prec=prec,
+            stack=dep.stack,
+            compute_model=dep.compute_model,
+            speculative=dep.speculative,
+        )
+        self.lim = lim
+        self.qd = self.sc.spec_positions
+        self.per_step = self.sc.tokens_per_decode
+        self.window = dep.model.sliding_window
+        self.vocab = dep.model.vocab
+        self.host_sampling = lim.sampling == "host"
+        self._memo: dict[tuple, StepTime] = {}
+
+    # --- shapes -------------------------------------------------------------------------------
+
+    def groups(
+        self, plan: StepPlan, offset: float = 0.0, mean: float | None = None
+    ) -> tuple[SeqGroup, ...]:
+        """The ``SeqGroup``s of ``plan`` (decode contexts ``offset`` tokens further on;
+        ``mean``: the decodes' mean computed tokens, if the caller has it)."""
+        out: list[SeqGroup] = []
+        for r, n in plan.chunks:
+            out.append(SeqGroup(1, n, r.computed + n, False))
+        if plan.decodes:
+            qd, w = self.qd, self.window
+            n = len(plan.decodes)
+            if w is None:
+                if mean is None:
+                    mean = sum(r.computed for r in plan.decodes) / n
+                out.append(SeqGroup(n, qd, mean + qd + offset, True))
+            else:
+                short = [r.computed for r in plan.decodes if r.computed + qd + offset < w]
+                long_ = [r.computed for r in plan.decodes if r.computed + qd + offset >= w]
+                for cs in (short, long_):
+                    if cs:
+                        out.append(SeqGroup(len(cs), qd, sum(cs) / len(cs) + qd + offset, True))
+        return tuple(out)
+
+    def _padded(self, plan: StepPlan) -> StepTime | None:
+        if plan.prefill_pad is not None:
+            key = ("p", plan.prefill_pad, plan.prior_pad)
+            t = self._memo.get(key)
+            if t is None:
+                pad, prior = plan.prefill_pad, plan.prior_pad or 0
+                t = self.sc.step((SeqGroup(1, pad, prior + pad, False),))
+                self._memo[key] = t
+            return t
+        if plan.batch_pad is not None:
+            key = ("d", plan.batch_pad, plan.context_pad)
+            t = self._memo.get(key)
+            if t is None:
+                t = self.sc.step((SeqGroup(plan.batch_pad, self.qd, plan.context_pad, True),))
+                self._memo[key] = t
+            return t
+        return None
+
+    # --- times --------------------------------------------------------------------------------
+
+    def sampled(self, plan: StepPlan) -> int:
+        """Sequences whose logits a step samples (the padded decode batch on Neuron)."""
+        ends = sum(1 for r, n in plan.chunks if r.pending() - n <= 0)
+        decodes = plan.batch_pad if plan.batch_pad is not None else len(plan.decodes)
+        return ends + decodes
+
+    def step(self, plan: StepPlan) -> tuple[float, float]:
+        """(device seconds, host seconds) of one step of ``plan``."""
+        t = self._padded(plan) or self.sc.step(self.groups(plan))
+        host = t.host
+        if self.host_sampling:
+            host += HOST_SAMPLING_S_PER_LOGIT * self.sampled(plan) * self.vocab
+        return t.device, host
+
+    def run(self, plan: StepPlan, steps: int) -> float:
+        """Mean seconds per step of ``steps`` consecutive steps of the decode plan ``plan``
+        (quadrature over the run; async overlap after its first step)."""
+        padded = self._padded(plan)
+        if padded is not None:
+            device, host = padded.device, padded.host
+        else:
+            offsets = decode_offsets(steps * self.per_step)
+            mean = sum(r.computed for r in plan.decodes) / len(plan.decodes)
+            seen: dict[float, StepTime] = {}
+            pts = []
+            for off in offsets:  # short runs repeat offsets: time each context once
+                p = seen.get(off)
+                if p is None:
+                    p = seen[off] = self.sc.step(self.groups(plan, off, mean))
+                pts.append(p)
+            device = sum(p.device for p in pts) / len(pts)
+            host = sum(p.host for p in pts) / len(pts)
+        if self.host_sampling:
+            host += HOST_SAMPLING_S_PER_LOGIT * self.sampled(plan) * self.vocab
+        first = device + host
+        if not self.lim.async_scheduling or steps == 1:
+            return first
+        return (first + (steps - 1) * max(device, host)) / steps
