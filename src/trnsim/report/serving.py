@@ -98,6 +98,8 @@ def latency_throughput_chart(
 ) -> Path:
     """Two panels, one line per system: p99 TTFT and p50 TPOT (ms, log scale) against output
     tokens/s per chip; each point is one load (rate or concurrency) of the sweep."""
+    from matplotlib.ticker import FuncFormatter
+
     from trnsim.report.plots import palette, plt, save
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
@@ -110,9 +112,12 @@ def latency_throughput_chart(
             ax.plot(xs, ys, marker="o", color=colour, label=sysm.name)
     axes[0].set(ylabel="TTFT p99 (ms)", yscale="log")
     axes[1].set(ylabel="TPOT p50 (ms)", yscale="log")
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
     for ax in axes:
         ax.set_xlabel("output tokens/s per chip")
         ax.grid(True, which="both", alpha=0.3)
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     fig.suptitle(f"latency vs throughput, {load} sweep; {lengths.describe()}", fontsize=10)
     return save(fig, path, "--plot")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +44,7 @@ class ServeResult:
     @property
     def output_tokens_per_s(self) -> float:
         d = self.metrics.duration
-        return self.metrics.output_tokens / d if d > 0 else 0.0
+        return self.metrics.throughput_tokens / d if d > 0 else 0.0
 
     @property
     def requests_per_s(self) -> float:
@@ -163,6 +164,12 @@ class ServeResult:
 
 def resolve(dep: Deployment, engine: EngineConfig) -> Limits:
     """The engine's limits for ``dep`` (its policy's defaults, KV capacity, checks)."""
+    most = dep.model.max_seq_len
+    if engine.max_model_len is not None and engine.max_model_len > most:
+        raise ConfigError(
+            f"max_model_len {engine.max_model_len} exceeds {dep.model.name}'s maximum context "
+            f"({most} tokens; vLLM refuses a longer one)"
+        )
     return get_policy(engine.policy).resolve(dep, engine, kv_precision(dep, engine))
 
 
@@ -179,12 +186,17 @@ def simulate(
     trace: TraceLog | None = None,
     on_done: Callable[[int], None] | None = None,
     max_run: int = 1 << 30,
+    max_seconds: float | None = None,
+    steady: tuple[float, float] | None = None,
 ) -> ServeResult:
     """Serve ``workload`` on ``dep`` with ``engine`` (module ``trnsim.serve`` docstring).
 
     ``disagg=(p, d)``: ``p`` prefill and ``d`` decode replicas (``p + d`` must equal
     ``dep.replicas``). ``max_run`` caps the steps run at once (1: step by step, the plain
-    path the fast one is tested against)."""
+    path the fast one is tested against). ``max_seconds``: a benchmark window (guidellm's
+    ``--max-seconds``): the run stops then, requests unfinished are not counted, and rates
+    are per second of the window. ``steady=(t0, t1)``: steady-state statistics: latencies of
+    the requests arriving in [t0, t1], throughput of the tokens finishing in it."""
     engine = engine or EngineConfig()
     if router not in ROUTERS:
         raise ConfigError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
@@ -197,9 +209,16 @@ def simulate(
             )
     if max_run < 1:
         raise ConfigError(f"max_run must be >= 1, got {max_run}")
+    if max_seconds is not None and not max_seconds > 0:
+        raise ConfigError(f"max_seconds must be > 0, got {max_seconds}")
     prec = kv_precision(dep, engine)
-    lim = get_policy(engine.policy).resolve(dep, engine, prec)
+    lim = resolve(dep, engine)
     collector = Collector(slo, on_record, keep_records)
+    collector.window = max_seconds
+    if steady is not None:
+        if not 0 <= steady[0] < steady[1]:
+            raise ConfigError(f"steady window must be 0 <= t0 < t1, got {steady}")
+        collector.steady = steady
     sim = Simulation(
         dep,
         lim,
@@ -213,7 +232,7 @@ def simulate(
         on_done=on_done,
     )
     closed = workload.concurrency if isinstance(workload, ClosedLoop) else None
-    end = sim.run(workload.requests_iter(), closed)
+    end = sim.run(workload.requests_iter(), closed, max_seconds or math.inf)
     assumptions = list(lim.notes)
     assumptions.append(sim.replicas[0].model.sc.stack.describe())
     if lim.sampling == "host":

@@ -1,10 +1,11 @@
 """Step times of a replica's plans: ``trnsim.perf.step.StepCost`` on the shapes a plan runs,
 plus the engine's host terms.
 
-Shapes. A Neuron plan runs a compiled shape: a prefill segment of ``prefill_pad`` tokens
-attending to ``prior_pad`` cached tokens, or a decode batch of ``batch_pad`` sequences each
-reading ``context_pad`` tokens of KV (padding costs like real work). Those times are kept per
-shape, and the set of shapes is the compiled-graph set, so it stays small. A vLLM plan runs its
+Shapes. A Neuron plan runs compiled graphs (``StepPlan.graphs``), one after another: a
+prefill segment of padded tokens attending to the cached tokens before it, or a decode of a
+padded batch whose sequences each read the context bucket's tokens of KV (padding costs like
+real work). Those times are kept per shape, and the set of shapes is the compiled-graph set,
+so it stays small. A vLLM plan runs its
 exact shape: each prefill chunk its own ``SeqGroup``, the decodes one group at their mean
 context (attention is linear in the context), split at the model's sliding window so the
 windowed layers see each sequence's own ``min(context, window)``.
@@ -17,7 +18,8 @@ Host terms (``trnsim.serve.calibration`` holds the fitted constant and its rows)
 
 - the stack's host work per forward pass (``Efficiency.step_overhead_s``, inside ``StepTime``);
 - sampling on the host: the logits of every sampled sequence (the padded batch on Neuron) go
-  to the CPU and are sampled there: ``HOST_SAMPLING_S_PER_LOGIT`` x sequences x vocabulary;
+  to the CPU and are sampled there: ``HOST_SAMPLING_S_PER_LOGIT`` x sequences x vocabulary
+  (some graphs always sample on the host: ``StepPlan.host_samples``);
 - async scheduling: while the batch is unchanged, host work overlaps the device: a steady step
   costs ``max(device, host)`` instead of ``device + host`` (the first step of a run pays both).
 """
@@ -76,39 +78,45 @@ class StepModel:
                         out.append(SeqGroup(len(cs), qd, sum(cs) / len(cs) + qd + offset, True))
         return tuple(out)
 
+    def graph(self, kind: str, a: int, b: int) -> StepTime:
+        """One compiled graph: ``("p", tokens, prior)`` or ``("d", batch, context)``."""
+        key = (kind, a, b)
+        t = self._memo.get(key)
+        if t is None:
+            if kind == "p":
+                t = self.sc.step((SeqGroup(1, a, b + a, False),))
+            else:
+                t = self.sc.step((SeqGroup(a, self.qd, b, True),))
+            self._memo[key] = t
+        return t
+
     def _padded(self, plan: StepPlan) -> StepTime | None:
-        if plan.prefill_pad is not None:
-            key = ("p", plan.prefill_pad, plan.prior_pad)
-            t = self._memo.get(key)
-            if t is None:
-                pad, prior = plan.prefill_pad, plan.prior_pad or 0
-                t = self.sc.step((SeqGroup(1, pad, prior + pad, False),))
-                self._memo[key] = t
-            return t
-        if plan.batch_pad is not None:
-            key = ("d", plan.batch_pad, plan.context_pad)
-            t = self._memo.get(key)
-            if t is None:
-                t = self.sc.step((SeqGroup(plan.batch_pad, self.qd, plan.context_pad, True),))
-                self._memo[key] = t
-            return t
-        return None
+        if not plan.graphs:
+            return None
+        if len(plan.graphs) == 1:
+            return self.graph(*plan.graphs[0])
+        ts = [self.graph(*g) for g in plan.graphs]  # run one after another
+        return StepTime(
+            sum(t.compute for t in ts), sum(t.comm for t in ts), sum(t.host for t in ts)
+        )
 
     # --- times --------------------------------------------------------------------------------
 
     def sampled(self, plan: StepPlan) -> int:
         """Sequences whose logits a step samples (the padded decode batch on Neuron)."""
         ends = sum(1 for r, n in plan.chunks if r.pending() - n <= 0)
-        decodes = plan.batch_pad if plan.batch_pad is not None else len(plan.decodes)
-        return ends + decodes
+        g = plan.decode_graph
+        return ends + (g[1] if g is not None else len(plan.decodes))
+
+    def host_sampling_s(self, plan: StepPlan) -> float:
+        """Seconds of sampling on the host in one step of ``plan``."""
+        n = self.sampled(plan) if self.host_sampling else plan.host_samples
+        return HOST_SAMPLING_S_PER_LOGIT * n * self.vocab if n else 0.0
 
     def step(self, plan: StepPlan) -> tuple[float, float]:
         """(device seconds, host seconds) of one step of ``plan``."""
         t = self._padded(plan) or self.sc.step(self.groups(plan))
-        host = t.host
-        if self.host_sampling:
-            host += HOST_SAMPLING_S_PER_LOGIT * self.sampled(plan) * self.vocab
-        return t.device, host
+        return t.device, t.host + self.host_sampling_s(plan)
 
     def run(self, plan: StepPlan, steps: int) -> float:
         """Mean seconds per step of ``steps`` consecutive steps of the decode plan ``plan``
@@ -128,8 +136,7 @@ class StepModel:
                 pts.append(p)
             device = sum(p.device for p in pts) / len(pts)
             host = sum(p.host for p in pts) / len(pts)
-        if self.host_sampling:
-            host += HOST_SAMPLING_S_PER_LOGIT * self.sampled(plan) * self.vocab
+        host += self.host_sampling_s(plan)
         first = device + host
         if not self.lim.async_scheduling or steps == 1:
             return first

@@ -134,7 +134,7 @@ class EngineConfig:
     """Engine settings (``None``: the policy's default; see ``trnsim.serve.policies``).
 
     Attributes:
-        policy: ``vllm-v1`` or ``neuron``.
+        policy: ``vllm-v1``, ``neuron`` or ``optimum-neuron``.
         neuron_form: ``native`` (the current vllm-neuron plugin) or ``nxdi`` (the NxD
             Inference based 0.2.x plugin), for the ``neuron`` policy.
         max_num_seqs, max_num_batched_tokens, max_model_len, block_size: vLLM's names.
@@ -149,6 +149,8 @@ class EngineConfig:
             buckets).
         chunked_prefill: prefill long prompts in ``max_num_batched_tokens`` segments (NxDI form;
             the native plugin and vLLM always do).
+        prefill_chunk_size: optimum-neuron's chunked prefill (each new prompt runs in chunks of
+            this many tokens, inside one step).
         long_prefill_token_threshold: vLLM's cap on one request's tokens per step (0: none).
         sampling: ``device`` or ``host`` (logits to the CPU and sampled there).
         async_scheduling: overlap host work with device execution while the batch is unchanged
@@ -170,13 +172,20 @@ class EngineConfig:
     batch_buckets: tuple[int, ...] | None = None
     context_buckets: tuple[int, ...] | None = None
     chunked_prefill: bool | None = None
+    prefill_chunk_size: int | None = None
     long_prefill_token_threshold: int = 0
     sampling: str | None = None
     async_scheduling: bool | None = None
     kv_cache_dtype: str = "auto"
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size"):
+        for name in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "max_model_len",
+            "block_size",
+            "prefill_chunk_size",
+        ):
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ConfigError(f"engine: {name} must be >= 1, got {v}")
@@ -236,6 +245,7 @@ class Limits:
     async_scheduling: bool
     kv_bytes_per_token: float
     notes: tuple[str, ...] = ()
+    prefill_chunk: int = 0
 
     @property
     def kv_tokens(self) -> int:
@@ -346,9 +356,11 @@ class StepPlan:
     scheduled request gets the blocks for its new tokens: ``chunks`` (request, prompt tokens
     to compute) and ``decodes`` (one step each).
 
-    Padded shapes (Neuron; ``None`` elsewhere): ``prefill_pad`` the tokens a prefill chunk
-    is padded to, ``prior_pad`` the cached tokens its attention reads, ``batch_pad`` the
-    decode batch size, ``context_pad`` the context every decode sequence's attention reads.
+    ``graphs`` (Neuron; empty elsewhere): the compiled graphs the step runs, one after
+    another, each a padded shape: ``("p", tokens, prior)`` a prefill (segment) of ``tokens``
+    padded tokens attending to ``prior`` cached ones, ``("d", batch, context)`` a decode of
+    ``batch`` padded sequences each reading ``context`` tokens of KV. ``host_samples``: logits
+    sampled on the host whatever the sampling setting (optimum-neuron's chunked prefill).
     ``stable``: a decode-only step that the scheduler would plan again unchanged until a
     request arrives or finishes (the loop may then run several at once)."""
 
@@ -356,11 +368,13 @@ class StepPlan:
     decodes: list[Live] = field(default_factory=list)
     admitted: list[tuple[Live, list[int]]] = field(default_factory=list)
     preempted: list[Live] = field(default_factory=list)
-    prefill_pad: int | None = None
-    prior_pad: int | None = None
-    batch_pad: int | None = None
-    context_pad: int | None = None
+    graphs: list[tuple[str, int, int]] = field(default_factory=list)
+    host_samples: int = 0
     stable: bool = False
+
+    @property
+    def decode_graph(self) -> tuple[str, int, int] | None:
+        return next((g for g in self.graphs if g[0] == "d"), None)
 
     @property
     def empty(self) -> bool:

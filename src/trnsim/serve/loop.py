@@ -227,10 +227,8 @@ class Replica:
         real = sum(n for _r, n in plan.chunks) + k * len(plan.decodes) * self.model.qd
         st.tokens += real
         padded = real
-        if plan.prefill_pad is not None:
-            padded = plan.prefill_pad
-        elif plan.batch_pad is not None:
-            padded = k * plan.batch_pad * self.model.qd
+        if plan.graphs:
+            padded = sum(a if g == "p" else k * a * self.model.qd for g, a, _b in plan.graphs)
         st.padded_tokens += padded
         log = self.sim.trace
         if log is not None:
@@ -455,7 +453,12 @@ class Simulation:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    def run(self, requests: Iterator[Request], closed_concurrency: int | None = None) -> float:
+    def run(
+        self,
+        requests: Iterator[Request],
+        closed_concurrency: int | None = None,
+        until: float = math.inf,
+    ) -> float:
         self._targets: dict[int, int] = {}
         self.stream = iter(requests)
         if closed_concurrency is not None:
@@ -467,6 +470,9 @@ class Simulation:
         heap = self.heap
         while heap:
             t, kind, _seq, obj, data = heapq.heappop(heap)
+            if t > until:  # the benchmark window closed: what is unfinished is not counted
+                self.now = until
+                break
             self.now = t
             if kind == ARRIVE:
                 if not self.closed:

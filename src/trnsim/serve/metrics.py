@@ -165,6 +165,14 @@ class Collector:
             self.first_arrival = t
 
     def finished(self, r: Any, t: float) -> None:
+        steady = self.steady
+        if steady is not None:  # steady-state statistics only (see ``steady``)
+            lo, hi = steady
+            if lo <= t <= hi:
+                self.steady_tokens += r.output
+                self.steady_done += 1
+            if not lo <= r.arrival <= hi:
+                return
         ttft = r.first - r.arrival
         out = round(r.generated)
         tpot = (t - r.first) / (r.output - 1) if r.output > 1 else None
@@ -204,6 +212,22 @@ class Collector:
         if self.records is not None:
             self.records.append(rec)
 
+    window: float | None = None  # a benchmark window (guidellm --max-seconds): the duration
+    # Steady state (lo, hi): latency statistics of the requests that arrive in it, throughput of
+    # the tokens that finish in it (no ramp-up, no drain; as a long MLPerf run measures).
+    steady: tuple[float, float] | None = None
+    steady_tokens: int = 0
+    steady_done: int = 0
+
     @property
     def duration(self) -> float:
+        if self.window is not None:
+            return self.window
+        if self.steady is not None:
+            return self.steady[1] - self.steady[0]
         return max(self.last_finish - self.first_arrival, 0.0) if self.done else 0.0
+
+    @property
+    def throughput_tokens(self) -> float:
+        """Output tokens counted in the throughput (all, or those of the steady state)."""
+        return self.steady_tokens if self.steady is not None else self.output_tokens

@@ -94,3 +94,4 @@ def names() -> list[str]:
 
 register("vllm-v1", "trnsim.serve.policies.vllm_v1")
 register("neuron", "trnsim.serve.policies.neuron")
+register("optimum-neuron", "trnsim.serve.policies.optimum_neuron")

@@ -224,7 +224,7 @@ def _resolve_nxdi(
     )
 
 
-def _context_pad(lim: Limits, needed: float) -> int:
+def context_pad(lim: Limits, needed: float) -> int:
     """The context every decode sequence reads: the smallest context bucket >= ``needed``,
     else ``max_model_len`` (native) / the token-generation bucket (nxdi)."""
     for b in lim.context_buckets or ():
@@ -235,8 +235,7 @@ def _context_pad(lim: Limits, needed: float) -> int:
 
 def _prefill(plan: StepPlan, r, n: int, lim: Limits, base: float) -> StepPlan:
     plan.chunks.append((r, n))
-    plan.prefill_pad = bucket(n, lim.prefill_buckets, "prefill segment")
-    plan.prior_pad = int(base)
+    plan.graphs.append(("p", bucket(n, lim.prefill_buckets, "prefill segment"), int(base)))
     return plan
 
 
@@ -291,8 +290,8 @@ def schedule(q: Queues, kv: KVCache, lim: Limits, qd: int) -> StepPlan:
             "cap should prevent this)"
         )
     plan.decodes = decodes
-    plan.batch_pad = bucket(len(decodes), lim.batch_buckets, "decode batch")
-    plan.context_pad = _context_pad(lim, max(r.computed for r in decodes) + qd)
+    batch = bucket(len(decodes), lim.batch_buckets, "decode batch")
+    plan.graphs.append(("d", batch, context_pad(lim, max(r.computed for r in decodes) + qd)))
     plan.stable = admitted_decode is None
     return plan
 
@@ -302,7 +301,7 @@ def horizon(
 ) -> int:
     """Steps until the context bucket changes, or the KV blocks (the cap keeps them enough)."""
     longest = max(r.computed for r in plan.decodes)
-    pad = plan.context_pad
+    pad = plan.decode_graph[2]
     if pad < lim.max_model_len:  # a smaller bucket: stay while max(computed) + qd <= pad
         cap = min(cap, max(1, int((pad - qd - longest) // per_step) + 1))
     return kv_horizon(plan.decodes, kv, per_step, qd, cap)
