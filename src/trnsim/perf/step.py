@@ -27,14 +27,15 @@ when its longest prompt spans the TP ranks; MoE prefill as a blockwise matmul wh
 says so); a decode-only step does not.
 
 Speed: every op but attention depends only on the step's tokens and sequence count, so the
-rest of the pass is kept per (tokens, sequences, prefill flags) and only the attention op is
-re-timed for each step's contexts (``trnsim.perf.compute.op_seconds``, the same function
+rest of the pass is kept per (tokens, sequences, prefill flags) (the ``REST_CACHE`` most recent
+shapes) and only the attention op is re-timed for each step's contexts (``trnsim.perf.compute.op_seconds``, the same function
 ``pass_time`` uses). The total differs from timing the whole graph again only by the order
 of the floating-point additions.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from trnsim.hw import SystemSpec
@@ -48,6 +49,7 @@ from trnsim.workloads import ModelArgs, SeqGroup, attention_op, resolve_model, s
 from trnsim.workloads.graph import attention_kinds
 
 DECODE_POINTS = 4
+REST_CACHE = 1024  # step shapes kept (least recently used dropped): bounded memory
 
 
 def decode_offsets(steps: int) -> tuple[int, ...]:
@@ -128,7 +130,7 @@ class StepCost:
         self.eff = eff or self.stack.profile(self.cm)
         self.speculative = speculative
         self.draft = resolve_model(speculative.draft) if speculative is not None else None
-        self._rest: dict[tuple, tuple[float, object]] = {}
+        self._rest: OrderedDict[tuple, tuple[float, object]] = OrderedDict()
         self._comm: dict[tuple, float] = {}
 
     @property
@@ -185,9 +187,13 @@ class StepCost:
         n_seq = sum(s.count for s in seqs)
         key = (m.name, tokens, n_seq, sp, block)
         hit = self._rest.get(key)
-        if hit is None:
+        if hit is not None:
+            self._rest.move_to_end(key)
+        else:
             g = step_graph(m, seqs, "prefill" if block or sp else "decode")
-            pt = pass_time(
+            # pass_time's own cache is for planners that time a graph again; a serving run
+            # times each shape once here, so it calls the function beneath the cache.
+            pt = pass_time.__wrapped__(
                 g,
                 plan.tp,
                 plan.ep,
@@ -202,6 +208,8 @@ class StepCost:
             )
             hit = (pt.layers + pt.pre + pt.post - pt.kind("attention"), g)
             self._rest[key] = hit
+            if len(self._rest) > REST_CACHE:
+                self._rest.popitem(last=False)
         rest, g = hit
         rp = rank_plan(plan.tp, plan.ep, sp, plan.ranks_per_chip, plan.moe_imbalance)
         chip = self.system.chip

@@ -66,6 +66,8 @@ class ServeRow:
 # --- K1: MLPerf Inference v5.1 Llama-2-70B (Server, Interactive, Offline) -----------------------
 
 K1_OUTPUT_MEAN = 274  # serving.md: tokens/s / samples/s
+K1_REQUESTS = 2000  # per replica: about 2 minutes of MLPerf Server load, the middle measured
+K1_OFFLINE_REQUESTS = 600  # every sample queued at once (the Offline scenario)
 # ASSUMED (not in the logs): OpenOrca prompts under the 1,024-token limit of MLCommons'
 # processorca.py, lognormal with mean 300 and s.d. 250 tokens; outputs lognormal with the
 # derived mean 274 and s.d. 250, at most 1,024 tokens.
@@ -174,6 +176,7 @@ K2_NOTE = (
     "1,000 tokens"
 )
 # (name, model, system, tp, precision, output tokens/s)
+K2_REQUESTS = 400
 K2_ROWS = (
     ("k2-70b-h100", "llama-3.3-70b", "p5.48xlarge", 2, "fp8", 4205),
     ("k2-70b-h200", "llama-3.3-70b", "dgx-h200", 1, "fp8", 2909),
@@ -326,7 +329,9 @@ def scenarios() -> dict[str, Scenario]:
     )
     for name, _label, sysname, gpus, tp, prec, kind, tps, _ttft, _tpot in K1_ROWS:
 
-        def build(n: int, sysname=sysname, gpus=gpus, tp=tp, prec=prec, kind=kind, tps=tps):
+        def build(
+            scale: float, sysname=sysname, gpus=gpus, tp=tp, prec=prec, kind=kind, tps=tps
+        ):
             # One of the gpus / tp replicas, with its share of the load (Poisson arrivals split
             # at random stay Poisson); the system's throughput is the replicas' sum.
             dep = Deployment(
@@ -337,6 +342,7 @@ def scenarios() -> dict[str, Scenario]:
             )
             eng = EngineConfig(policy="vllm-v1", kv_cache_dtype="fp8", max_model_len=2048)
             qps = tps / K1_OUTPUT_MEAN / (gpus // tp)
+            n = max(50, round(scale * (K1_OFFLINE_REQUESTS if kind == "offline" else K1_REQUESTS)))
             if kind == "offline":
                 wl = OpenLoop(1e6, n, "constant", lengths=k1_lengths)
                 return dep, wl, eng, {"scale": gpus // tp}
@@ -348,7 +354,8 @@ def scenarios() -> dict[str, Scenario]:
     k2_lengths = Synthetic(Lengths(1000), Lengths(1000))
     for name, model, sysname, tp, prec, _tps in K2_ROWS:
 
-        def build(n: int, model=model, sysname=sysname, tp=tp, prec=prec):
+        def build(scale: float, model=model, sysname=sysname, tp=tp, prec=prec):
+            n = max(50, round(scale * K2_REQUESTS))
             dep = Deployment(
                 model, sysname, ParallelPlan(tp=tp, zero=0, recompute="none"), precision=prec
             )
@@ -361,7 +368,7 @@ def scenarios() -> dict[str, Scenario]:
         k3_lengths = Synthetic(Lengths(1500, 150, "normal"), Lengths(out_mean, 20, "normal"))
 
         def build(
-            n: int,
+            scale: float,
             sysname=sysname,
             tp=tp,
             rpc=rpc,
@@ -425,16 +432,13 @@ def predict(result: Any, metric: str) -> float:
     return (value or 0.0) * 1e3
 
 
-REQUESTS = 2000
-
-
 def validate(
-    requests: int = REQUESTS,
+    scale: float = 1.0,
     advance: Callable[[], None] | None = None,
     only: Iterable[str] | None = None,
 ) -> list[Any]:
     """Every row's prediction (``trnsim.perf.calsets.RowResult``s with set ``S``): each
-    scenario simulated once with ``requests`` requests."""
+    scenario simulated once (``scale`` < 1: fewer requests, for quick checks)."""
     from trnsim.perf.calsets import RowResult
     from trnsim.serve.api import simulate
 
@@ -446,7 +450,7 @@ def validate(
         if wanted is not None and row.scenario not in wanted:
             continue
         if row.scenario not in runs:
-            dep, wl, eng, kw = sc[row.scenario].build(requests)
+            dep, wl, eng, kw = sc[row.scenario].build(scale)
             scale = kw.pop("scale", 1)
             runs[row.scenario] = (simulate(dep, wl, eng, **kw), scale)
             if advance:
