@@ -18,7 +18,8 @@ seconds (``time.process_time``: one core, whatever else the machine runs) and wa
 
 Cases: Llama-3.1-8B on one Trn3 chip (vllm-neuron native policy, on-device sampling, 64
 sequences, 4096 tokens) and on one H100 (vLLM V1), Poisson arrivals at about 70 % of what the
-replica sustains (2/s on Trn3, 12/s on the H100), prompts 1024 +- 256 and outputs 256 +- 64 tokens (uniform).
+replica sustains (2/s on Trn3, 12/s on the H100), prompts 1024 +- 256 and outputs 256 +- 64
+tokens (uniform).
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ t0, c0 = time.perf_counter(), time.process_time()
 res = simulate(dep, OpenLoop(rate, n, lengths=syn), eng, max_run=max_run, keep_records=bool(check))
 cpu, wall = time.process_time() - c0, time.perf_counter() - t0
 s = res.summary()
-out = {"cpu": cpu, "wall": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-       "done": res.metrics.done, "ttft_p50": s["ttft_s"]["p50"], "tpot_p50": s["tpot_s"]["p50"],
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out = {"cpu": cpu, "wall": wall, "rss_mb": rss, "done": res.metrics.done,
+       "ttft_p50": s["ttft_s"]["p50"], "tpot_p50": s["tpot_s"]["p50"],
        "tok_s": s["throughput"]["output_tokens_per_s"]}
 if check:
     out["e2e"] = [r[9] for r in sorted(res.metrics.records)]

@@ -28,9 +28,9 @@ says so); a decode-only step does not.
 
 Speed: every op but attention depends only on the step's tokens and sequence count, so the
 rest of the pass is kept per (tokens, sequences, prefill flags) (the ``REST_CACHE`` most recent
-shapes) and only the attention op is re-timed for each step's contexts (``trnsim.perf.compute.op_seconds``, the same function
-``pass_time`` uses). The total differs from timing the whole graph again only by the order
-of the floating-point additions.
+shapes) and only the attention op is re-timed for each step's contexts
+(``trnsim.perf.compute.op_seconds``, the same function ``pass_time`` uses). The total differs
+from timing the whole graph again only by the order of the floating-point additions.
 """
 
 from __future__ import annotations

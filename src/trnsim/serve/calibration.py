@@ -329,9 +329,7 @@ def scenarios() -> dict[str, Scenario]:
     )
     for name, _label, sysname, gpus, tp, prec, kind, tps, _ttft, _tpot in K1_ROWS:
 
-        def build(
-            scale: float, sysname=sysname, gpus=gpus, tp=tp, prec=prec, kind=kind, tps=tps
-        ):
+        def build(scale: float, sysname=sysname, gpus=gpus, tp=tp, prec=prec, kind=kind, tps=tps):
             # One of the gpus / tp replicas, with its share of the load (Poisson arrivals split
             # at random stay Poisson); the system's throughput is the replicas' sum.
             dep = Deployment(
