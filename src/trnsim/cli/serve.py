@@ -131,6 +131,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--chunked-prefill", action="store_true", help="neuron nxdi form: segmented prefill"
     )
     e.add_argument(
+        "--prefill-chunk-size", type=positive_int, help="optimum-neuron: chunked prefill size"
+    )
+    e.add_argument(
         "--long-prefill-token-threshold",
         type=nonneg_int,
         default=0,
@@ -231,6 +234,7 @@ def _engine(args: argparse.Namespace, sysm: SystemSpec, policy: str | None = Non
         batch_buckets=args.batch_buckets,
         context_buckets=args.context_buckets,
         chunked_prefill=True if args.chunked_prefill else None,
+        prefill_chunk_size=args.prefill_chunk_size,
         long_prefill_token_threshold=args.long_prefill_token_threshold,
         sampling=args.sampling,
         async_scheduling=args.async_scheduling,

@@ -1,6 +1,6 @@
 """``trnsim validate``: the performance model against every calibration set (Trn1 training B/B2
 and serving C, H100 Megatron-Core F, NCCL on H100 G, Trn2 serving H, MaxText on TPU I, and
-serving under load S: ``trnsim.serve.calibration``, each row a simulation of the published
+serving under load L: ``trnsim.serve.calibration``, each row a simulation of the published
 run), each row predicted with
 its own software stack's stored profile: every row's error and each set's MAPE. ``--fit``
 refits each stack's profile to its own rows and reports with the fitted values;
@@ -25,7 +25,7 @@ from trnsim.report.tables import fit
 from trnsim.serve import calibration as serving
 
 TARGET = 0.15  # issue 15: MAPE <= 15 % on each set
-# The sets: the performance model's (trnsim.perf.calsets) and serving under load (S, issue 23:
+# The sets: the performance model's (trnsim.perf.calsets) and serving under load (L, issue 23:
 # p50/mean TTFT, TPOT and throughput within 20 % per row; p99 rows reported, not judged).
 SETS = {**calsets.SETS, serving.SET: serving.SET_TITLE}
 

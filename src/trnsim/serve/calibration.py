@@ -12,7 +12,7 @@ whole compiled batch, 32 sequences x 128,256 vocabulary logits, so (48.22 - 24.5
 128,256) = 5.78 ns per logit. One constant from one pair of rows: the two "sync ITL" rows are
 the fit (their difference), every other row of the set checks the model.
 
-The rows (set ``S`` of ``trnsim validate``; ``rows()``): every published figure of K1, K2 and
+The rows (set ``L`` of ``trnsim validate``; ``rows()``): every published figure of K1, K2 and
 K3, each predicted by a simulation of the run that produced it (``scenarios()``: deployment,
 engine, workload, as the source describes them; what the source does not say is stated as an
 assumption in the scenario's note). The target (issue 23): p50 (or mean, where the source
@@ -34,7 +34,7 @@ HOST_SAMPLING_S_PER_LOGIT = (K3_SYNC_ITL_HOST_S - K3_SYNC_ITL_DEVICE_S) / (
     K3_COMPILED_BATCH * LLAMA3_VOCAB
 )
 
-SET = "S"
+SET = "L"
 SET_TITLE = "serving under load: MLPerf server, trtllm-bench, vLLM on Trn2/Inf2 (serving.md)"
 TARGET = 0.20
 
@@ -316,6 +316,14 @@ def k3_output_tokens(machine: str) -> float:
     return sum(r[-1] / r[-4] for r in rows) / len(rows)
 
 
+def gpu_stack() -> str | None:
+    """The TensorRT-LLM profile for the K1/K2 runs when ``trnsim.perf.stacks`` has one (its K2
+    fit), else the default NVIDIA serving stack (vLLM's, unfitted)."""
+    from trnsim.perf.stacks import STACKS
+
+    return "trt-llm" if "trt-llm" in STACKS else None
+
+
 def scenarios() -> dict[str, Scenario]:
     """Every scenario of the set, by name."""
     from trnsim.perf.plan import ParallelPlan
@@ -337,6 +345,7 @@ def scenarios() -> dict[str, Scenario]:
                 sysname,
                 ParallelPlan(tp=tp, zero=0, recompute="none"),
                 precision=prec,
+                stack=gpu_stack(),
             )
             eng = EngineConfig(policy="vllm-v1", kv_cache_dtype="fp8", max_model_len=2048)
             qps = tps / K1_OUTPUT_MEAN / (gpus // tp)
@@ -355,7 +364,11 @@ def scenarios() -> dict[str, Scenario]:
         def build(scale: float, model=model, sysname=sysname, tp=tp, prec=prec):
             n = max(50, round(scale * K2_REQUESTS))
             dep = Deployment(
-                model, sysname, ParallelPlan(tp=tp, zero=0, recompute="none"), precision=prec
+                model,
+                sysname,
+                ParallelPlan(tp=tp, zero=0, recompute="none"),
+                precision=prec,
+                stack=gpu_stack(),
             )
             eng = EngineConfig(policy="vllm-v1", kv_cache_dtype="fp8", max_model_len=4096)
             return dep, OpenLoop(1e6, n, "constant", lengths=k2_lengths), eng, {}
@@ -435,7 +448,7 @@ def validate(
     advance: Callable[[], None] | None = None,
     only: Iterable[str] | None = None,
 ) -> list[Any]:
-    """Every row's prediction (``trnsim.perf.calsets.RowResult``s with set ``S``): each
+    """Every row's prediction (``trnsim.perf.calsets.RowResult``s with set ``L``): each
     scenario simulated once (``scale`` < 1: fewer requests, for quick checks)."""
     from trnsim.perf.calsets import RowResult
     from trnsim.serve.api import simulate
