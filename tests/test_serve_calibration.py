@@ -19,7 +19,7 @@ def test_every_row_has_a_scenario_and_the_scenarios_build():
     # every figure of serving.md K1 (5 x 5 + 2), K2 (5) and K3 (7 x 3)
     assert len(rows) == 27 + 5 + 21
     for name, s in sc.items():
-        dep, wl, eng, kw = s.build(0.05)
+        dep, wl, eng, _kw = s.build(0.05)
         assert dep.model.name and wl.describe() and eng.policy, name
 
 

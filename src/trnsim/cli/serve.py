@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import fraction, nonneg_int, positive_float, positive_int
+from trnsim.cli.argtypes import fraction, nonneg_float, nonneg_int, positive_float, positive_int
 from trnsim.cli.train import (
     add_common,
     check_moe_imbalance,
@@ -164,9 +164,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     w.add_argument("--input-tokens", type=positive_int, default=1024, help="mean prompt tokens")
     w.add_argument("--output-tokens", type=positive_int, default=256, help="mean output tokens")
     w.add_argument("--input-dist", choices=LENGTH_KINDS, default="fixed")
-    w.add_argument("--input-spread", type=float, default=0.0, help="+- (uniform) or s.d.")
+    w.add_argument("--input-spread", type=nonneg_float, default=0.0, help="+- (uniform) or s.d.")
     w.add_argument("--output-dist", choices=LENGTH_KINDS, default="fixed")
-    w.add_argument("--output-spread", type=float, default=0.0, help="+- (uniform) or s.d.")
+    w.add_argument("--output-spread", type=nonneg_float, default=0.0, help="+- (uniform) or s.d.")
     w.add_argument("--shared-prefix", type=nonneg_int, default=0, help="shared prompt tokens")
     w.add_argument("--prefix-groups", type=positive_int, default=1, help="shared prefixes")
     w.add_argument("--seed", type=nonneg_int, default=0)
@@ -247,9 +247,9 @@ def _deployment(
 ) -> Deployment:
     """The deployment on ``sysm``; ``own``: the system the user named (plan flags apply)."""
     rpc = args.ranks_per_chip if own else 1
-    if own and args.tp is not None:
+    if own and (args.tp is not None or args.ep is not None):
         plan = ParallelPlan(
-            tp=args.tp,
+            tp=args.tp or 1,
             pp=args.pp or 1,
             ep=args.ep or 1,
             zero=0,
@@ -258,8 +258,20 @@ def _deployment(
             moe_imbalance=args.moe_imbalance,
         )
     else:
-        plan = default_plan(m, sysm, args.precision, rpc, pp=(args.pp or 1) if own else 1)
+        try:
+            plan = default_plan(m, sysm, args.precision, rpc, pp=(args.pp or 1) if own else 1)
+        except ConfigError as exc:
+            raise UsageError(f"{sysm.name}: {exc}") from None
+        plan = plan.replace(moe_imbalance=args.moe_imbalance)
     replicas = args.replicas or (sum(args.disagg) if args.disagg else 1)
+    if own and args.chips is not None:  # --chips: as many replicas as fill them
+        per = plan.tp * plan.pp / rpc
+        if args.replicas is not None or args.chips % per:
+            raise UsageError(
+                f"--chips {args.chips}: give it alone, a multiple of the {per:g} chip(s) of one "
+                f"replica (TP{plan.tp} x PP{plan.pp} at {rpc} rank(s) per chip), or --replicas"
+            )
+        replicas = int(args.chips // per)
     if args.disagg and sum(args.disagg) != replicas:
         raise UsageError(
             f"--disagg {args.disagg[0]}:{args.disagg[1]} needs {sum(args.disagg)} replicas, "
