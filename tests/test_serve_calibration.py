@@ -23,6 +23,14 @@ def test_every_row_has_a_scenario_and_the_scenarios_build():
         assert dep.model.name and wl.describe() and eng.policy, name
 
 
+def test_the_stored_runner_overheads_are_the_fit():
+    """Stored constants equal what fit_optimum_host computes from the step model now (refit
+    them if trnsim.perf's step model moved)."""
+    step, prefill = cal.fit_optimum_host()
+    assert pytest.approx(step, rel=2e-3) == cal.OPTIMUM_HOST_STEP_S
+    assert pytest.approx(prefill, rel=2e-3) == cal.OPTIMUM_HOST_PREFILL_S
+
+
 def test_k3_predictions_are_finite_and_the_fit_rows_are_marked():
     res = cal.validate(only=["k3-inf2-a-sync", "k3-inf2-b-sync", "k3-trn2-rate"])
     assert len(res) == 9

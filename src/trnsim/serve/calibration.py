@@ -1,7 +1,9 @@
 """Serving under load against published measurements (``shared/calibration/serving.md``), and
 the serving constants fitted to them, each with the rows it came from.
 
-Fitted (openly; the only constant of this module that any row moves):
+Fitted (openly; the constants of this module that rows move):
+
+``OPTIMUM_HOST_STEP_S`` and ``OPTIMUM_HOST_PREFILL_S``: optimum-neuron's runner (below).
 
 ``HOST_SAMPLING_S_PER_LOGIT``: seconds per logit of sampling on the host (the logits' copy to
 the CPU and the CPU sampler), fitted to the on-device vs host sampling study of serving.md K3
@@ -33,6 +35,33 @@ LLAMA3_VOCAB = 128256
 HOST_SAMPLING_S_PER_LOGIT = (K3_SYNC_ITL_HOST_S - K3_SYNC_ITL_DEVICE_S) / (
     K3_COMPILED_BATCH * LLAMA3_VOCAB
 )
+
+# optimum-neuron's runner (trnsim.serve.policies.optimum_neuron): host seconds per step and per
+# prompt prefilled, fitted (``fit_optimum_host``) to the two one-user rows of serving.md K3 on
+# Trn2 (Llama-3.1-8B-Instruct, TP4 at LNC=2, compiled batch 32, sequence 4096): the ITL, 22.14
+# ms, is one decode graph (batch 32, 2,048-token bucket) plus the step's host time; the TTFT,
+# 197.2 ms, one prefill graph (2,048-token bucket) plus the step's and the prefill's host
+# time. Two constants, two rows: those rows are fits, every other K3 row (Trn2 under load,
+# Inf2) checks them. Refit when trnsim.perf's step model changes (a test compares).
+K3_TRN2_SYNC_ITL_S = 22.14e-3
+K3_TRN2_SYNC_TTFT_S = 197.2e-3
+OPTIMUM_HOST_STEP_S = 1.692e-3
+OPTIMUM_HOST_PREFILL_S = 20.17e-3
+
+
+def fit_optimum_host() -> tuple[float, float]:
+    """(host seconds per step, per prompt prefilled) of optimum-neuron's runner: the K3 Trn2
+    one-user ITL and TTFT less the step model's decode and prefill graphs (see above)."""
+    from trnsim.hw import system
+    from trnsim.perf.plan import ParallelPlan
+    from trnsim.perf.step import StepCost
+
+    plan = ParallelPlan(tp=4, ranks_per_chip=4, zero=0, recompute="none")
+    sc = StepCost("llama-3.1-8b", system("trn2.48xlarge"), plan)
+    step = K3_TRN2_SYNC_ITL_S - sc.decode(K3_COMPILED_BATCH, 2048).total
+    prefill = K3_TRN2_SYNC_TTFT_S - sc.prefill(1, 2048, 2048).total - step
+    return step, prefill
+
 
 SET = "L"
 SET_TITLE = "serving under load: MLPerf server, trtllm-bench, vLLM on Trn2/Inf2 (serving.md)"
@@ -426,8 +455,9 @@ def rows() -> list[ServeRow]:
         out.append(ServeRow("K2", name, label, "output tok/s", tps))
     for name, label, *_mid, _rps, ttft, itl, tps in K3_ROWS:
         fit = name.endswith("-sync") and name.startswith("k3-inf2")
-        out.append(ServeRow("K3", name, label, "TTFT mean ms", ttft))
-        out.append(ServeRow("K3", name, label, "ITL mean ms", itl, fitted=fit))
+        trn2 = name == "k3-trn2-sync"
+        out.append(ServeRow("K3", name, label, "TTFT mean ms", ttft, fitted=trn2))
+        out.append(ServeRow("K3", name, label, "ITL mean ms", itl, fitted=fit or trn2))
         out.append(ServeRow("K3", name, label, "output tok/s", tps))
     return out
 

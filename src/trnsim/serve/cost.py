@@ -20,6 +20,8 @@ Host terms (``trnsim.serve.calibration`` holds the fitted constant and its rows)
 - sampling on the host: the logits of every sampled sequence (the padded batch on Neuron) go
   to the CPU and are sampled there: ``HOST_SAMPLING_S_PER_LOGIT`` x sequences x vocabulary
   (some graphs always sample on the host: ``StepPlan.host_samples``);
+- the engine's own host work where its policy states it (``StepPlan.host_s``: optimum-neuron's
+  runner, fitted);
 - async scheduling: while the batch is unchanged, host work overlaps the device: a steady step
   costs ``max(device, host)`` instead of ``device + host`` (the first step of a run pays both).
 """
@@ -109,9 +111,10 @@ class StepModel:
         return ends + (g[1] if g is not None else len(plan.decodes))
 
     def host_sampling_s(self, plan: StepPlan) -> float:
-        """Seconds of sampling on the host in one step of ``plan``."""
+        """Seconds of host work of one step of ``plan`` beyond the stack's: sampling on the
+        host and the engine's own (``StepPlan.host_s``)."""
         n = self.sampled(plan) if self.host_sampling else plan.host_samples
-        return HOST_SAMPLING_S_PER_LOGIT * n * self.vocab if n else 0.0
+        return (HOST_SAMPLING_S_PER_LOGIT * n * self.vocab if n else 0.0) + plan.host_s
 
     def step(self, plan: StepPlan) -> tuple[float, float]:
         """(device seconds, host seconds) of one step of ``plan``."""

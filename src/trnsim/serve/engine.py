@@ -361,6 +361,8 @@ class StepPlan:
     padded tokens attending to ``prior`` cached ones, ``("d", batch, context)`` a decode of
     ``batch`` padded sequences each reading ``context`` tokens of KV. ``host_samples``: logits
     sampled on the host whatever the sampling setting (optimum-neuron's chunked prefill).
+    ``host_s``: the engine's own host seconds in this step (its runner's work per step and per
+    prefill, where the policy knows it; ``trnsim.serve.calibration``).
     ``stable``: a decode-only step that the scheduler would plan again unchanged until a
     request arrives or finishes (the loop may then run several at once)."""
 
@@ -370,6 +372,7 @@ class StepPlan:
     preempted: list[Live] = field(default_factory=list)
     graphs: list[tuple[str, int, int]] = field(default_factory=list)
     host_samples: int = 0
+    host_s: float = 0.0
     stable: bool = False
 
     @property

@@ -16,7 +16,10 @@ This is how the serving.md K3 runs served (not vllm-neuron): vLLM's own V1 sched
 - standard prefill pads a prompt to a context-encoding bucket; chunked prefill
   (``prefill_chunk_size``) runs the prompt as chunks of that size inside the step, one
   sequence at a time, and always samples the first token on the CPU;
-- sampling on the device or the CPU (``on_device_sampling``) for the decode graph.
+- sampling on the device or the CPU (``on_device_sampling``) for the decode graph;
+- the runner's host work (Python: batch state, input tensors, sorting by slot, output
+  processing): a fixed time per step and per prompt prefilled, fitted to serving.md K3
+  (``trnsim.serve.calibration``).
 
 Buckets as NxD Inference builds them (aws-neuron-sdk ``libraries/nxd-inference/developer_guides/
 feature-guide.rst`` "Automatic Bucketing"): powers of two from 128 to ``max_model_len``.
@@ -27,6 +30,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trnsim.errors import ConfigError
+from trnsim.serve.calibration import OPTIMUM_HOST_PREFILL_S as HOST_PREFILL_S
+from trnsim.serve.calibration import OPTIMUM_HOST_STEP_S as HOST_STEP_S
 from trnsim.serve.engine import Deployment, EngineConfig, Limits, Queues, StepPlan
 from trnsim.serve.kv import KVCache
 from trnsim.serve.policies import bucket, kv_horizon, neuron, vllm_v1
@@ -61,6 +66,8 @@ def resolve(dep: Deployment, cfg: EngineConfig, prec: object) -> Limits:
 
 def schedule(q: Queues, kv: KVCache, lim: Limits, qd: int) -> StepPlan:
     plan = vllm_v1.schedule(q, kv, lim, qd)
+    if not plan.empty:  # the runner's host work: per step, and per prompt it prefills
+        plan.host_s = HOST_STEP_S + HOST_PREFILL_S * len(plan.chunks)
     if plan.decodes:
         ctx = neuron.context_pad(lim, max(r.computed for r in plan.decodes) + qd)
         plan.graphs.append(("d", lim.max_num_seqs, ctx))
