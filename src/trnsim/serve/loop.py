@@ -131,11 +131,11 @@ class Replica:
         if self.sim.exact_cuts:  # time the shorter run as such
             while True:
                 tau = self.model.run(run.plan, k)
-                if run.start + k * tau >= now - EPS or k + 1 >= run.steps:
+                if run.start + k * tau >= now - EPS:
                     break
                 k += 1
-            if k >= run.steps:
-                return
+                if k >= run.steps:  # no shorter run ends at or after ``now``: keep the run
+                    return
         self.version += 1
         run.steps, run.tau, run.end, run.version = k, tau, run.start + k * tau, self.version
         self.sim.push(run.end, STEP, self, self.version)
