@@ -25,9 +25,9 @@ from trnsim.serve import (
     resolve,
     simulate,
 )
-from trnsim.serve.calibration import HOST_SAMPLING_S_PER_LOGIT
 from trnsim.serve.cost import StepModel
 from trnsim.serve.engine import Live, Queues, kv_precision
+from trnsim.serve.fitted import HOST_SAMPLING_S_PER_LOGIT
 from trnsim.serve.kv import KVCache
 from trnsim.serve.policies import bucket, neuron, optimum_neuron, pow2_buckets
 from trnsim.serve.workload import Request

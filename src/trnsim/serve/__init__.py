@@ -10,7 +10,7 @@ The pieces: ``workload`` (arrivals, lengths, trace files), ``engine`` (configura
 KV capacity), ``kv`` (paged blocks, prefix caching, LRU), ``policies`` (the schedulers, pure
 functions of the state), ``cost`` (step times of a plan, host terms), ``loop`` (the event loop,
 router, disaggregated prefill/decode), ``metrics`` (streaming percentiles), ``search`` (rate
-search and sweeps), ``calibration`` (fitted constants and their rows).
+search and sweeps), ``fitted`` (fitted constants), ``calibration`` (set L: the published rows).
 """
 
 from trnsim.serve.api import ServeResult, resolve, simulate

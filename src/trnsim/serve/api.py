@@ -237,7 +237,7 @@ def simulate(
     assumptions.append(sim.replicas[0].model.sc.stack.describe())
     if lim.sampling == "host":
         assumptions.append(
-            "sampling on the host: fitted cost per logit (trnsim.serve.calibration, serving.md K3)"
+            "sampling on the host: fitted cost per logit (trnsim.serve.fitted, serving.md K3)"
         )
     if dep.speculative is not None:
         assumptions.append(

@@ -14,7 +14,7 @@ A run of ``k`` identical decode steps (the batch unchanged, each sequence one to
 step) is timed by ``trnsim.perf.step.decode_offsets``, the same quadrature ``trnsim infer``'s
 TPOT uses: so one request served alone reproduces ``trnsim infer`` exactly.
 
-Host terms (``trnsim.serve.calibration`` holds the fitted constant and its rows):
+Host terms (``trnsim.serve.fitted`` holds the fitted constants and names their rows):
 
 - the stack's host work per forward pass (``Efficiency.step_overhead_s``, inside ``StepTime``);
 - sampling on the host: the logits of every sampled sequence (the padded batch on Neuron) go
@@ -29,8 +29,8 @@ Host terms (``trnsim.serve.calibration`` holds the fitted constant and its rows)
 from __future__ import annotations
 
 from trnsim.perf.step import StepCost, StepTime, decode_offsets
-from trnsim.serve.calibration import HOST_SAMPLING_S_PER_LOGIT
 from trnsim.serve.engine import Deployment, Limits, StepPlan
+from trnsim.serve.fitted import HOST_SAMPLING_S_PER_LOGIT
 from trnsim.workloads import SeqGroup
 
 

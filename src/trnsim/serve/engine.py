@@ -362,7 +362,7 @@ class StepPlan:
     ``batch`` padded sequences each reading ``context`` tokens of KV. ``host_samples``: logits
     sampled on the host whatever the sampling setting (optimum-neuron's chunked prefill).
     ``host_s``: the engine's own host seconds in this step (its runner's work per step and per
-    prefill, where the policy knows it; ``trnsim.serve.calibration``).
+    prefill, where the policy knows it; ``trnsim.serve.fitted``).
     ``stable``: a decode-only step that the scheduler would plan again unchanged until a
     request arrives or finishes (the loop may then run several at once)."""
 

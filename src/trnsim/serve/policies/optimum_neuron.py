@@ -19,7 +19,7 @@ This is how the serving.md K3 runs served (not vllm-neuron): vLLM's own V1 sched
 - sampling on the device or the CPU (``on_device_sampling``) for the decode graph;
 - the runner's host work (Python: batch state, input tensors, sorting by slot, output
   processing): a fixed time per step and per prompt prefilled, fitted to serving.md K3
-  (``trnsim.serve.calibration``).
+  (``trnsim.serve.fitted``).
 
 Buckets as NxD Inference builds them (aws-neuron-sdk ``libraries/nxd-inference/developer_guides/
 feature-guide.rst`` "Automatic Bucketing"): powers of two from 128 to ``max_model_len``.
@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trnsim.errors import ConfigError
-from trnsim.serve.calibration import OPTIMUM_HOST_PREFILL_S as HOST_PREFILL_S
-from trnsim.serve.calibration import OPTIMUM_HOST_STEP_S as HOST_STEP_S
 from trnsim.serve.engine import Deployment, EngineConfig, Limits, Queues, StepPlan
+from trnsim.serve.fitted import OPTIMUM_HOST_PREFILL_S as HOST_PREFILL_S
+from trnsim.serve.fitted import OPTIMUM_HOST_STEP_S as HOST_STEP_S
 from trnsim.serve.kv import KVCache
 from trnsim.serve.policies import bucket, kv_horizon, neuron, vllm_v1
 
