@@ -459,15 +459,15 @@ def validate(
             continue
         if row.scenario not in runs:
             dep, wl, eng, kw = sc[row.scenario].build(scale)
-            scale = kw.pop("scale", 1)
-            runs[row.scenario] = (simulate(dep, wl, eng, **kw), scale)
+            share = kw.pop("scale", 1)  # one replica of several: its share of the throughput
+            runs[row.scenario] = (simulate(dep, wl, eng, **kw), share)
             if advance:
                 advance()
-        res, scale = runs[row.scenario]
+        res, share = runs[row.scenario]
         label = f"{row.source} {row.label}" + (" [fit]" if row.fitted else "")
         if not row.judged:
             label += " [reported]"
-        value = predict(res, row.metric) * (scale if row.metric == "output tok/s" else 1)
+        value = predict(res, row.metric) * (share if row.metric == "output tok/s" else 1)
         out.append(
             RowResult(SET, res.deployment.stack.name, label, row.metric, row.measured, value)
         )
