@@ -24,7 +24,7 @@ from trnsim.serve import (
 from trnsim.serve.api import resolve
 from trnsim.serve.engine import StepPlan, kv_precision
 from trnsim.serve.loop import Simulation
-from trnsim.serve.metrics import Collector, Quantiles
+from trnsim.serve.metrics import Collector, Quantiles, produced_in
 from trnsim.serve.workload import Request
 
 H100 = ParallelPlan(tp=1, zero=0, recompute="none")
@@ -211,3 +211,20 @@ def test_weighted_quantiles_and_zeros():
     q.add(1.0, 1)
     assert q.quantile(0.5) == 0.0 and q.quantile(0.9) == pytest.approx(1.0, rel=1e-4)
     assert Quantiles().quantile(0.5) is None
+
+
+def test_steady_throughput_counts_the_tokens_produced_in_the_window():
+    """A steady-state window counts the output tokens produced in it (first token at TTFT,
+    the rest evenly to the finish), not those of the requests that finish in it: with long
+    requests, finishing lags arrivals by the end-to-end latency."""
+    assert produced_in(11, 1.0, 11.0, 0.0, 6.0) == pytest.approx(6.0)  # first + 10 x 5/10
+    assert produced_in(11, 1.0, 11.0, 11.0, 20.0) == 0.0
+    assert produced_in(1, 3.0, 3.0, 0.0, 6.0) == 1.0
+    dep = Deployment("llama-3.1-8b", "p5.48xlarge", H100)
+    wl = OpenLoop(4.0, 400, lengths=Synthetic(Lengths(200), Lengths(2000)))
+    res = simulate(dep, wl, EngineConfig(max_model_len=8192), steady=(70.0, 100.0))
+    # each request takes about 60 s (2,000 tokens at 29 ms): by 70 s the load is steady, and
+    # the window sees the offered rate; the requests finishing in it are fewer
+    offered = 4.0 * 2000
+    assert res.output_tokens_per_s == pytest.approx(offered, rel=0.1)
+    assert res.metrics.steady_done * 2000 / 30 < 0.9 * res.output_tokens_per_s

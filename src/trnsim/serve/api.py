@@ -196,7 +196,7 @@ def simulate(
     path the fast one is tested against). ``max_seconds``: a benchmark window (guidellm's
     ``--max-seconds``): the run stops then, requests unfinished are not counted, and rates
     are per second of the window. ``steady=(t0, t1)``: steady-state statistics: latencies of
-    the requests arriving in [t0, t1], throughput of the tokens finishing in it."""
+    the requests arriving in [t0, t1], throughput of the tokens produced in it."""
     engine = engine or EngineConfig()
     if router not in ROUTERS:
         raise ConfigError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")

@@ -131,6 +131,18 @@ RECORD_FIELDS = (
 )
 
 
+def produced_in(output: int, first: float, finish: float, lo: float, hi: float) -> float:
+    """Output tokens of a request produced in [lo, hi]: its first token at ``first``, the
+    others evenly over (first, finish] (its steps' times are not kept; within a request they
+    vary by a few percent)."""
+    n = 1.0 if lo <= first <= hi else 0.0
+    if output > 1 and finish > first:
+        overlap = min(finish, hi) - max(first, lo)
+        if overlap > 0:
+            n += (output - 1) * overlap / (finish - first)
+    return n
+
+
 class Collector:
     """Streaming per-request statistics of one run."""
 
@@ -169,10 +181,11 @@ class Collector:
         if steady is not None:  # steady-state statistics only (see ``steady``)
             lo, hi = steady
             if lo <= t <= hi:
-                self.steady_tokens += r.output
                 self.steady_done += 1
+            self.steady_tokens += produced_in(r.output, r.first, t, lo, hi)
             if not lo <= r.arrival <= hi:
                 return
+            self.steady_demand += r.output
         ttft = r.first - r.arrival
         out = round(r.generated)
         tpot = (t - r.first) / (r.output - 1) if r.output > 1 else None
@@ -214,10 +227,13 @@ class Collector:
 
     window: float | None = None  # a benchmark window (guidellm --max-seconds): the duration
     # Steady state (lo, hi): latency statistics of the requests that arrive in it, throughput of
-    # the tokens that finish in it (no ramp-up, no drain; as a long MLPerf run measures).
+    # the tokens produced in it (no ramp-up, no drain; as a long MLPerf run measures);
+    # ``steady_done``: requests finished in it; ``steady_demand``: output tokens of the
+    # requests that arrived in it.
     steady: tuple[float, float] | None = None
-    steady_tokens: int = 0
+    steady_tokens: float = 0.0
     steady_done: int = 0
+    steady_demand: int = 0
 
     @property
     def duration(self) -> float:
@@ -229,5 +245,6 @@ class Collector:
 
     @property
     def throughput_tokens(self) -> float:
-        """Output tokens counted in the throughput (all, or those of the steady state)."""
+        """Output tokens counted in the throughput (all, or those produced in the steady
+        state)."""
         return self.steady_tokens if self.steady is not None else self.output_tokens

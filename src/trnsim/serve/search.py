@@ -22,9 +22,9 @@ from trnsim.serve.metrics import SLO
 from trnsim.serve.workload import ClosedLoop, OpenLoop, Synthetic
 
 # A rate is met only if the server keeps up with it: in the steady part of the run (from the
-# arrival of the first quarter of the requests to the last arrival) it completes at least this
-# fraction of the requests that arrive (a finite run at a rate beyond capacity can still show
-# short latencies: the queue has not had time to grow).
+# arrival of the first quarter of the requests to the last arrival) it produces at least this
+# fraction of the output tokens of the requests that arrive in it (a finite run at a rate
+# beyond capacity can still show short latencies: the queue has not had time to grow).
 KEEP_UP = 0.9
 
 
@@ -104,9 +104,9 @@ def max_rate(
         )
         if advance:
             advance()
-        keeps_up = res.metrics.steady_done >= KEEP_UP * rate * 0.75 * span
-        ok = keeps_up and not misses(res, slo)
         m = res.metrics
+        keeps_up = m.steady_tokens >= KEEP_UP * m.steady_demand
+        ok = keeps_up and not misses(res, slo)
         out.tried.append(
             (rate, ok, m.ttft.quantile(0.99), m.tpot.quantile(0.99), m.e2e.quantile(0.99))
         )
