@@ -13,7 +13,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import fraction, nonneg_float, nonneg_int, positive_float, positive_int
+from trnsim.cli.argtypes import (
+    fraction,
+    fraction_list,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
+from trnsim.cli.infer import speculative_from_args
 from trnsim.cli.train import (
     add_common,
     check_moe_imbalance,
@@ -24,9 +32,10 @@ from trnsim.cli.train import (
     model_from_args,
     resolve_system,
 )
-from trnsim.errors import ConfigError, TrnsimError, UsageError
+from trnsim.errors import ConfigError, UsageError
 from trnsim.hw.specs import SystemSpec
 from trnsim.perf import ParallelPlan, Speculative
+from trnsim.perf.precision import KV_CACHE_BYTES
 from trnsim.perf.table_model import compute_model
 from trnsim.report.output import atomic_write, output_path
 from trnsim.report.progress import progress
@@ -52,7 +61,7 @@ from trnsim.serve.deploy import default_plan, default_policy
 from trnsim.serve.engine import plural
 from trnsim.serve.metrics import RECORD_FIELDS
 from trnsim.serve.workload import ARRIVALS, LENGTH_KINDS
-from trnsim.workloads import ModelArgs, resolve_model
+from trnsim.workloads import ModelArgs
 
 DEFAULT_RATE = 2.0
 DEFAULT_REQUESTS = 500
@@ -145,11 +154,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         help="overlap host work with the device while the batch is unchanged",
     )
-    e.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto")
-    e.add_argument("--draft-model", help="speculative decoding: the draft model")
-    e.add_argument("--spec-tokens", type=positive_int, help="draft tokens per step (default 4)")
     e.add_argument(
-        "--spec-acceptance", type=fraction, help="acceptance per draft token (default 0.7)"
+        "--kv-cache-dtype",
+        choices=("auto", *KV_CACHE_BYTES),
+        default="auto",
+        help="store the KV cache in this dtype (auto: the precision's)",
+    )
+    e.add_argument(
+        "--draft-model",
+        help="speculative decoding: a draft model, eagle3 (an EAGLE-3 head) or mtp (the "
+        "model's multi-token-prediction modules)",
+    )
+    e.add_argument(
+        "--spec-tokens", type=positive_int, help="draft tokens per step (default 4; eagle3 3)"
+    )
+    e.add_argument(
+        "--spec-acceptance",
+        type=fraction,
+        help="acceptance per draft token (default: the method's, as trnsim infer)",
+    )
+    e.add_argument(
+        "--spec-per-position",
+        type=fraction_list,
+        help="measured acceptance of each draft position, comma-separated",
     )
     w = parser.add_argument_group("workload (one of --rate, --concurrency, --trace)")
     w.add_argument("--rate", type=positive_float, help=f"requests/s (default {DEFAULT_RATE:g})")
@@ -198,24 +225,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --- building the run from flags ------------------------------------------------------------
 
 
-def _speculative(args: argparse.Namespace) -> Speculative | None:
-    if args.draft_model is None:
-        for flag, v in (
-            ("--spec-tokens", args.spec_tokens),
-            ("--spec-acceptance", args.spec_acceptance),
-        ):
-            if v is not None:
-                raise UsageError(f"{flag} {v}: speculative decoding needs --draft-model")
-        return None
-    try:
-        draft = resolve_model(args.draft_model)
-    except TrnsimError as exc:
-        raise UsageError(f"--draft-model {args.draft_model}: {exc}") from None
-    return Speculative(
-        draft,
-        4 if args.spec_tokens is None else args.spec_tokens,
-        0.7 if args.spec_acceptance is None else args.spec_acceptance,
-    )
+def _speculative(args: argparse.Namespace, m: ModelArgs) -> Speculative | None:
+    """``--draft-model`` and its flags, read as ``trnsim infer`` reads them."""
+    return speculative_from_args(args, m)
 
 
 def _engine(args: argparse.Namespace, sysm: SystemSpec, policy: str | None = None) -> EngineConfig:
@@ -368,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
     sysm = resolve_system(args.system)
     check_ranks_per_chip(args, sysm.chip)
     check_stack(args, sysm.chip, "serve")
-    spec = _speculative(args)
+    spec = _speculative(args, m)
     lengths = _lengths(args)
     try:
         engine = _engine(args, sysm)

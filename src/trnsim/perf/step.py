@@ -14,13 +14,18 @@ A step's time (``StepTime``):
 
 - **compute**: the forward pass on one rank (``trnsim.perf.compute.pass_time``: the op graph
   of the step, ``trnsim.workloads.step_graph``, timed by the compute model with the stack's
-  efficiency profile), plus, for decode sequences under speculative decoding, ``tokens`` draft
-  decode passes; with speculation a decode sequence's pass covers ``tokens + 1`` positions.
+  efficiency profile); with speculative decoding a decode sequence's pass covers ``tokens + 1``
+  positions.
 - **comm**: the tensor/expert-parallel collectives of the pass (2 all-reduces per layer, or a
   reduce-scatter and an all-gather with sequence parallelism; an all-to-all dispatch and
   combine per MoE layer with ``ep > 1``), of which ``comm_overlap`` is hidden, plus the
   ``pp - 1`` point-to-point sends between stages (``trnsim.perf.comm`` over ``trnsim.fabric``).
-- **host**: the stack's fixed host work per forward pass (``Efficiency.step_overhead_s``).
+- **draft**, **draft_comm** (speculative decoding, ``Speculative.draft_model``): the draft's
+  passes and their exposed collectives: ``tokens`` draft decode passes for the decode
+  sequences, each with the stack's ``draft_step_overhead_s`` (in ``draft_comm``), and one
+  draft pass over the prompt chunks (the draft keeps its own KV cache and features).
+- **host**: the stack's fixed host work per forward pass (``Efficiency.step_overhead_s``),
+  plus ``prefill_overhead_s`` in a step with prompt chunks (a context-encoding pass).
 
 A step with a prefill chunk runs as the stack runs prefills (``sequence_parallel_prefill``
 when its longest prompt spans the TP ranks; MoE prefill as a blockwise matmul when the stack
@@ -38,6 +43,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
 from trnsim.perf import comm
 from trnsim.perf.compute import ComputeModel, Efficiency, op_seconds, pass_time, rank_plan
@@ -62,19 +68,22 @@ def decode_offsets(steps: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True, slots=True)
 class StepTime:
-    """Seconds of one step: device compute, exposed communication, host work."""
+    """Seconds of one step: the target's compute and exposed communication, host work, and the
+    speculative draft's passes and their communication and fixed overhead (module docstring)."""
 
     compute: float
     comm: float
     host: float
+    draft: float = 0.0
+    draft_comm: float = 0.0
 
     @property
     def device(self) -> float:
-        return self.compute + self.comm
+        return self.compute + self.comm + self.draft + self.draft_comm
 
     @property
     def total(self) -> float:
-        return self.compute + self.comm + self.host
+        return self.compute + self.comm + self.host + self.draft + self.draft_comm
 
 
 def comm_parts(
@@ -121,6 +130,11 @@ class StepCost:
         speculative: object | None = None,
     ) -> None:
         self.model = resolve_model(model)
+        if not self.model.causal:
+            raise ConfigError(
+                f"serving: {self.model.name} is an encoder (bidirectional attention): it has "
+                "no autoregressive decoding to serve"
+            )
         self.system = system
         self.plan = plan
         self.prec = precision(prec) if isinstance(prec, str) else prec
@@ -129,7 +143,7 @@ class StepCost:
         self.stack = resolve_stack(stack, chip, "serve")
         self.eff = eff or self.stack.profile(self.cm)
         self.speculative = speculative
-        self.draft = resolve_model(speculative.draft) if speculative is not None else None
+        self.draft = speculative.draft_model(self.model) if speculative is not None else None
         self._rest: OrderedDict[tuple, tuple[float, object]] = OrderedDict()
         self._comm: dict[tuple, float] = {}
 
@@ -158,16 +172,25 @@ class StepCost:
         )
         block = sw.moe_prefill_block if prefills else 0
         tokens = sum(s.count * s.q_len for s in seqs)
+        eff = self.eff
         compute = self._pass(self.model, seqs, tokens, sp, block)
         exposed = self._comm_seconds(self.model, tokens, sp)
+        host = eff.step_overhead_s + (eff.prefill_overhead_s if prefills else 0.0)
+        draft = draft_comm = 0.0
         if self.draft is not None:
+            if prefills:  # the draft's pass over the prompt chunks
+                pt = sum(s.count * s.q_len for s in prefills)
+                draft += self._pass(self.draft, tuple(prefills), pt, sp, 0)
+                draft_comm += self._comm_seconds(self.draft, pt, sp)
             drafts = tuple(SeqGroup(s.count, 1, s.context, True) for s in seqs if s.decode)
             if drafts:
                 n = self.speculative.tokens
                 dt = sum(s.count for s in drafts)
-                compute += n * self._pass(self.draft, drafts, dt, False, 0)
-                exposed += n * self._comm_seconds(self.draft, dt, False)
-        return StepTime(compute, exposed, self.eff.step_overhead_s)
+                draft += n * self._pass(self.draft, drafts, dt, False, 0)
+                draft_comm += n * (
+                    self._comm_seconds(self.draft, dt, False) + eff.draft_step_overhead_s
+                )
+        return StepTime(compute, exposed, host, draft, draft_comm)
 
     def prefill(self, batch: int, new_tokens: int, context: int) -> StepTime:
         """``batch`` prompts computing ``new_tokens`` each at the end of ``context`` tokens."""

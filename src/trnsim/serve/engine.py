@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
@@ -37,7 +37,7 @@ from trnsim.perf.cost import CostInputs
 from trnsim.perf.infer import Speculative
 from trnsim.perf.memory import infer_memory
 from trnsim.perf.plan import ParallelPlan
-from trnsim.perf.precision import Precision, precision
+from trnsim.perf.precision import KV_CACHE_BYTES, Precision, precision, with_kv_cache
 from trnsim.perf.stacks import SoftwareStack, resolve_stack
 from trnsim.perf.table_model import default_model
 from trnsim.perf.train import _resolve_system
@@ -52,7 +52,7 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-KV_DTYPES = ("auto", "fp8")
+KV_DTYPES = ("auto", *KV_CACHE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Deployment:
             )
         self.plan.check_model(self.model)
         if self.speculative is not None:
-            self.plan.check_model(resolve_model(self.speculative.draft))
+            self.plan.check_model(self.speculative.draft_model(self.model))
         chip = self.system.chip
         object.__setattr__(self, "stack", resolve_stack(self.stack, chip, "serve"))
         if self.compute_model is None:
@@ -121,7 +121,8 @@ class Deployment:
         spec = ""
         if self.speculative is not None:
             s = self.speculative
-            spec = f", speculative {resolve_model(s.draft).name} x{s.tokens} @ {s.acceptance:g}"
+            acc = "/".join(f"{x:g}" for x in s.positions) if s.per_position else f"{s.rate:g}"
+            spec = f", speculative {s.draft_model(self.model).name} x{s.tokens} @ {acc}"
         return (
             f"{self.model.name} {self.precision.name} on {self.system.name}: {self.replicas} "
             f"replica(s) of {par}{rpc} ({plural(self.chips, 'chip')}), stack "
@@ -155,7 +156,7 @@ class EngineConfig:
         sampling: ``device`` or ``host`` (logits to the CPU and sampled there).
         async_scheduling: overlap host work with device execution while the batch is unchanged
             (needs device sampling).
-        kv_cache_dtype: ``auto`` (the precision's) or ``fp8``.
+        kv_cache_dtype: ``auto`` (the precision's), ``bf16``, ``fp16`` or ``fp8``.
     """
 
     policy: str = "vllm-v1"
@@ -206,7 +207,8 @@ class EngineConfig:
             raise ConfigError(f"engine: sampling must be device or host, got {self.sampling!r}")
         if self.kv_cache_dtype not in KV_DTYPES:
             raise ConfigError(
-                f"engine: kv_cache_dtype must be auto or fp8, got {self.kv_cache_dtype!r}"
+                f"engine: kv_cache_dtype must be one of {', '.join(KV_DTYPES)}, got "
+                f"{self.kv_cache_dtype!r}"
             )
         if self.neuron_form not in ("native", "nxdi"):
             raise ConfigError(
@@ -253,11 +255,16 @@ class Limits:
 
 
 def kv_precision(dep: Deployment, cfg: EngineConfig) -> Precision:
-    """The deployment's precision with an FP8 KV cache when asked for."""
-    prec = dep.precision
-    if cfg.kv_cache_dtype == "fp8" and prec.kv_bytes != 1:
-        prec = replace(prec, name=f"{prec.name}+fp8kv", kv_bytes=1.0)
-    return prec
+    """The deployment's precision with its KV cache in ``cfg.kv_cache_dtype``."""
+    return with_kv_cache(dep.precision, cfg.kv_cache_dtype)
+
+
+def draft_weights(spec: Speculative, draft: ModelArgs, weights: float) -> float:
+    """A draft's weight bytes on a rank: an MTP module shares the target's embedding and head
+    (as ``trnsim.perf.infer`` counts it)."""
+    if spec.method == "mtp":
+        return weights * (1 - (draft.embedding_params + draft.head_params) / draft.n_params)
+    return weights
 
 
 def kv_capacity(
@@ -277,9 +284,9 @@ def kv_capacity(
     weights, act = mem.weights, mem.activations
     per_token = mem.kv_cache / block_size
     if dep.speculative is not None:
-        draft = resolve_model(dep.speculative.draft)
+        draft = dep.speculative.draft_model(m)
         dmem = infer_memory(draft, plan, chip, 1, block_size, 1, prec)
-        weights += dmem.weights
+        weights += draft_weights(dep.speculative, draft, dmem.weights)
         per_token += dmem.kv_cache / block_size
     total = mem.capacity * gmu
     if rule == "vllm":

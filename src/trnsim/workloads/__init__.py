@@ -14,7 +14,14 @@ from trnsim.workloads.graph import (
     train_flops_per_token,
 )
 from trnsim.workloads.hf_config import resolve_model
-from trnsim.workloads.transformer import MODELS, MLAArgs, ModelArgs, model
+from trnsim.workloads.transformer import (
+    MODELS,
+    MLAArgs,
+    ModelArgs,
+    eagle3_head,
+    model,
+    mtp_module,
+)
 
 __all__ = [
     "MODELS",
@@ -26,9 +33,11 @@ __all__ = [
     "SeqGroup",
     "attention_op",
     "attention_pairs",
+    "eagle3_head",
     "expected_experts_touched",
     "forward_graph",
     "model",
+    "mtp_module",
     "resolve_model",
     "step_graph",
     "train_flops_per_token",

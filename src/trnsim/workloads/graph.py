@@ -36,7 +36,15 @@ Derivations (forward pass, T tokens, d = d_model):
   matmul FLOPs.
 - **Embedding** is a gather (T x d elements read), not a matmul; the LM head is a d x vocab
   matmul on the tokens whose logits are needed (all tokens in training, the last per sequence
-  at inference).
+  at inference). A vision transformer's patch embedding is a matmul (T x patch_dim x d); a
+  classifier's head runs on one token per sequence (the class token) in every phase.
+- **Encoders** (BERT, ViT) attend to all s x s pairs (no causal mask) and have no decode phase.
+- **Multi-token prediction** (DeepSeek-V3, section 2.2): in training, each MTP module runs on
+  every token: two norms, the (2d x d) projection of [hidden; next token's embedding], one
+  block, and the shared output head again (``mtp`` layer group and ``mtp_head`` ops). Serving
+  runs the modules only as a speculative draft (``trnsim.perf.infer``).
+- **Input fusion** (draft heads: EAGLE-3): a (k d x d) projection of k concatenated hidden
+  states before the first block (``fusion_proj``).
 """
 
 from __future__ import annotations
@@ -179,6 +187,14 @@ def attention_pairs(q_len: int, context: int, window: int | None) -> float:
     return (first + window) * ramp / 2 + window * (q_len - ramp)
 
 
+def visible_pairs(m: ModelArgs, q_len: int, context: int, window: int | None) -> float:
+    """(query, key) pairs one sequence's new queries attend to: every pair of the context for
+    an encoder, else ``attention_pairs`` (causal, windowed)."""
+    if not m.causal:
+        return float(q_len * context)
+    return attention_pairs(q_len, context, window)
+
+
 def expected_experts_touched(assignments: float, n_experts: int, top_k: int) -> float:
     """Expected distinct experts chosen by ``assignments / top_k`` tokens picking ``top_k`` each.
 
@@ -199,7 +215,8 @@ def _kv_per_token(m: ModelArgs) -> int:
 def attention_op(m: ModelArgs, tokens: float, seqs: tuple[SeqGroup, ...], window: int | None) -> Op:
     """The attention core (scores and P.V) of one layer over the sequences ``seqs`` (``tokens``
     new tokens in all): 2 (d_qk + d_v) FLOPs per visible (query, key) pair per head (module
-    docstring). Flash-style kernels keep the scores on chip; the HBM traffic is Q, K, V and the
+    docstring; ``visible_pairs``: all of them for an encoder). Flash-style kernels keep the
+    scores on chip; the HBM traffic is Q, K, V and the
     output for the new tokens plus the KV cache the sequences read: a decode step reads the
     cached keys and values of its whole (windowed) context, a prefill chunk those of the
     tokens before it (none for a whole prompt)."""
@@ -211,7 +228,7 @@ def attention_op(m: ModelArgs, tokens: float, seqs: tuple[SeqGroup, ...], window
     pairs = 0.0
     kv_tokens = 0.0
     for s in seqs:
-        pairs += s.count * attention_pairs(s.q_len, s.context, window)
+        pairs += s.count * visible_pairs(m, s.q_len, s.context, window)
         cached = s.context if s.decode else s.context - s.q_len
         kv_tokens += s.count * (min(cached, window) if window else cached)
     return Op(
@@ -411,6 +428,11 @@ def forward_graph(
         raise ConfigError(f"forward_graph: context ({context}) must be >= q_len ({q_len})")
     if phase not in ("train", "prefill", "decode"):
         raise ConfigError(f"forward_graph: phase must be train, prefill or decode, got {phase!r}")
+    if phase == "decode" and not m.causal:
+        raise ConfigError(
+            f"forward_graph: {m.name} is an encoder (bidirectional attention): it has no "
+            "autoregressive decode phase"
+        )
     return step_graph(m, (SeqGroup(batch, q_len, context, phase == "decode"),), phase)
 
 
@@ -419,15 +441,16 @@ def step_graph(m: ModelArgs, seqs: tuple[SeqGroup, ...], phase: Phase = "prefill
     serving engine's batch mixes prefill chunks and decode steps, each at its own context).
     Every op but attention depends only on the tokens of the step (``sum(count x q_len)``);
     attention sums its pairs and cached tokens over the groups (``attention_op``). Logits:
-    every token in training, one per sequence at inference. ``Graph.batch`` is the number of
-    sequences and ``Graph.context`` the longest context."""
+    every token in training (of models with a per-token head), one per sequence otherwise.
+    ``Graph.batch`` is the number of sequences and ``Graph.context`` the longest context."""
     if not seqs or any(s.count < 1 or s.q_len < 1 or s.context < s.q_len for s in seqs):
         raise ConfigError(
             f"step_graph: every group needs count >= 1, q_len >= 1, context >= q_len, got {seqs}"
         )
     batch = sum(s.count for s in seqs)
     T, d = sum(s.count * s.q_len for s in seqs), m.d_model
-    pre = (Op("embedding", "gather", "none", weight_elems=T * d, act_elems=T * d),)
+    context = max(s.context for s in seqs)
+    pre = _embedding_ops(m, T)
     groups: list[LayerGroup] = []
     for a_name, a_count, window in attention_kinds(m):
         attn = _attention_ops(m, T, seqs, window)
@@ -437,28 +460,99 @@ def step_graph(m: ModelArgs, seqs: tuple[SeqGroup, ...], phase: Phase = "prefill
             if count:
                 ops = tuple(attn + _ffn_ops(m, T, is_moe, phase))
                 groups.append(LayerGroup(f"{a_name}-{f_name}", count, ops))
-    logit_tokens = T if phase == "train" else batch
-    V = m.vocab
-    post = (
+    logit_tokens = T if (phase == "train" and m.head_per_token) else batch
+    post = _head_ops(m, logit_tokens, "")
+    if phase == "train" and m.n_mtp_modules:
+        # Each MTP module: the norms of [hidden; next embedding] and their (2d x d) projection,
+        # one block like the last ones (attention + MoE or dense FFN), then the shared head.
+        is_moe = m.is_moe
+        mtp = [
+            Op("mtp_norms", "vector", "seq", act_elems=4 * T * d, vector_elems=2 * T * d),
+            Op(
+                "mtp_proj",
+                "matmul",
+                "none",
+                flops=2 * T * 2 * d * d,
+                weight_elems=2 * d * d,
+                act_elems=T * 3 * d,
+            ),
+            *_attention_ops(m, T, seqs, None),
+            *_ffn_ops(m, T, is_moe),
+        ]
+        groups.append(LayerGroup("mtp", m.n_mtp_modules, tuple(mtp)))
+        post = post + _head_ops(m, T, "mtp_") * m.n_mtp_modules
+    return Graph(m, phase, batch, T, context, pre, tuple(groups), post)
+
+
+def _embedding_ops(m: ModelArgs, T: int) -> tuple[Op, ...]:
+    """The embedding: a gather of T rows (token, position and type embeddings), or a vision
+    model's patch projection (a T x patch_dim x d matmul); the embedding norm (BERT); a draft
+    head's input-fusion projection (k d x d)."""
+    d = m.d_model
+    if m.patch_dim:
+        p = m.patch_dim
+        ops = [
+            Op(
+                "patch_embedding",
+                "matmul",
+                "none",
+                flops=2 * T * p * d,
+                weight_elems=p * d,
+                act_elems=T * (p + d),
+            )
+        ]
+    else:
+        ops = [Op("embedding", "gather", "none", weight_elems=T * d, act_elems=T * d)]
+    if m.embedding_norm:
+        ops.append(Op("embedding_norm", "vector", "seq", act_elems=2 * T * d, vector_elems=T * d))
+    if m.input_fusion:
+        k = m.input_fusion
+        ops.append(
+            Op(
+                "fusion_proj",
+                "matmul",
+                "none",
+                flops=2 * T * k * d * d,
+                weight_elems=k * d * d,
+                act_elems=T * (k + 1) * d,
+            )
+        )
+    return tuple(ops)
+
+
+def _head_ops(m: ModelArgs, tokens: int, prefix: str) -> tuple[Op, ...]:
+    """The final norm (if any), BERT's head transform, and the output layer on ``tokens``."""
+    d, V = m.d_model, m.vocab
+    ops = []
+    if m.final_norm:
+        ops.append(
+            Op(f"{prefix}final_norm", "vector", "seq", act_elems=2 * tokens * d,
+               vector_elems=tokens * d)
+        )  # fmt: skip
+    if m.head_transform:
+        ops.append(
+            Op(
+                f"{prefix}head_transform",
+                "matmul",
+                "tp",
+                flops=2 * tokens * d * d,
+                weight_elems=d * d,
+                act_elems=2 * tokens * d,
+                vector_elems=2 * tokens * d,
+            )
+        )
+    ops.append(
         Op(
-            "final_norm",
-            "vector",
-            "seq",
-            act_elems=2 * logit_tokens * d,
-            vector_elems=logit_tokens * d,
-        ),
-        Op(
-            "lm_head",
+            f"{prefix}lm_head",
             "matmul",
             "tp",
-            flops=2 * logit_tokens * d * V,
+            flops=2 * tokens * d * V,
             weight_elems=d * V,
-            act_elems=logit_tokens * (d + V),
-            vector_elems=logit_tokens * V,
-        ),
+            act_elems=tokens * (d + V),
+            vector_elems=tokens * V,
+        )
     )
-    context = max(s.context for s in seqs)
-    return Graph(m, phase, batch, T, context, pre, tuple(groups), post)
+    return tuple(ops)
 
 
 def attention_kinds(m: ModelArgs) -> list[tuple[str, int, int | None]]:

@@ -55,6 +55,7 @@ from trnsim.serve.engine import (
     Limits,
     Queues,
     StepPlan,
+    draft_weights,
     kv_capacity,
 )
 from trnsim.serve.kv import KVCache
@@ -184,10 +185,9 @@ def _resolve_nxdi(
     per_token = mem.kv_cache / (seqs * mml)
     weights = mem.weights
     if dep.speculative is not None:
-        from trnsim.workloads import resolve_model
-
-        dm = infer_memory(resolve_model(dep.speculative.draft), plan, chip, seqs, mml, 1, prec)
-        weights += dm.weights
+        draft = dep.speculative.draft_model(m)
+        dm = infer_memory(draft, plan, chip, seqs, mml, 1, prec)
+        weights += draft_weights(dep.speculative, draft, dm.weights)
         per_token += dm.kv_cache / (seqs * mml)
     total = weights + mem.activations + per_token * seqs * mml
     usable = mem.capacity * cfg.gpu_memory_utilization
