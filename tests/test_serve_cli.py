@@ -113,6 +113,8 @@ def test_a_trace_run(tmp_path, capsys):
         (["--tp", "1", "--max-model-len", "200000"], "exceeds llama-3.1-8b's maximum"),
         (["--policy", "neuron", "--prefill-buckets", "128,64"], "ascending"),
         (["--trace", "/no/such.csv"], "no such file"),
+        (["--spec-tokens", "3"], "needs --draft-model"),
+        (["--draft-model", "mtp"], "no multi-token-prediction modules"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args, match):
@@ -134,6 +136,12 @@ def test_bad_trace_columns_and_lengths(tmp_path, capsys):
     assert main([*BASE, *SMALL, "--trace", str(neg)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "negative" in err and "line 2" in err
+
+
+def test_an_encoder_is_refused(capsys):
+    assert main(["serve", "--model", "bert-large", "--system", "p5.48xlarge"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "encoder" in err
 
 
 def test_a_model_that_does_not_fit_is_exit_2(capsys):

@@ -59,14 +59,22 @@ def test_neuron_alone_is_the_padded_infer_step():
         assert rec[8] == pytest.approx(tpot, rel=1e-12)
 
 
-def test_speculative_alone_matches_infer_up_to_the_last_step():
+@pytest.mark.parametrize(
+    "system,spec",
+    [
+        ("dgx-b200", Speculative("llama-3.1-8b", 3, 0.6)),  # a draft model
+        ("dgx-b200", Speculative("eagle3", 3)),  # an EAGLE-3 head, its sourced acceptance
+        ("trn2.48xlarge", Speculative("eagle3", 3)),  # with NxDI's fitted draft-step overhead
+    ],
+)
+def test_speculative_alone_matches_infer_up_to_the_last_step(system, spec):
     """With speculative decoding a step yields the expected tokens; the request needs whole
-    steps, so serve's TPOT is infer's step time x ceil((O - 1) / E) / (O - 1)."""
+    steps, so serve's TPOT is infer's step time x ceil((O - 1) / E) / (O - 1). The draft's
+    prefill over the prompt is in both TTFTs."""
     p = ParallelPlan(tp=1, zero=0, recompute="none")
-    spec = Speculative("llama-3.1-8b", 3, 0.6)
     est = estimate_inference(
         "llama-3.1-70b",
-        "dgx-b200",
+        system,
         p,
         batch=1,
         input_tokens=800,
@@ -74,7 +82,7 @@ def test_speculative_alone_matches_infer_up_to_the_last_step():
         speculative=spec,
         precision_name="fp8",
     )
-    dep = Deployment("llama-3.1-70b", "dgx-b200", p, precision="fp8", speculative=spec)
+    dep = Deployment("llama-3.1-70b", system, p, precision="fp8", speculative=spec)
     engine = EngineConfig(policy="vllm-v1", max_num_batched_tokens=4096, max_model_len=8192)
     rec = _alone(dep, 800, 120, engine)[0]
     steps = math.ceil(119 / spec.expected_tokens)
