@@ -68,7 +68,11 @@ K1_OUTPUT_MEAN = 274  # serving.md: tokens/s / samples/s
 # 171.7 ms = 47 s), so the requests in flight when the window opens arrived under full load.
 K1_RAMP_S = 60.0
 K1_WINDOW_S = 60.0
-K1_OFFLINE_REQUESTS = 600  # every sample queued at once (the Offline scenario)
+# Offline: every sample queued at once; the benchmark's 24,576 OpenOrca samples
+# (open_orca_gpt4_tokenized_llama.sampled_24576, closed/NVIDIA/code/llama2-70b-99.9/tensorrt/
+# README.md in MLCommons' v5.1 results, mirror ntuhpc/inference_results_v5.1 @ a634ab7) over
+# the 8 replicas: one replica's share.
+K1_OFFLINE_REQUESTS = 24576 // 8
 # ASSUMED (not in the logs): OpenOrca prompts under the 1,024-token limit of MLCommons'
 # processorca.py, lognormal with mean 300 and s.d. 250 tokens; outputs lognormal with the
 # derived mean 274 and s.d. 250, at most 1,024 tokens.
@@ -80,8 +84,7 @@ K1_NOTE = (
     "closed/NVIDIA/code/llama2-70b-99.9/tensorrt/README.md in MLCommons' v5.1 results, mirror "
     "ntuhpc/inference_results_v5.1 @ a634ab7: TP1 above 90 GB, TP2 at 80 GB) "
     "simulated with its share of the Poisson load, the system's tokens/s "
-    "their sum; latencies and tokens/s of the steady state (MLPerf runs for 10 minutes); B200 "
-    "NVFP4 run as MXFP4"
+    "their sum; latencies and tokens/s of the steady state (MLPerf runs for 10 minutes)"
 )
 
 # (name, label, system, gpus, tp, precision, scenario, tokens/s, ttft p50/p99, tpot p50/p99 ms)
@@ -104,7 +107,7 @@ K1_ROWS = (
         "dgx-b200",
         8,
         1,
-        "mxfp4",
+        "nvfp4",
         "server",
         99123,
         (244.2, 436.3),
@@ -140,7 +143,7 @@ K1_ROWS = (
         "dgx-b200",
         8,
         1,
-        "mxfp4",
+        "nvfp4",
         "interactive",
         59545,
         (63.3, 140.4),
@@ -164,7 +167,7 @@ K1_ROWS = (
         "dgx-b200",
         8,
         1,
-        "mxfp4",
+        "nvfp4",
         "offline",
         101527,
         None,
@@ -176,16 +179,18 @@ K1_ROWS = (
 
 K2_NOTE = (
     "trtllm-bench at an infinite rate (every request queued at once) run as the vllm-v1 "
-    "policy with the vLLM defaults and an FP8 KV cache; 1,000 requests of exactly 1,000 + "
-    "1,000 tokens"
+    "policy (in-flight batching, chunked context) with trtllm-bench's tuned batch and tokens "
+    "per pass (trnsim.perf.calsets.trtllm_bench_batch) and an FP8 KV cache; 3,000 requests of "
+    "exactly 1,000 + 1,000 tokens (perf-overview.md's dataset for 1000/1000); tokens/s over "
+    "the whole run, as trtllm-bench's Total Output Throughput"
 )
 # (name, model, system, tp, precision, output tokens/s)
-K2_REQUESTS = 400
+K2_REQUESTS = 3000  # NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @ 00f37686
 K2_ROWS = (
-    ("k2-70b-h100", "llama-3.3-70b", "p5.48xlarge", 2, "fp8", 4205),
+    ("k2-70b-h100", "llama-3.3-70b", "dgx-h100", 2, "fp8", 4205),
     ("k2-70b-h200", "llama-3.3-70b", "dgx-h200", 1, "fp8", 2909),
-    ("k2-70b-b200", "llama-3.3-70b", "dgx-b200", 1, "mxfp4", 7007),
-    ("k2-8b-h100", "llama-3.1-8b", "p5.48xlarge", 1, "fp8", 15220),
+    ("k2-70b-b200", "llama-3.3-70b", "dgx-b200", 1, "nvfp4", 7007),
+    ("k2-8b-h100", "llama-3.1-8b", "dgx-h100", 1, "fp8", 15220),
     ("k2-8b-h200", "llama-3.1-8b", "dgx-h200", 1, "fp8", 17744),
 )
 
@@ -366,15 +371,19 @@ def scenarios() -> dict[str, Scenario]:
     for name, model, sysname, tp, prec, _tps in K2_ROWS:
 
         def build(scale: float, model=model, sysname=sysname, tp=tp, prec=prec):
+            from trnsim.perf.calsets import K2_ISL, K2_OSL, trtllm_bench_batch
+
             n = max(50, round(scale * K2_REQUESTS))
-            dep = Deployment(
-                model,
-                sysname,
-                ParallelPlan(tp=tp, zero=0, recompute="none"),
-                precision=prec,
-                stack=gpu_stack(),
+            plan = ParallelPlan(tp=tp, zero=0, recompute="none")
+            dep = Deployment(model, sysname, plan, precision=prec, stack=gpu_stack())
+            batch, tokens = trtllm_bench_batch(model, dep.system, plan, K2_ISL, K2_OSL, prec)
+            eng = EngineConfig(
+                policy="vllm-v1",
+                kv_cache_dtype="fp8",
+                max_model_len=4096,
+                max_num_seqs=batch,
+                max_num_batched_tokens=tokens,
             )
-            eng = EngineConfig(policy="vllm-v1", kv_cache_dtype="fp8", max_model_len=4096)
             return dep, OpenLoop(1e6, n, "constant", lengths=k2_lengths), eng, {}
 
         out[name] = Scenario(name, "K2", build, K2_NOTE)
