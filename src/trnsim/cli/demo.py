@@ -25,6 +25,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
     ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
     ("Serving under load", "trnsim.cli.demo_serve:section"),
+    ("Kubernetes DRA on a Trainium fleet", "trnsim.cli.demo_dra:section"),
 ]
 
 
