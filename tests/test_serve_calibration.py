@@ -55,6 +55,6 @@ def test_the_guidellm_window_drops_the_last_arrivals():
 def test_each_scenario_is_simulated_at_its_own_scale():
     """A scenario's rows do not depend on which scenarios ran before it (a replica's
     throughput share of one scenario once leaked into the next one's request count)."""
-    alone = cal.validate(only=["k2-8b-h100"])
-    after = cal.validate(only=["k1-h200-offline", "k2-8b-h100"])[1:]
+    alone = cal.validate(0.1, only=["k2-8b-h100"])
+    after = cal.validate(0.1, only=["k1-h200-offline", "k2-8b-h100"])[1:]
     assert [r.predicted for r in after] == [r.predicted for r in alone]
