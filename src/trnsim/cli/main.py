@@ -41,6 +41,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
+    "sweep": ("sweep", "run a verb over a grid of points (pool or Ray), to one table, Pareto"),
+    "tune": ("tune", "autotune an NKI kernel's parameters: each candidate checked and timed"),
 }
 
 
