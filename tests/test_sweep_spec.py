@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -221,3 +222,19 @@ def test_a_retried_point_replaces_its_row(tmp_path):
     t.append(_row("a", 1, None, "failed"))
     t.append(_row("a", 1, 0.25))
     assert Table(path, COLS).done == {"a": "ok"}
+
+
+# ---- examples -------------------------------------------------------------------------------
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples" / "sweeps").iterdir())
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_spec_loads_and_every_point_has_a_command(path):
+    s = specs.load(path)
+    assert s.points and not s.sampled
+    for p in s.points:
+        cmd = s.job(p).argv
+        assert cmd[-1] == "--json" or "--" in cmd
+    if s.verb.name == "profile":  # the kernel file is found next to the spec
+        assert Path(s.job(s.points[0]).argv[-1]).is_file()

@@ -147,11 +147,11 @@ def run(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, Terminated) as exc:
         left = pending([p.id for p in spec.points], table.done, False)
         return stopped(exc, out, len(table.rows), len(left))
-    summary = _summary(spec, out, table, outcome, backend, png)
+    doc = summary(spec, out, table, outcome, backend, png)
     if args.json:
-        print_json(summary)
+        print_json(doc)
     else:
-        _show(Console(), summary)
+        show_summary(Console(), doc)
     return 0
 
 
@@ -218,7 +218,7 @@ def _dry_run(args: argparse.Namespace, spec: Any, out: str, backend: Any) -> int
     return 0
 
 
-def _summary(
+def summary(
     spec: Any, out: str, table: Any, outcome: Any, backend: Any, png: str | None
 ) -> dict[str, Any]:
     by_status = Counter(str(r.get("status")) for r in table.rows)
@@ -286,13 +286,15 @@ def _pareto(spec: Any, table: Any, png: str | None) -> dict[str, Any]:
         "y": p.y,
         "x_better": p.x_better,
         "y_better": p.y_better,
+        "x_unit": spec.verb.metric(p.x).unit,
+        "y_unit": spec.verb.metric(p.y).unit,
         "points": len(rows),
         "front": front,
         "png": written,
     }
 
 
-def _show(console: Console, s: dict[str, Any]) -> None:
+def show_summary(console: Console, s: dict[str, Any]) -> None:
     counts = ", ".join(f"{k} {v:,}" for k, v in s["status"].items())
     console.print(
         f"sweep {s['verb']}: {s['ran']:,} points run in {s['seconds']:.1f} s {s['where']}",
@@ -318,28 +320,34 @@ def _show(console: Console, s: dict[str, Any]) -> None:
         title_justify="left",
     )
     keys = [k for k in p["front"][0] if k != "point"]
+    units = dict(zip(keys[-2:], (p["x_unit"], p["y_unit"]), strict=True))
     for k in keys:
-        t.add_column(k, justify="right" if k in keys[-2:] else "left")
+        t.add_column(k, justify="right" if k in units else "left")
     for row in p["front"]:
-        t.add_row(*(_fmt(row.get(k)) for k in keys))
+        t.add_row(*(_fmt(row.get(k), units.get(k, "")) for k in keys))
     console.print(fit(t))
     if p["png"]:
         console.print(f"chart: {p['png']}")
 
 
-def _fmt(v: Any) -> str:
-    """A cell for people: numbers to 4 significant digits (CSV cells are text), '-' for none."""
+def _fmt(v: Any, unit: str = "") -> str:
+    """A cell for people: figures to 4 significant digits with their unit (CSV cells are
+    text), '-' for none."""
+    from trnsim.report.units import pretty
+
     if v is None or v == "":
         return "-"
     if isinstance(v, bool):
         return str(v).lower()
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return f"{v:.4g}"
+    if isinstance(v, int | float):
+        if unit == "USD":
+            return f"${v:,.0f}" if abs(v) >= 100 else f"${v:.3g}"
+        if unit == "s" and abs(v) >= 3 * 3600:  # a time to train: hours or days
+            return f"{v / 86400:,.3g} days" if abs(v) >= 2 * 86400 else f"{v / 3600:.3g} h"
+        return pretty(v, unit) if unit else (f"{v:,}" if isinstance(v, int) else f"{v:.4g}")
     for kind in (int, float):
         try:
-            return _fmt(kind(v))
+            return _fmt(kind(v), unit)
         except ValueError:
             pass
     return str(v)

@@ -349,7 +349,7 @@ def parse(data: dict[str, Any], source: str = "<spec>", base_dir: Path | None = 
             raise SpecError(f"{where}: {part}: {exc}") from None
         return value
 
-    fixed_c = {canon(k, "fixed"): checked(k, v, f"fixed {k}") for k, v in fixed.items()}
+    fixed_c = {canon(k, "fixed"): checked(k, v, "fixed") for k, v in fixed.items()}
     dims: list[tuple[str, Any]] = []
     for k, v in grid.items():
         key = canon(k, "grid")
@@ -358,7 +358,7 @@ def parse(data: dict[str, Any], source: str = "<spec>", base_dir: Path | None = 
         dims.append((key, _dimension(verb.name, key, v, sample is not None, where, checked)))
     points_c = []
     for i, pt in enumerate(listed):
-        c = {canon(k, "points"): checked(k, v, f"points[{i}] {k}") for k, v in pt.items()}
+        c = {canon(k, "points"): checked(k, v, f"points[{i}]") for k, v in pt.items()}
         points_c.append({**fixed_c, **c})
     if not dims and not points_c and not fixed_c:
         raise SpecError(f"{where}: no points: give a grid (name: [values]) or points")
@@ -484,13 +484,13 @@ def _dimension(verb: str, key: str, v: Any, sampled: bool, where: str, checked: 
         if log and lo <= 0:
             raise SpecError(f"{where}: grid {key}: a log range needs min > 0, got {lo}")
         for b in (lo, hi):
-            checked(key, round(float(b)) if integer else b, f"grid {key}")
+            checked(key, round(float(b)) if integer else b, "grid")
         return ("range", float(lo), float(hi), log, integer)
     values = v if isinstance(v, list) else [v]
     if not values:
         raise SpecError(f"{where}: grid {key} has no values (an empty list)")
     for value in values:
-        checked(key, value, f"grid {key}")
+        checked(key, value, "grid")
     return list(dict.fromkeys(values))
 
 
