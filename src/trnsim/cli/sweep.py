@@ -25,12 +25,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from trnsim.cli.argtypes import positive_int
+from trnsim.cli.argtypes import bounded_int
 from trnsim.cli.main import Terminated
 from trnsim.errors import UsageError
 from trnsim.report.output import output_path, print_json
 from trnsim.report.progress import progress
 from trnsim.report.tables import fit
+
+MAX_WORKERS = 256
+"""The most local worker processes (each holds an interpreter and trnsim: ~100 MB; more than
+the cores only adds contention)."""
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,9 +43,9 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     x = g.add_mutually_exclusive_group()
     x.add_argument(
         "--workers",
-        type=positive_int,
+        type=bounded_int(1, MAX_WORKERS),
         metavar="N",
-        help="local worker processes (default: every core this process may use)",
+        help=f"local worker processes, 1..{MAX_WORKERS} (default: every core this process may use)",
     )
     x.add_argument("--serial", action="store_true", help="every point in this process")
     x.add_argument(
@@ -119,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
     spec = specs.load(args.spec)
     if args.pareto is not None:
         spec = _pareto_override(spec, args.pareto)
-    out = args.out or spec.output or f"{Path(args.spec).stem}.results.csv"
+    out = args.out if args.out is not None else spec.output
+    out = out if out is not None else f"{Path(args.spec).stem}.results.csv"
+    output_path(out, "--out")
     specs.table_format(out)
     if out.endswith(".parquet"):
         from trnsim import extras

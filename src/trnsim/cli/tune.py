@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     for flag, path in (("--trace", args.trace), ("--png", args.png)):
         if path is not None:
             output_path(path, flag)
-    if args.out:
+    if args.out is not None:
+        output_path(args.out, "--out")
         table_format(args.out)
     backend = backend_from_args(
         args, ("trnsim.sweep.tune", "trnsim.nki.kernelfile", "trnsim.core.timing")

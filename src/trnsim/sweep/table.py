@@ -68,7 +68,8 @@ class Table:
         self, path: str | os.PathLike[str] | None, columns: tuple[str, ...], fresh: bool = False
     ) -> None:
         self.columns = tuple(columns)
-        self.rows: list[dict[str, Any]] = []
+        self._rows: dict[str, dict[str, Any]] = {}  # point id -> its last row, file order
+        self._flush_cost = 0.0
         self.repaired = False
         self._last_flush = time.monotonic()
         self._dirty = False
@@ -89,9 +90,21 @@ class Table:
     # ---- state ------------------------------------------------------------------------------
 
     @property
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per point (its last), in file order."""
+        return list(self._rows.values())
+
+    @rows.setter
+    def rows(self, rows: list[dict[str, Any]]) -> None:
+        self._rows = {}
+        for r in rows:  # a point's last row wins, at the place of that last row
+            self._rows.pop(str(r["point"]), None)
+            self._rows[str(r["point"])] = r
+
+    @property
     def done(self) -> dict[str, str]:
         """Point id -> status of its last row."""
-        return {str(r["point"]): str(r.get("status") or "") for r in self.rows}
+        return {pid: str(r.get("status") or "") for pid, r in self._rows.items()}
 
     def _refuse(self, found: Iterable[str]) -> None:
         found = list(found)
@@ -123,7 +136,7 @@ class Table:
                 raise UsageError(f"{self.path}: not a readable Parquet table: {exc}") from None
             if tuple(t.column_names) != self.columns:
                 self._refuse(t.column_names)
-            self.rows = _last_per_point(t.to_pylist())
+            self.rows = t.to_pylist()
             return
         data = self.path.read_bytes()
         if not data.endswith(b"\n"):  # a line cut short: drop it, its point runs again
@@ -153,7 +166,7 @@ class Table:
                 if not isinstance(row, dict) or tuple(row) != self.columns:
                     self._refuse(row if isinstance(row, dict) else [])
                 rows.append(row)
-        self.rows = _last_per_point(rows)
+        self.rows = rows
 
     # ---- writing ----------------------------------------------------------------------------
 
@@ -193,8 +206,8 @@ class Table:
         if self.format == ".csv":
             row = {c: cell(v) for c, v in row.items()}
         pid = row["point"]
-        self.rows = [r for r in self.rows if r["point"] != pid]
-        self.rows.append(row)
+        self._rows.pop(str(pid), None)
+        self._rows[str(pid)] = row
         if self.path is None:
             return
         if self.format == ".parquet":
@@ -213,14 +226,19 @@ class Table:
             os.close(fd)
 
     def flush(self, force: bool = False) -> None:
-        """Parquet: rewrite the file when due (``FLUSH_S``) or forced; CSV/JSONL: nothing."""
+        """Parquet: rewrite the file when due or forced; CSV/JSONL: nothing. Due: ``FLUSH_S``
+        after the last rewrite, or ten times that rewrite's cost when longer, so rewriting a
+        large table never takes more than a tenth of the sweep."""
         if self.format != ".parquet":
             return
-        if not force and (not self._dirty or time.monotonic() - self._last_flush < FLUSH_S):
+        wait = max(FLUSH_S, 10 * self._flush_cost)
+        if not force and (not self._dirty or time.monotonic() - self._last_flush < wait):
             return
+        t0 = time.monotonic()
         table = self._arrow(self.rows)
         atomic_write(self.path, lambda tmp: self._pq.write_table(table, tmp))
         self._last_flush = time.monotonic()
+        self._flush_cost = self._last_flush - t0
         self._dirty = False
 
     def _arrow(self, rows: list[dict[str, Any]]) -> Any:
@@ -255,12 +273,6 @@ class Table:
         """Write what is pending (Parquet); the file is complete after it."""
         if self._dirty:
             self.flush(force=True)
-
-
-def _last_per_point(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per point, the last one written, in the order of those last rows."""
-    last = {str(r.get("point")): i for i, r in enumerate(rows)}
-    return [r for i, r in enumerate(rows) if last[str(r.get("point"))] == i]
 
 
 def _arrow_column(values: list[Any]) -> tuple[str, list[Any]]:
