@@ -95,7 +95,7 @@ class Mailbox:
                 del self.posts[key], self.reads[key]
             return "ok", boxes
 
-    async def fail(self, rank: int, why: str) -> None:
+    async def stop(self, rank: int, why: str) -> None:
         cond = self._condition()
         async with cond:
             self.failed = self.failed or f"rank {rank} failed: {why}"
@@ -121,7 +121,7 @@ class _RankBarrier:
 
     def abort(self) -> None:
         self.local.abort()
-        self.mailbox.fail.remote(self.rank, "its kernel stopped")
+        self.mailbox.stop.remote(self.rank, "its kernel stopped")
 
 
 class RayWorld(World):
@@ -199,7 +199,7 @@ class RankHost:
             )
         except BaseException as exc:
             if not isinstance(exc, threading.BrokenBarrierError):
-                ray.get(mailbox.fail.remote(rank, f"{type(exc).__name__}: {exc}"))
+                ray.get(mailbox.stop.remote(rank, f"{type(exc).__name__}: {exc}"))
             return "error", _portable(exc)
         finally:
             ray.get(mailbox.finish.remote(rank))
