@@ -303,3 +303,26 @@ def test_tune_refuses_bad_parameters_in_one_line(capsys, argv, needle):
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
+
+
+def test_a_serve_sweep_row_is_what_trnsim_serve_prints(tmp_path, capsys):
+    spec = _write(
+        tmp_path,
+        {
+            "verb": "serve",
+            "fixed": {"model": "llama-3.1-8b", "chips": 1, "requests": 40},
+            "grid": {"rate": [2, 8], "max_num_seqs": [16, 64]},
+        },
+    )
+    out = tmp_path / "t.jsonl"
+    assert _sweep(capsys, str(spec), "--serial", "--out", str(out))["ran"] == 4
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(r["status"] == "ok" for r in rows)
+    assert main(["serve", "--model", "llama-3.1-8b", "--chips", "1", "--requests", "40",
+                 "--rate", "8", "--max-num-seqs", "16", "--json"]) == 0  # fmt: skip
+    alone = json.loads(capsys.readouterr().out)["summary"]
+    row = next(r for r in rows if r["rate"] == 8 and r["max_num_seqs"] == 16)
+    assert row["summary.ttft_s.p99"] == alone["ttft_s"]["p99"]
+    assert (
+        row["summary.throughput.output_tokens_per_s"] == alone["throughput"]["output_tokens_per_s"]
+    )

@@ -123,7 +123,9 @@ def test_a_bad_spec_is_one_line_naming_the_rule(extra, needle):
 
 
 def test_an_unsweepable_verb_lists_the_sweepable_ones():
-    with pytest.raises(SpecError, match="sweepable verbs: train, infer, collective, profile"):
+    with pytest.raises(
+        SpecError, match="sweepable verbs: train, infer, serve, collective, profile"
+    ):
         parse({"verb": "plan"}, "s")
 
 

@@ -28,6 +28,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "collective": ("collective", "time a collective on a system (closed form or flow simulation)"),
     "train": ("train", "estimate LLM training: step time, tokens/s, MFU, memory, cost"),
     "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
+    "serve": ("serve", "simulate serving under load: latency percentiles, throughput, SLO rate"),
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
     "microbench": (
@@ -41,6 +42,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
+    "dra": ("dra", "Kubernetes DRA of Trainium devices: allocate claims, simulate a fleet"),
     "sweep": ("sweep", "run a verb over a grid of points (pool or Ray), to one table, Pareto"),
     "tune": ("tune", "autotune an NKI kernel's parameters: each candidate checked and timed"),
 }

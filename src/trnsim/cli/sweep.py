@@ -1,4 +1,4 @@
-"""``trnsim sweep SPEC``: run a verb (train, infer, collective, profile) at every point of a
+"""``trnsim sweep SPEC``: run a verb (train, infer, serve, collective, profile) at every point of a
 YAML/JSON spec, on a local process pool (default), in this process or on Ray; results stream
 to one table (CSV, JSONL, Parquet) that a second run resumes; a Pareto front and its PNG.
 

@@ -2,7 +2,7 @@
 
 .. code-block:: yaml
 
-    verb: train                  # train, infer, collective, profile (trnsim.sweep.verbs)
+    verb: train                  # train, infer, serve, collective, profile (sweep.verbs)
     output: llama.csv            # optional: .csv, .jsonl or .parquet (--out overrides)
     fixed: {system: trn3-gen2, seq_len: 4096}   # every point
     grid:                        # the cartesian product of these lists
@@ -316,7 +316,7 @@ def parse(data: dict[str, Any], source: str = "<spec>", base_dir: Path | None = 
     if unknown:
         raise SpecError(f"{source}: unknown key {unknown[0]!r}; a spec has {', '.join(SPEC_KEYS)}")
     if "verb" not in data:
-        raise SpecError(f"{source}: no verb (verb: train, infer, collective or profile)")
+        raise SpecError(f"{source}: no verb (verb: train, infer, serve, collective or profile)")
     try:
         verb = lookup(data["verb"])
     except TrnsimError as exc:

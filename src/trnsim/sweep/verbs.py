@@ -116,6 +116,42 @@ register(
 )
 register(
     SweepVerb(
+        "serve",
+        "serve",
+        (
+            Metric("summary.throughput.output_tokens_per_s", "max", "tok/s"),
+            Metric("summary.throughput.output_tokens_per_s_per_chip", "max", "tok/s"),
+            Metric("summary.throughput.requests_per_s", "max", "req/s"),
+            Metric("summary.ttft_s.p50", "min", "s"),
+            Metric("summary.ttft_s.p99", "min", "s"),
+            Metric("summary.tpot_s.p50", "min", "s"),
+            Metric("summary.tpot_s.p99", "min", "s"),
+            Metric("summary.e2e_s.p99", "min", "s"),
+            Metric("summary.goodput.fraction", "max"),
+            Metric("summary.usd_per_million_output_tokens", "min", "USD"),
+            Metric("summary.kv_utilization.peak"),
+            Metric("summary.preemptions", "min"),
+            Metric("summary.requests.completed"),
+            Metric("summary.chips", "min"),
+        ),
+        # one simulation per point: serve's own sweeps and searches change its output's
+        # shape, and its trace, records and chart are files
+        excluded=(
+            "json",
+            "max_rate",
+            "sweep_rates",
+            "sweep_concurrency",
+            "systems",
+            "plot",
+            "perfetto",
+            "perfetto_max",
+            "requests_out",
+        ),
+        paths=("model", "draft_model", "trace"),
+    )
+)
+register(
+    SweepVerb(
         "collective",
         "collective",
         (
