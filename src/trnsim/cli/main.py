@@ -48,6 +48,8 @@ VERBS: dict[str, tuple[str, str]] = {
     ),
     "torch-demo": ("torch_demo", "train a small GPT in FP32/BF16/MXFP8/MXFP4 Trn3 numerics"),
     "dra": ("dra", "Kubernetes DRA of Trainium devices: allocate claims, simulate a fleet"),
+    "sweep": ("sweep", "run a verb over a grid of points (pool or Ray), to one table, Pareto"),
+    "tune": ("tune", "autotune an NKI kernel's parameters: each candidate checked and timed"),
 }
 
 

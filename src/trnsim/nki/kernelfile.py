@@ -622,6 +622,17 @@ def run_kernel(
         raise kernel_raised(exc, _given_path(mod), name) from None
 
 
+def golden_kwargs(gold: Any, kernel_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The kernel keyword arguments the golden takes too (by name, or all with ``**kw``)."""
+    try:
+        params = inspect.signature(gold).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(kernel_kwargs)
+    return {k: v for k, v in kernel_kwargs.items() if k in params}
+
+
 def load(path: str) -> ModuleType:
     """``load_module`` remembering the path as the user gave it (for ``file:line``)."""
     mod = load_module(path)
@@ -640,15 +651,22 @@ def run_file(
     kwargs: dict[str, Any] | None = None,
     max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS,
     timeout: float | None = None,
+    kernel_kwargs: dict[str, Any] | None = None,
 ) -> FileRun:
     """Run one kernel of a kernel file on the emulator and compare it with its golden.
 
-    ``timeout`` bounds the whole file's code: loading, ``make_inputs``, the kernel, ``golden``."""
+    ``timeout`` bounds the whole file's code: loading, ``make_inputs``, the kernel, ``golden``.
+    ``kernel_kwargs``: keyword arguments of the kernel itself (its parameters with defaults,
+    e.g. tile sizes: what ``trnsim tune`` varies), also given to the golden where it takes a
+    parameter of that name."""
+    kernel_kwargs = kernel_kwargs or {}
     with time_limit(timeout, path):
         mod = load(path)
         name, k = pick_kernel(mod, kernel)
         args = inputs_for(mod, name, seed, kwargs)
-        res = run_kernel(mod, name, k, args, target=target, max_instructions=max_instructions)
+        res = run_kernel(
+            mod, name, k, args, target=target, max_instructions=max_instructions, **kernel_kwargs
+        )
         gold = getattr(mod, f"golden_{name}", None) or getattr(mod, "golden", None)
         goldens = None
         if gold is not None:
@@ -656,7 +674,7 @@ def run_file(
                 gold, path, f"golden_{name}" if hasattr(mod, f"golden_{name}") else "golden"
             )
             try:
-                goldens = _flat(gold(*args))
+                goldens = _flat(gold(*args, **golden_kwargs(gold, kernel_kwargs)))
             except (Exception, SystemExit) as exc:
                 raise _usage(exc, path, f"in {gold.__name__}()") from None
             for i, g in enumerate(goldens):

@@ -303,10 +303,14 @@ def run_ranks(
     seed: int = 0,
     functional: bool = True,
     options: CoreOptions | None = None,
+    backend: Any = None,
 ) -> list[RunResult]:
     """Run ``kernel`` as ``len(per_rank)`` ranks: rank ``r`` is a launch of its own (its own
     NeuronCore(s) and HBM, one thread) called with ``per_rank[r]`` (positional, keyword
     arguments); ``nki.collectives`` calls exchange between the ranks (``rank_id()`` is ``r``).
+    ``backend``: where the ranks run instead of this process's threads, e.g.
+    ``trnsim.nki.ray_ranks.RayRanks()`` (each rank in a Ray actor; the same results, bit for
+    bit); None: here.
     With LNC=2 launches (``lnc=2`` or ``kernel[2]``) core ``c`` of each rank takes part in
     the collectives with core ``c`` of the others (``trnsim.nki.collectives._exchange``).
     Returns each rank's ``RunResult``, in rank order. Core ``i`` of rank ``r`` draws its
@@ -318,6 +322,16 @@ def run_ranks(
     if n < 1:
         raise broken("launch-ranks", "run_ranks needs at least one rank")
     width = lnc or (kernel.lnc if isinstance(kernel, Kernel) else 1)
+    if backend is not None:
+        launch = dict(
+            target=target,
+            lnc=lnc,
+            rounding=rounding,
+            seed=seed,
+            functional=functional,
+            options=options,
+        )
+        return backend.run_ranks(kernel, per_rank, width, launch)
     world = World(n, threading.Barrier(n * width))
     results: list[RunResult | None] = [None] * n
     errors: list[BaseException | None] = [None] * n
