@@ -663,3 +663,17 @@ def test_a_second_ctrl_c_ends_a_loop_that_catches_it(tmp_path):
     out, err = proc.communicate(timeout=60)
     line = one_line(proc.returncode, out, err, 130)
     assert "interrupted" in line and "make_inputs" in line, line
+
+
+@pytest.mark.slow
+def test_a_call_that_never_returns_to_python_still_ends(tmp_path):
+    # sum(range(...)) runs in C and never checks for signals: only the CLI's hard deadline
+    # (faulthandler's C watchdog, trnsim.cli.main.hard_deadline) can end it
+    text = HEAD + COPY + ("\n\ndef make_inputs(rng):\n    return sum(range(10**15))  # HERE\n")
+    t0 = time.monotonic()
+    proc = _spawn(write(tmp_path, text), "--timeout", "0.5")
+    out, err = proc.communicate(timeout=120)
+    line = one_line(proc.returncode, out, err, 1)
+    assert "timeout" in line and "never returned to Python" in line, line
+    assert f"k.py:{marked_line(text)})" in line, line
+    assert time.monotonic() - t0 < 60

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import faulthandler
 import importlib
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from trnsim import __version__
@@ -73,6 +76,67 @@ def exit_status(exc: TrnsimError) -> int:
     """1 when a check failed (an illegal kernel, a kernel that raised or ran out of bounds);
     2 for every other trnsim error: bad usage or input (a flag, a name, a path, a file)."""
     return EXIT_CHECK_FAILED if isinstance(exc, KernelError) else EXIT_USAGE
+
+
+HARD_MARGIN_S = 2.0
+"""Seconds after the time limit and the watchdog's grace (``trnsim.nki.watchdog.GRACE_S``) at
+which ``hard_deadline`` ends a process whose Python cannot run any more."""
+
+_REPORT_STUCK = r"""
+dump=$(cat)
+[ -n "$dump" ] || exit 0
+line=$(printf '%s\n' "$dump" | grep -F "File \"$2\", line" | head -n 1 |
+       sed 's/.*, line \([0-9]*\).*/\1/')
+where="$3"
+[ -n "$line" ] && where="$3:$line"
+limit="ran longer than the time limit of $4 s (--timeout)"
+why="stuck in a call that never returned to Python, so trnsim ended the process"
+printf 'trnsim %s: error: timeout: kernel file %s (%s); %s\n' "$1" "$limit" "$where" "$why" >&2
+"""
+"""``sh -c`` script of the reporter: read the interpreter's stack dump (``faulthandler``) from
+stdin; empty (the run ended normally): say nothing; else one line naming the kernel file's
+innermost line (the dump lists the innermost frame first)."""
+
+
+@contextlib.contextmanager
+def hard_deadline(verb: str, path: str, seconds: float | None) -> Iterator[None]:
+    """The last resort of a kernel-file run's time limit, for code that never returns to the
+    interpreter (``sum(range(10**12))``, ``10**10**10``): such a call holds the interpreter
+    lock, so no Python (signal handler, thread) runs until it returns. ``faulthandler``'s
+    watchdog thread is C and needs no lock: armed at the limit plus the grace plus
+    ``HARD_MARGIN_S``, it writes the stack into a pipe and ends the process with status 1; a
+    ``sh`` reporter started here (a few milliseconds) turns the stack into the one-line error.
+    When the run ends before, the pipe closes empty and the reporter exits silently. POSIX, main
+    thread, CLI only (it ends the process)."""
+    sh = shutil.which("sh")
+    if not seconds or sh is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from trnsim.nki.watchdog import GRACE_S
+
+    read, write = os.pipe()
+    try:
+        reporter = subprocess.Popen(
+            [sh, "-c", _REPORT_STUCK, "sh", verb, os.path.abspath(path), os.path.basename(path),
+             f"{seconds:g}"],
+            stdin=read,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C at a terminal is the run's, not the reporter's
+        )  # fmt: skip
+    except OSError:
+        os.close(read)
+        os.close(write)
+        yield
+        return
+    os.close(read)
+    faulthandler.dump_traceback_later(seconds + GRACE_S + HARD_MARGIN_S, exit=True, file=write)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        os.close(write)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            reporter.wait(timeout=5)
 
 
 def stop_status(exc: BaseException) -> int:

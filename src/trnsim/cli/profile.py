@@ -227,22 +227,23 @@ def run(args: argparse.Namespace) -> int:
     def check_paths(kernel: str) -> None:
         files.update(planned_files(args, kernel))
 
-    from trnsim.cli.main import hard_stop
+    from trnsim.cli.main import hard_deadline, hard_stop
 
-    name, prof = profile_file(
-        args.file,
-        args.kernel,
-        args.target,
-        args.seed,
-        kwargs,
-        args.functional,
-        args.active_cores,
-        args.max_instructions,
-        args.timeout,
-        before_run=check_paths,
-        on_beat=heartbeat("profile", None),  # plain lines (above the stage spinners)
-        on_stuck=hard_stop("profile"),
-    )
+    with hard_deadline("profile", args.file, args.timeout):
+        name, prof = profile_file(
+            args.file,
+            args.kernel,
+            args.target,
+            args.seed,
+            kwargs,
+            args.functional,
+            args.active_cores,
+            args.max_instructions,
+            args.timeout,
+            before_run=check_paths,
+            on_beat=heartbeat("profile", None),  # plain lines (above the stage spinners)
+            on_stuck=hard_stop("profile"),
+        )
     written: dict[str, str] = {}
     if files:
         from trnsim.report.perfetto import write_trace

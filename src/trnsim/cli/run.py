@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trnsim.cli.argtypes import nonneg_float
-from trnsim.cli.main import hard_stop
+from trnsim.cli.main import hard_deadline, hard_stop
 from trnsim.cli.profile import TARGETS, add_kernel_arguments, heartbeat
 from trnsim.nki.kernelfile import FileRun, parse_args, run_file
 from trnsim.report.output import print_json
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     kwargs = parse_args(args.arg)
-    with progress(f"running {args.file}") as bar:
+    with progress(f"running {args.file}") as bar, hard_deadline("run", args.file, args.timeout):
         r = run_file(
             args.file,
             args.kernel,

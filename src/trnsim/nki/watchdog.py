@@ -52,11 +52,24 @@ _KERNEL_MODULE_PREFIX = "trnsim_kernelfile_"  # the module name of a loaded kern
 
 
 class Progress:
-    """What the heartbeat says: the stage the run is in (set by the caller as it goes)."""
+    """The stage the run is in (set by the caller as it goes; the heartbeat and the stops name
+    it). Entering a stage raises a stop requested before and caught by the user's code: once
+    stopped, a run does not go on to its next stage."""
 
     def __init__(self) -> None:
-        self.stage = "loading"
+        self._stage = "loading"
         self.started = time.monotonic()
+        self.stopped: Stop | None = None
+
+    @property
+    def stage(self) -> str:
+        return self._stage
+
+    @stage.setter
+    def stage(self, stage: str) -> None:
+        if self.stopped is not None:
+            raise self.stopped.again()
+        self._stage = stage
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -93,6 +106,8 @@ def guard(
         signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
     try:
         yield progress
+        if state.stop is not None:  # caught by the user's code, which then returned
+            raise state.stop.again()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         for s, handler in saved.items():
@@ -129,6 +144,7 @@ class _State:
                 self.stop = Interrupted("interrupted", *at)
             else:
                 self.stop = Terminated("terminated (SIGTERM)", *at)
+            self.progress.stopped = self.stop
             self.since = time.monotonic()
         elif signum == signal.SIGINT and isinstance(self.stop, Interrupted) and self.on_stuck:
             self.on_stuck(self.stop)  # a second Ctrl-C: stop now
