@@ -140,3 +140,15 @@ def test_legacy_benchmark_counts_are_checked():
         k = legacy_benchmark(warmup=bad)(copy.fn)
         with pytest.raises(KernelError, match="warmup"):
             k(X)
+
+
+def test_legacy_benchmark_target_and_artifacts_are_checked_before_the_run(tmp_path):
+    from trnsim.nki.legacy.benchmark import benchmark as legacy_benchmark
+
+    with pytest.raises(UsageError, match="target 3 must be one of"):
+        legacy_benchmark(platform_target=3)(copy.fn)(X)
+    same = str(tmp_path / "x.json")
+    k = legacy_benchmark(save_trace_name=same, save_neff_name=same)(copy.fn)
+    with pytest.raises(UsageError, match="same file as save_trace_name"):
+        k(X)
+    assert list(tmp_path.iterdir()) == []

@@ -235,10 +235,20 @@ def _catch_signals() -> dict[int, Any]:
     """SIGTERM and SIGINT raise ``Terminated`` / ``Interrupted`` in the main thread (so files
     being written are removed, and a kernel file's ``except Exception`` cannot swallow them);
     returns the handlers to restore. An ignored SIGINT (a background job) stays ignored."""
-    saved = {signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm)}
+    saved = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm),
+        # a kernel-file run's watch thread signals the main thread with SIGALRM
+        # (trnsim.nki.watchdog): one that comes late is answered by a no-op, never by SIGALRM's
+        # default action, which ends the process
+        signal.SIGALRM: signal.signal(signal.SIGALRM, _late_alarm),
+    }
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         saved[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
     return saved
+
+
+def _late_alarm(signum: int, frame: object) -> None:
+    pass
 
 
 def _restore(saved: dict[int, Any]) -> None:

@@ -101,6 +101,10 @@ def check_arguments(where: str, kernel: Any, **given: Any) -> None:
 
 def resolve_target(target: str | None) -> str:
     t = target or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or "gen4"
+    if not isinstance(t, str):
+        raise UsageError(
+            f"target {t!r:.40} must be one of {', '.join(sorted(TARGETS))} or a core preset name"
+        )
     key = t.lower()
     if key in TARGETS:
         return TARGETS[key]
