@@ -34,6 +34,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
+    "microbench": (
+        "microbench",
+        "single-chip GEMM, HBM STREAM and attention rates (core timing model on Trainium)",
+    ),
     "validate": (
         "validate",
         "perf model vs every calibration set (Trainium, H100, NCCL, TPU): per-row, MAPE",
@@ -41,6 +45,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
+    "dra": ("dra", "Kubernetes DRA of Trainium devices: allocate claims, simulate a fleet"),
 }
 
 

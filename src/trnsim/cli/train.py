@@ -10,11 +10,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import positive_float, positive_int
+from trnsim.cli.argtypes import nonneg_int, positive_float, positive_int
 from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
 from trnsim.perf import PRECISIONS, CostInputs, estimate_training, plan_for_chips
+from trnsim.perf.mlperf import estimate_time_to_train
+from trnsim.perf.plan import MOE_DISPATCHERS
 from trnsim.perf.planner import search_training
 from trnsim.perf.stacks import STACKS, resolve_stack
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
@@ -124,7 +126,8 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
         "--precision",
         default="bf16",
         choices=PRECISIONS.names(),
-        help="number format: bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8 (weight-only)",
+        help="number format: bf16, fp16, fp32, fp8, mxfp8, mxfp4, nvfp4, int8 (weight-only), "
+        "fp32-autocast (fp32 storage, bf16 matmuls)",
     )
 
 
@@ -224,6 +227,89 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tokens", type=positive_float, help="tokens to train (time, cost, energy)"
     )
+    parser.add_argument(
+        "--samples",
+        type=positive_float,
+        help="MLPerf time to train: samples (sequences) to converge; whole steps of "
+        "--global-batch (instead of --tokens)",
+    )
+    parser.add_argument(
+        "--eval-interval",
+        type=positive_float,
+        help="MLPerf: samples between quality evaluations; training runs to the first one at "
+        "or after --samples (needs --samples)",
+    )
+    g = parser.add_argument_group("pipeline, memory and MoE options of the plan")
+    g.add_argument(
+        "--first-stage-layers",
+        type=positive_int,
+        help="layers of the first pipeline stage (default: balanced)",
+    )
+    g.add_argument(
+        "--last-stage-layers",
+        type=positive_int,
+        help="layers of the last pipeline stage (default: balanced)",
+    )
+    g.add_argument(
+        "--recompute-layers",
+        type=positive_int,
+        help="with --recompute full: layers per stage recomputed (default: all)",
+    )
+    g.add_argument(
+        "--offload-layers",
+        type=nonneg_int,
+        help="layers per stage whose activations wait in host memory (default 0)",
+    )
+    g.add_argument(
+        "--etp",
+        type=positive_int,
+        help="expert tensor parallel degree (default: --tp); 1 folds EP over the TP ranks",
+    )
+    g.add_argument(
+        "--moe-capacity",
+        type=positive_float,
+        help="expert capacity factor >= 1: pad to it and drop the overflow (default dropless)",
+    )
+    g.add_argument(
+        "--moe-dispatcher",
+        choices=MOE_DISPATCHERS,
+        help="alltoall: a copy per routed expert; flex: a copy per rank (DeepEP/HybridEP)",
+    )
+    g.add_argument(
+        "--moe-a2a-overlap",
+        action="store_true",
+        help="overlap the EP all-to-all with another micro-batch's compute",
+    )
+
+
+# Options that apply to every plan, the planner's included: (flag dest, plan field, MoE only).
+PLAN_OPTIONS = (
+    ("first_stage_layers", "first_stage_layers", False),
+    ("last_stage_layers", "last_stage_layers", False),
+    ("recompute_layers", "recompute_layers", False),
+    ("offload_layers", "offload_layers", False),
+    ("etp", "etp", True),
+    ("moe_capacity", "moe_capacity", True),
+    ("moe_dispatcher", "moe_dispatcher", True),
+    ("moe_a2a_overlap", "moe_a2a_overlap", True),
+)
+
+
+def plan_options(args: argparse.Namespace, m: ModelArgs) -> dict[str, Any]:
+    """The plan options given on the command line (``PLAN_OPTIONS``), checked before any work:
+    the MoE ones need an MoE model (never silently ignored) and a capacity factor is >= 1."""
+    out: dict[str, Any] = {}
+    for dest, field_name, moe_only in PLAN_OPTIONS:
+        value = getattr(args, dest, None)
+        if value is None or value is False:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if moe_only and not m.is_moe:
+            raise UsageError(f"{flag}: {m.name} has no experts (an MoE option)")
+        if dest == "moe_capacity" and value < 1:
+            raise UsageError(f"--moe-capacity {value:g}: a capacity factor must be >= 1")
+        out[field_name] = value
+    return out
 
 
 # Plan flags of ``trnsim train``; when none is given the planner chooses the plan.
@@ -300,8 +386,10 @@ def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    ttt_args = mlperf_args(args)
     m = model_from_args(args)
     check_moe_imbalance(args, m)
+    options = plan_options(args, m)
     sysm = resolve_system(args.system)
     chips = check_train_args(args, sysm)
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
@@ -330,6 +418,7 @@ def run(args: argparse.Namespace) -> int:
                 schedule="interleaved" if interleave > 1 else "1f1b",
                 chunks=interleave,
                 moe_imbalance=args.moe_imbalance,
+                **options,
             )
             plan.validate(m, chips, args.global_batch, args.seq_len)
         except ConfigError as exc:
@@ -354,6 +443,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=None if args.json else progress,
                 compute_model=cm,
                 stack=args.stack,
+                plan_options=options,
             )
             tried.append(f"{c_chips} chips of {cand.name}")
             if res.top:
@@ -392,6 +482,27 @@ def run(args: argparse.Namespace) -> int:
         compute_model=cm,
         stack=args.stack,
     )
+    ttt = None
+    if ttt_args is not None:  # MLPerf: whole steps to the first evaluation past convergence
+        ttt = estimate_time_to_train(est, *ttt_args)
+        est = estimate_training(
+            m,
+            sysm,
+            plan,
+            global_batch=est.global_batch,
+            seq_len=args.seq_len,
+            precision_name=args.precision,
+            cost_inputs=cost_inputs(args, sysm.chip),
+            tokens_to_train=ttt.samples_trained * args.seq_len,
+            compute_model=cm,
+            stack=args.stack,
+        )
+        est.assumptions.append(
+            f"MLPerf time to train: {ttt.samples_to_converge:,.0f} samples to converge"
+            + (f", evaluated every {ttt.eval_interval:,.0f}" if ttt.eval_interval else "")
+            + f" -> {ttt.steps:,} steps of {est.global_batch:,} = {ttt.samples_trained:,} "
+            "samples trained"
+        )
     if gb_note:
         est.assumptions.insert(0, gb_note)
     if sys_note:
@@ -399,10 +510,29 @@ def run(args: argparse.Namespace) -> int:
     if chosen:
         est.assumptions.insert(0, chosen)
     if args.json:
-        dump(est.as_dict())
+        doc = est.as_dict()
+        if ttt is not None:
+            doc["mlperf"] = ttt.as_dict()
+        dump(doc)
     else:
         show_training(Console(), est)
     return 0 if est.fits else 1
+
+
+def mlperf_args(args: argparse.Namespace) -> tuple[float, float | None] | None:
+    """(samples, eval_interval) of ``--samples`` / ``--eval-interval``, checked."""
+    samples = getattr(args, "samples", None)
+    interval = getattr(args, "eval_interval", None)
+    if samples is None:
+        if interval is not None:
+            raise UsageError(f"--eval-interval {interval:g}: needs --samples")
+        return None
+    if args.tokens is not None:
+        raise UsageError(
+            f"--samples {samples:g} and --tokens {args.tokens:g}: give one (samples x "
+            "--seq-len tokens are trained)"
+        )
+    return samples, interval
 
 
 def show_training(console: Console, est: Any) -> None:

@@ -14,20 +14,31 @@ table says) and none for NeMo-Megatron. The calibration tables count NeuronCores
 ``ranks_per_chip = 2`` on Trn1. Llama-2-13B and CodeLlama-13B have 40 heads on TP 32:
 Transformers-NeuronX pads heads to a multiple of TP (``pad_heads``).
 
-Left out: the BERT-Large and ViT rows of section B (encoder models, not in ``workloads``), and
-the TTFT/TPOT p99 and throughput columns of C (p50 is fitted; throughput is reported).
+The C rows carry the attention layout of the sample that produced them (a configuration, not
+a fit): the Llama-3 rows come from ``meta-llama-3-{8b,70b}-sampling.ipynb``, whose
+``NeuronConfig`` sets ``attention_layout='BSH'`` (with ``fuse_qkv``); the Llama-2, Mistral and
+CodeLlama samples give no ``NeuronConfig`` and run the library's default HSB layout
+(aws-neuron/aws-neuron-samples torch-neuronx/transformers-neuronx/inference/). Each layout is
+its own stack (``transformers-neuronx``, ``transformers-neuronx-hsb``); the Transformers-NeuronX
+developer guide says BSH "often achieves better performance since it can enable better
+overlapping of compute with collectives and can reduce transposes".
+
+Left out: the TTFT/TPOT p99 and throughput columns of C (p50 is fitted; throughput is
+reported). The BERT-Large and ViT rows of section B are encoder training rows of another stack
+(HF Trainer on torch-neuronx): ``trnsim.perf.calsets`` set BE.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from trnsim.hw import system
 from trnsim.perf.compute import ComputeModel, Efficiency, Profiles
+from trnsim.perf.fitting import nelder_mead
 from trnsim.perf.infer import estimate_inference
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.table_model import compute_model, profiles_for
@@ -87,6 +98,15 @@ class InferRow:
     ttft_ms: float
     tpot_ms: float
     sdk: str
+
+    @property
+    def layout(self) -> str:
+        """The sample's attention layout: BSH for the Llama-3 samples, else the default HSB."""
+        return "BSH" if self.model.startswith("llama-3") else "HSB"
+
+    @property
+    def stack(self) -> str:
+        return "transformers-neuronx" if self.layout == "BSH" else "transformers-neuronx-hsb"
 
     @property
     def label(self) -> str:
@@ -198,6 +218,11 @@ INFER_TP = 32
 
 def predict_train(row: TrainRow, eff: Efficiency, model: ComputeModel | None = None) -> float:
     """Predicted sequences/s of a training row (``model``: ``model_for()`` if None)."""
+    return train_estimate(row, eff, model).seq_per_s
+
+
+def train_estimate(row: TrainRow, eff: Efficiency | None = None, model: ComputeModel | None = None):
+    """The training estimate of a row (``eff`` None: its stack's stored profile)."""
     plan = ParallelPlan(
         tp=row.tp,
         pp=row.pp,
@@ -214,8 +239,9 @@ def predict_train(row: TrainRow, eff: Efficiency, model: ComputeModel | None = N
         seq_len=row.seq_len,
         eff=eff,
         compute_model=model or model_for(),
+        stack="nemo-neuron" if row.framework.startswith("NeMo") else "nxd-training",
     )
-    return est.seq_per_s
+    return est
 
 
 def predict_infer(
@@ -249,7 +275,7 @@ TRAIN_FIT = {
     "matmul": (0.05, 1.0),
     "attention": (0.02, 1.0),
     "hbm": (0.05, 1.0),
-    "comm_overlap": (0.0, 0.99),
+    "tp_overlap": (0.0, 0.99),
 }
 SERVE_FIT = {
     "matmul": (0.01, 1.0),
@@ -278,39 +304,6 @@ def _from_eff(eff: Efficiency, names: Sequence[str], bounds: dict) -> np.ndarray
         f = min(max((getattr(eff, n) - lo) / (hi - lo), 1e-4), 1 - 1e-4)
         out.append(math.log(f / (1 - f)))
     return np.array(out)
-
-
-def nelder_mead(
-    f: Callable[[np.ndarray], float], x0: np.ndarray, iters: int = 400, step: float = 0.7
-) -> np.ndarray:
-    """A plain Nelder-Mead simplex minimiser (numpy only; deterministic)."""
-    n = len(x0)
-    pts = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
-    vals = [f(p) for p in pts]
-    for _ in range(iters):
-        order = np.argsort(vals)
-        pts = [pts[i] for i in order]
-        vals = [vals[i] for i in order]
-        centroid = np.mean(pts[:-1], axis=0)
-        xr = centroid + (centroid - pts[-1])
-        fr = f(xr)
-        if fr < vals[0]:
-            xe = centroid + 2 * (centroid - pts[-1])
-            fe = f(xe)
-            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = xr, fr
-        else:
-            xc = centroid + 0.5 * (pts[-1] - centroid)
-            fc = f(xc)
-            if fc < vals[-1]:
-                pts[-1], vals[-1] = xc, fc
-            else:
-                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
-                vals = [vals[0]] + [f(p) for p in pts[1:]]
-        if max(vals) - min(vals) < 1e-7:
-            break
-    return pts[int(np.argmin(vals))]
 
 
 def fit_bounds(key: str, model: ComputeModel) -> dict[str, tuple[float, float]]:
