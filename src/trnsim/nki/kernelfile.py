@@ -444,7 +444,12 @@ def parse_arg(pair: str) -> tuple[str, Any]:
     shown = text if len(text) <= 60 else text[:57] + "..."
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        if "limit" in safe_text(exc) and "digits" in safe_text(exc):  # the int-string limit
+            raise UsageError(
+                f"--arg {key}={shown}: a number of {len(text):,} characters is not a Python "
+                f"literal trnsim reads (at most {sys.get_int_max_str_digits():,} digits)"
+            ) from None
         raise UsageError(
             f"--arg {key}={shown}: {shown!r} is not a Python literal "
             "(a number, true/false, a quoted string, a tuple)"
