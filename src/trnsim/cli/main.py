@@ -32,6 +32,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "collective": ("collective", "time a collective on a system (closed form or flow simulation)"),
     "train": ("train", "estimate LLM training: step time, tokens/s, MFU, memory, cost"),
     "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
+    "serve": ("serve", "simulate serving under load: latency percentiles, throughput, SLO rate"),
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
     "microbench": (
@@ -45,6 +46,11 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
+    "torch-profile": (
+        "torch_profile",
+        "a PyTorch training step on Trn3: per-module time, FLOPs, MFU, layered trace",
+    ),
+    "torch-demo": ("torch_demo", "train a small GPT in FP32/BF16/MXFP8/MXFP4 Trn3 numerics"),
     "dra": ("dra", "Kubernetes DRA of Trainium devices: allocate claims, simulate a fleet"),
 }
 
