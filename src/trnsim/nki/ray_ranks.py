@@ -196,6 +196,7 @@ class RankHost:
                 None,
                 world=world,
                 rank=rank,
+                allow_unwritten=launch.get("allow_unwritten", False),
             )
         except BaseException as exc:
             if not isinstance(exc, threading.BrokenBarrierError):
