@@ -29,10 +29,10 @@ A step's time (``StepTime``):
 
 A step with a prefill chunk runs as the stack runs prefills (``sequence_parallel_prefill``
 when its longest prompt spans the TP ranks; MoE prefill as a blockwise matmul when the stack
-says so; attention without a flash kernel where the stack's rule says so,
-``SoftwareStack.prefill_flash``); a decode-only step does not. The stack's efficiency profile
-is the one of the chip's family and the weights' precision (``SoftwareStack.profile``, its
-per-precision variants).
+says so; attention without a flash kernel where the stack's rule says so for a compiled
+graph's padded prefill, ``SoftwareStack.prefill_flash``); a decode-only step does not. The
+stack's efficiency profile is the one of the chip's family and the weights' precision
+(``SoftwareStack.profile``, its per-precision variants).
 
 Speed: every op but attention depends only on the step's tokens and sequence count, so the
 rest of the pass is kept per (tokens, sequences, prefill flags) (the ``REST_CACHE`` most recent
@@ -172,9 +172,12 @@ class StepCost:
 
     # --- the step ---------------------------------------------------------------------------
 
-    def step(self, seqs: tuple[SeqGroup, ...]) -> StepTime:
+    def step(self, seqs: tuple[SeqGroup, ...], compiled: bool = False) -> StepTime:
         """One forward pass over ``seqs`` (decode groups already at ``spec_positions`` new
-        tokens each)."""
+        tokens each). ``compiled``: the shapes are a compiled graph's (padded to a bucket),
+        the only lengths the stack's flash-attention rule (``SoftwareStack.prefill_flash``)
+        is applied to; an unpadded prompt would be padded to a bucket the model does not
+        know, so it is taken to run the kernel."""
         plan, sw = self.plan, self.stack
         prefills = [s for s in seqs if not s.decode]
         sp = bool(
@@ -187,7 +190,11 @@ class StepCost:
         tokens = sum(s.count * s.q_len for s in seqs)
         eff = self.eff
         attn_eff = eff
-        if prefills and not self.stack.prefill_flash(max(s.q_len for s in prefills), self._lnc):
+        if (
+            compiled
+            and prefills
+            and not self.stack.prefill_flash(max(s.q_len for s in prefills), self._lnc)
+        ):
             attn_eff = self._native_eff
         compute = self._pass(self.model, seqs, tokens, sp, block, attn_eff)
         exposed = self._comm_seconds(self.model, tokens, sp)

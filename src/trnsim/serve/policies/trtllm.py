@@ -156,6 +156,9 @@ def _to_completion(kv: KVCache, r: Live) -> int:
 
 
 def schedule(q: Queues, kv: KVCache, lim: Limits, qd: int) -> StepPlan:
+    # Every running request is visited each iteration, so the loops below inline the
+    # arithmetic of ``_total``, ``Live.pending`` and ``KVCache.blocks_for`` (same expressions,
+    # same results): with thousands of requests in flight the scheduler is the run's cost.
     plan = StepPlan()
     running = list(q.running)
     # 1. capacity scheduler: the requests that may run this iteration
@@ -166,42 +169,48 @@ def schedule(q: Queues, kv: KVCache, lim: Limits, qd: int) -> StepPlan:
     # 2. micro-batch scheduler: generation tokens first, then context chunks
     budget = lim.max_num_batched_tokens
     mml = lim.max_model_len
+    bs = kv.block_size
+    decodes = plan.decodes
     contexts: list[tuple[Live, int]] = []
     for r, hits in chosen:  # at most max_batch_size of them (the capacity scheduler's cap)
-        base = max(r.computed, len(hits) * kv.block_size)
-        left = int(_total(r) - base)
+        base = max(r.computed, len(hits) * bs) if hits else r.computed
+        g = r.generated
+        left = int(r.prompt + (g if g > 1.0 else 1.0) - 1.0 - base)
         if left > 0:
             contexts.append((r, min(left, mml - int(base))))
         else:
             if qd > budget:
                 break
             budget -= qd
-            plan.decodes.append(r)
-    unit = kv.block_size
-    kept = {id(r) for r in plan.decodes}
+            decodes.append(r)
     for r, left in contexts:
         n = left
         if n > budget:
             if not lim.chunked_prefill:
                 break
-            n = budget // unit * unit
+            n = budget // bs * bs
         if n <= 0:
             continue
         budget -= n
         plan.chunks.append((r, n))
-        kept.add(id(r))
-    # requests admitted this step but given nothing to compute stay waiting
-    plan.admitted = [(r, h) for r, h in admitted if id(r) in kept]
-    if plan.admitted:  # admission follows the queue order: keep its leading run only
+    if admitted:
+        # requests admitted this step but given nothing to compute stay waiting
+        # (admitted requests come last in ``chosen``, so any of them decoding is among the
+        # last decodes)
+        given = {id(r) for r, _n in plan.chunks}
+        given.update(id(r) for r in decodes[-len(admitted) :])
+        kept = [(r, h) for r, h in admitted if id(r) in given]
+        # admission follows the queue order: keep its leading run only
         n = 0
-        for (r, _h), w in zip(plan.admitted, q.waiting, strict=False):
+        for (r, _h), w in zip(kept, q.waiting, strict=False):
             if r is not w:
                 break
             n += 1
-        plan.admitted = plan.admitted[:n]
-        allowed = {id(r) for r, _h in plan.admitted} | {id(r) for r in running}
-        plan.chunks = [(r, n) for r, n in plan.chunks if id(r) in allowed]
-        plan.decodes = [r for r in plan.decodes if id(r) in allowed]
+        plan.admitted = kept[:n]
+        if n < len(kept):
+            dropped = {id(r) for r, _h in kept[n:]}
+            plan.chunks = [(r, k) for r, k in plan.chunks if id(r) not in dropped]
+            plan.decodes = [r for r in decodes if id(r) not in dropped]
     plan.stable = bool(plan.decodes) and not plan.chunks and not plan.admitted
     return plan
 
@@ -212,7 +221,12 @@ def _no_evict(
     """``GuaranteedNoEvictScheduler``: running requests reserve their blocks to completion;
     new ones are admitted while the blocks of their whole run fit."""
     chosen: list[tuple[Live, list[int]]] = [(r, []) for r in running[: lim.max_num_seqs]]
-    reserved = kv.free - sum(_to_completion(kv, r) for r, _ in chosen)
+    bs = kv.block_size
+    reserved = kv.free
+    for r, _h in chosen:  # _to_completion, inlined
+        need = -(-int(r.prompt + r.output) // bs) - r.hold.n
+        if need > 0:
+            reserved -= need
     admitted: list[tuple[Live, list[int]]] = []
     for r in q.waiting:
         if len(chosen) >= lim.max_num_seqs:
@@ -236,16 +250,23 @@ def _max_utilization(
     """``MaxUtilizationScheduler``: each request's next step must fit; a running request that
     does not fit pauses the last started one (``plan.preempted``)."""
     free = kv.free
+    bs = kv.block_size
+    most = lim.max_num_seqs
     chosen: list[tuple[Live, list[int]]] = []
     i = 0
     while i < len(running):
         r = running[i]
-        if len(chosen) >= lim.max_num_seqs:
+        if len(chosen) >= most:
             break
-        if r.pending() > 0:  # a context in progress: the rest of its prompt's blocks
-            need = max(0, kv.blocks_for(_total(r)) - r.hold.n)
-        else:
-            need = max(0, kv.blocks_for(r.computed + qd) - r.hold.n)
+        g = r.generated
+        total = r.prompt + (g if g > 1.0 else 1.0) - 1.0  # _total(r)
+        c = r.computed
+        # a context in progress needs the rest of its prompt's blocks; a generation the
+        # blocks of its next tokens
+        t = total if total - c > 0 else c + qd
+        need = (-(-int(t) // bs) if t > 0 else 0) - r.hold.n
+        if need < 0:
+            need = 0
         if need <= free:
             free -= need
             chosen.append((r, []))
@@ -260,7 +281,7 @@ def _max_utilization(
     if plan.preempted:
         return chosen, admitted
     for r in q.waiting:
-        if len(chosen) >= lim.max_num_seqs:
+        if len(chosen) >= most:
             break
         hits: list[int] = []
         in_queue = 0
