@@ -82,7 +82,10 @@ def show(console: Console, r: FileRun) -> None:
                 "is not[/red] (NaN is the fill of memory never written)"
             )
     else:
-        console.print("no golden() in the file: outputs not checked")
+        console.print(
+            "no golden() in the file: outputs not checked (add 'def golden(*inputs): return "
+            "expected', in NumPy, to check them)"
+        )
     t = Table(title=f"{r.instructions} instructions")
     t.add_column("engine")
     t.add_column("instructions", justify="right")

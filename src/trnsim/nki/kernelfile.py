@@ -33,6 +33,7 @@ What goes wrong is reported in one line, the kernel file's own ``file:line`` fir
 from __future__ import annotations
 
 import ast
+import contextlib
 import ctypes
 import importlib.util
 import inspect
@@ -209,6 +210,10 @@ def load_module(path: str) -> ModuleType:
         raise UsageError(f"cannot import {path!r} as a Python file")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
+    # the file's own directory comes first on sys.path while it loads, as for a script: a
+    # wrapper file imports the kernel file beside it (``from foreign import kernel``)
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(mod)
     except TrnsimError:
@@ -217,6 +222,9 @@ def load_module(path: str) -> ModuleType:
     except (Exception, SystemExit) as exc:  # the user's code: one line, not a traceback
         sys.modules.pop(name, None)
         raise _usage(exc, path, "while loading the kernel file") from None
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
     return mod
 
 
@@ -308,10 +316,7 @@ def inputs_for(
             raise UsageError(f"--arg given but {os.path.basename(path)} has INPUTS, no make_inputs")
         args = mod.INPUTS
     else:
-        raise UsageError(
-            f"{os.path.basename(path)} gives no inputs for kernel {kernel!r}: "
-            f"define make_inputs_{kernel}(rng), make_inputs(rng) or INPUTS"
-        )
+        raise UsageError(no_inputs_message(mod, kernel))
     args = tuple(args) if isinstance(args, tuple | list) else (args,)
     _check_arity(mod, kernel, args, fn.__name__ if fn is not None else "INPUTS")
     for i, a in enumerate(args):
@@ -342,6 +347,31 @@ def _check_callable(fn: Any, path: str, name: str) -> None:
 
 # Inputs no kernel can take: a generator (make_inputs that yields), a dict, a set.
 _NOT_INPUTS = (types.GeneratorType, dict, set, frozenset)
+
+
+def no_inputs_message(mod: ModuleType, kernel: str) -> str:
+    """The one-line error of a kernel file without inputs (a foreign kernel, say), saying how
+    to add them and a golden: in the file, or in a wrapper file that imports the kernel."""
+    base = os.path.basename(str(mod.__file__))
+    params: list[str] = []
+    target = getattr(getattr(mod, kernel, None), "fn", None)
+    if target is not None:
+        try:
+            params = [
+                p.name
+                for p in inspect.signature(target).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+            ]
+        except (TypeError, ValueError):
+            params = []
+    args = ", ".join(params)
+    return (
+        f"{base} gives no inputs for kernel {kernel!r}: add 'def make_inputs(rng): return "
+        f"({args}{',' if len(params) == 1 else ''})' (NumPy arrays; rng is "
+        f"numpy.random.default_rng(--seed)) and, to check the outputs, 'def golden({args}): "
+        f"return expected', to {base} or to a wrapper file that does 'from "
+        f"{os.path.splitext(base)[0]} import {kernel}' (README: 'Kernel files')"
+    )
 
 
 def _check_arity(mod: ModuleType, kernel: str, args: tuple[Any, ...], source: str) -> None:
