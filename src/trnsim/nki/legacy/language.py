@@ -282,11 +282,11 @@ def block_locator(
             c = copies.get(b)  # (read after placing t, which may have moved it on to HBM)
             if c is not None:  # refill
                 if c.memory == HBM and memory == SBUF:
-                    nisa.dma_copy(t, c)
+                    nisa._spill_dma_copy(t, c, "reload")
                 else:
                     if c.memory == HBM:  # a DMA cannot write PSUM: staged in SBUF
                         stage = _spill_tile(tile_shape, dtype, f"{name} refill")
-                        nisa.dma_copy(stage, c)
+                        nisa._spill_dma_copy(stage, c, "reload")
                         c = stage
                     nisa.tensor_copy(t, c)
             tiles[b] = t
@@ -310,7 +310,7 @@ def block_locator(
         dirty.discard(b)
         if memory == SBUF:
             c = as_tile(new_nl.ndarray(tile_shape, dtype, new_nl.private_hbm, f"{name} spill"))
-            nisa.dma_copy(c, t)
+            nisa._spill_dma_copy(c, t, "save")
         else:
             c = _spill_tile(tile_shape, dtype, f"{name} spill")
             nisa.tensor_copy(c, t)
@@ -322,7 +322,7 @@ def block_locator(
         if c is None or not _current(locate):
             return
         h = as_tile(new_nl.ndarray(tile_shape, dtype, new_nl.private_hbm, f"{name} spill"))
-        nisa.dma_copy(h, c)
+        nisa._spill_dma_copy(h, c, "save")
         copies[b] = h
 
     def allocs() -> list[Any]:
