@@ -262,7 +262,8 @@ def _check(check: Check, root: Path, seed: int) -> tuple[str, float | None]:
 
     rng = np.random.default_rng(seed)
     inputs = check.inputs(rng)
-    out = run(load(check.kernel, root), *[np.array(a, copy=True) for a in inputs], **check.kwargs)
+    args = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in inputs]
+    out = run(load(check.kernel, root), *args, **check.kwargs)
     y = out.outputs
     for nxt in check.chain:
         y = run(load(nxt, root), y).outputs
