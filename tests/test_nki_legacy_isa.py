@@ -5,6 +5,7 @@ from the SDK 2.26 docstrings."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import trnsim.nki as tnki
 
@@ -225,3 +226,99 @@ def test_activation_derivatives_lower_onto_the_new_api() -> None:
     s = 1 / (1 + np.exp(-xs))
     np.testing.assert_allclose(a, s * (1 + xs * (1 - s)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b, 2 / np.sqrt(np.pi) * np.exp(-xs * xs), rtol=1e-5, atol=1e-6)
+
+
+# ---- issue 27: the SDK main branch's cumulative op, nl.softmax, nl.constants -------------------
+
+
+def _cumulative(src, op0, op1, imm0, imm1=None, reduce_cmd=None, chain=False):
+    @nki.jit
+    def k(x, i0, i1):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        s = nl.load(x)
+        a0 = nl.load(i0) if i0.shape[1] == 1 and i0.shape[0] > 1 else float(imm0)
+        a1 = None if imm1 is None else (nl.load(i1) if i1.shape[0] > 1 else float(imm1))
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        cmd = reduce_cmd or nisa.reduce_cmd.reset_reduce
+        nisa.tensor_scalar_cumulative(
+            src=s, dst=d, op0=op0, op1=op1, imm0=a0, imm1=a1, reduce_cmd=cmd
+        )
+        if chain:
+            nisa.tensor_scalar_cumulative(
+                src=s, dst=d, op0=op0, op1=op1, imm0=a0, imm1=a1, reduce_cmd=nisa.reduce_cmd.reduce
+            )
+        nl.store(out, value=d)
+        return out
+
+    i0 = np.asarray(imm0, np.float32).reshape(-1, 1)
+    i1 = np.asarray(0.0 if imm1 is None else imm1, np.float32).reshape(-1, 1)
+    return k(src, i0, i1)
+
+
+def _scan(x: np.ndarray, op0, op1, imm0, start: np.ndarray) -> np.ndarray:
+    """The docstring's pseudocode: reg = op1(op0(x[i], imm0), reg), out[i] = reg."""
+    y = op0(x.astype(np.float64), np.asarray(imm0, np.float64))
+    out, reg = np.empty_like(y), np.broadcast_to(start, (x.shape[0],)).astype(np.float64)
+    for i in range(x.shape[1]):
+        reg = op1(y[:, i], reg)
+        out[:, i] = reg
+    return out
+
+
+def test_tensor_scalar_cumulative_reset_reduce_with_scalar_and_vector_imm0() -> None:
+    x = RNG.uniform(0.5, 1.5, (128, 32)).astype(np.float32)
+    got = _cumulative(x, nl.add, nl.add, 0.25)
+    np.testing.assert_allclose(got, _scan(x, np.add, np.add, 0.25, 0.0), rtol=1e-5)
+    v = RNG.uniform(0, 1, (128, 1)).astype(np.float32)
+    got = _cumulative(x, nl.multiply, nl.maximum, v)
+    np.testing.assert_allclose(got, _scan(x, np.multiply, np.maximum, v, -np.inf), rtol=1e-6)
+
+
+def test_tensor_scalar_cumulative_load_reduce_starts_from_imm1() -> None:
+    x = RNG.uniform(0.5, 1.5, (128, 16)).astype(np.float32)
+    one, start = np.ones((128, 1), np.float32), RNG.uniform(-1, 1, (128, 1)).astype(np.float32)
+    got = _cumulative(x, nl.add, nl.add, one, start, nisa.reduce_cmd.load_reduce)
+    np.testing.assert_allclose(got, _scan(x, np.add, np.add, one, start[:, 0]), rtol=1e-5)
+    got = _cumulative(x, nl.add, nl.minimum, one, np.zeros((128, 1), np.float32),
+                      nisa.reduce_cmd.load_reduce)  # fmt: skip
+    assert not got.any()  # min(x + 1, 0) = 0 throughout
+
+
+def test_tensor_scalar_cumulative_reduce_goes_on_from_the_last_instruction() -> None:
+    x = np.ones((128, 8), np.float32)
+    got = _cumulative(x, nl.add, nl.add, 0.0, chain=True)
+    want = np.broadcast_to(np.arange(1, 9, dtype=np.float32) + 8, (128, 8))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("axis", [[2], [1, 2]])
+def test_softmax_along_free_axes(axis) -> None:
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.softmax(nl.load(x), axis=axis))
+        return out
+
+    x = RNG.normal(size=(128, 4, 16)).astype(np.float32)
+    ax = tuple(a for a in axis)
+    e = np.exp(x.astype(np.float64) - x.max(axis=ax, keepdims=True))
+    np.testing.assert_allclose(k(x), e / e.sum(axis=ax, keepdims=True), rtol=2e-6, atol=1e-7)
+
+
+def test_softmax_of_the_partition_axis_is_refused() -> None:
+    from trnsim.errors import KernelError
+
+    @nki.jit
+    def k(x):
+        return nl.softmax(nl.load(x), axis=0)
+
+    with pytest.raises(KernelError, match="reduce-axis"):
+        k(np.zeros((128, 8), np.float32))
+
+
+def test_language_constants_module() -> None:
+    import neuronxcc.nki.language.constants as constants
+    from neuronxcc.nki.language.constants import sizeinbytes
+
+    assert sizeinbytes(nl.bfloat16) == 2 and sizeinbytes(np.float32) == 4
+    assert constants.sbuf_min_align == nl.tile_size.sbuf_min_align

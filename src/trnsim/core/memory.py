@@ -63,6 +63,7 @@ class Allocation:
         "reclaim_first",
         "sharers",
         "spill",
+        "user",
         "version",
         "writers",
     )
@@ -106,6 +107,10 @@ class Allocation:
         # A PSUM tensor placed over another's addresses: its first matmul write starts its own
         # accumulation group (``start_accumulation``), whatever marks the other left there.
         self.acc_pending = False
+        # A front end's record of the tile these bytes hold (the legacy front end's allocator,
+        # trnsim.nki.legacy.allocator, which moves a tile between allocations when it spills
+        # and refills it: the tile's Storage then points at its new allocation)
+        self.user: Any = None
         # Bumped by every write of the data (version) and of the PSUM accumulation marks
         # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
         self.version = 0
@@ -185,9 +190,12 @@ class OnChipMemory:
         name: str = "",
         address: tuple[int, int] | None = None,
         fill: bool = True,
+        offset: int | None = None,
     ) -> Allocation:
         """A new rectangle, sentinel-filled unless ``fill`` is False (the caller fills it
-        later with ``fill``) or the memory's ``fill_sentinel`` is off."""
+        later with ``fill``) or the memory's ``fill_sentinel`` is off. ``offset``: a free byte
+        offset the caller chose (``first_fit`` with its own preferences), from partition 0;
+        an automatic placement all the same (not ``explicit``)."""
         unit = self.kind.upper()
         if partitions > self.partitions:
             raise broken(
@@ -237,6 +245,15 @@ class OnChipMemory:
                 for other in tuple(self.live)  # a snapshot: see _first_fit
                 if _overlaps(other, pstart, partitions, offset, nbytes)
             ]
+        elif offset is not None:
+            pstart = 0
+            reused = []
+            if offset % align or self.first_fit(partitions, nbytes, align, at=offset) is None:
+                raise broken(
+                    f"{self.kind}-capacity-full",
+                    f"{unit} allocation {name!r} at byte {offset} ({_kib(nbytes)}/partition) "
+                    "overlaps a live allocation",
+                )
         else:
             pstart = 0
             reused = []
@@ -279,6 +296,40 @@ class OnChipMemory:
         self.data[rows, cols] = SENTINEL_BYTE
         if self.acc is not None:
             self.acc[rows, cols] = 0
+
+    def first_fit(
+        self,
+        partitions: int,
+        nbytes: int,
+        align: int,
+        avoid: tuple[tuple[int, int], ...] = (),
+        at: int | None = None,
+    ) -> int | None:
+        """The lowest ``align``-aligned byte offset (from partition 0) where ``nbytes`` fit
+        beside the live allocations and outside the byte ranges ``avoid`` (``(start, end)``),
+        or None. ``at``: only that offset (None if it is not free)."""
+        if self.kind == PSUM:
+            assert self.bank_bytes is not None
+            align = max(align, self.bank_bytes)
+        spans = [
+            (a.byte_offset, a.byte_offset + a.nbytes)
+            for a in tuple(self.live)  # a snapshot (see _first_fit)
+            if a.partition_start < partitions
+        ]
+        spans.extend(avoid)
+        if at is not None:
+            free = all(end <= at or at + nbytes <= start for start, end in spans)
+            return at if free and at + nbytes <= self.bytes_per_partition else None
+        spans.sort()
+        cursor = 0
+        for start, end in spans:
+            cursor = -(-cursor // align) * align
+            if cursor + nbytes <= start:
+                break
+            if end > cursor:
+                cursor = end
+        cursor = -(-cursor // align) * align
+        return None if cursor + nbytes > self.bytes_per_partition else cursor
 
     def _first_fit(self, pstart: int, partitions: int, nbytes: int, align: int) -> int | None:
         """The lowest ``align``-aligned byte offset where ``nbytes`` fit beside the live
@@ -530,7 +581,7 @@ class View:
         self.fmt = fmt if fmt is not None else storage.fmt
         self.dtype = dtype if dtype is not None else user_dtype(self.fmt)
         self.inbounds = False
-        self._operand: tuple[Operand, tuple, tuple] | None = None
+        self._operand: tuple[Operand, tuple, tuple, Allocation] | None = None
 
     def detached(self) -> View:
         """This view over a ``DetachedStorage`` (a plain ``View``; for deferred work)."""
@@ -677,7 +728,7 @@ class View:
         """The record's descriptor of this view as operand ``role`` (cached per view)."""
         return self.described(role)[0]
 
-    def described(self, role: str) -> tuple[Operand, tuple, tuple]:
+    def described(self, role: str) -> tuple[Operand, tuple, tuple, Allocation]:
         """``(operand(role), signature, parts)``: the signature is the operand without its
         byte offset (what the rules may look at, see ``rules.Checker``), the parts are the
         operand without its role. Cached per view."""
@@ -687,7 +738,7 @@ class View:
         else:
             alloc.last_seq = _next_use()
         d = self._operand
-        if d is not None:
+        if d is not None and d[3] is alloc:  # (a relocated tile's storage has a new alloc)
             if d[0][0] == role:
                 return d
             parts = d[2]  # the same view in another role
@@ -704,7 +755,7 @@ class View:
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (same object)
         op = tuple.__new__(Operand, (role, *parts))
         op = alloc.memory.operands.setdefault(op, op)
-        d = self._operand = (op, (role, *parts[:5], *parts[6:]), parts)
+        d = self._operand = (op, (role, *parts[:5], *parts[6:]), parts, alloc)
         return d
 
     @property

@@ -16,7 +16,7 @@ import numpy as np
 
 from trnsim.core import indirect
 from trnsim.core.argrules import broken
-from trnsim.core.isa import SPILL_ATTR, Engine, Op
+from trnsim.core.isa import Engine, Op
 from trnsim.core.memory import View
 from trnsim.core.spec import (
     DATA,
@@ -799,16 +799,6 @@ def dma_copy(
     )
     indirect.annotate(dst, srcs, attrs)  # gather/scatter: the index tile is read too
     return _run(Op.DMA_COPY, {DST: dst}, srcs, attrs)
-
-
-def _spill_dma_copy(dst: View, src: View, kind: str) -> NkiInstruction:
-    """A ``dma_copy`` a front end issues to spill on-chip data to HBM (``kind="save"``) or to
-    refill it (``"reload"``), as the compiler does when live data overflows SBUF: the record
-    carries ``SPILL_ATTR``, so profiles count its bytes as spill traffic (neuron-profile's
-    ``spill_save_bytes`` / ``spill_reload_bytes``). Not an NKI call."""
-    assert kind in ("save", "reload"), kind
-    attrs = {"dge_mode": "unknown", "oob_mode": "error", SPILL_ATTR: kind}
-    return _run(Op.DMA_COPY, {DST: dst}, {SRC: src}, attrs)
 
 
 def dma_transpose(

@@ -32,7 +32,7 @@ from trnsim.core.memory import HBM, Hbm, View
 from trnsim.core.options import CoreOptions
 from trnsim.core.races import RaceCheck
 from trnsim.hw import chip
-from trnsim.nki.context import Launch, Program, World, current_or_none, enter
+from trnsim.nki.context import Launch, Program, Relaunch, World, current_or_none, enter
 from trnsim.nki.tensor import NkiTensor
 from trnsim.numerics import get_format
 
@@ -215,7 +215,11 @@ def _launch(
     max_instructions: int | None = None,
     world: World | None = None,
     rank: int = 0,
+    carry: Any = None,
+    asked: tuple[bool, bool] | None = None,
 ) -> RunResult:
+    if asked is None:  # what the caller asked for (a relaunch may run other attempts first)
+        asked = (functional, keep_data)
     if options is None:
         options = CoreOptions.from_env()
     if max_instructions is not None:
@@ -247,7 +251,7 @@ def _launch(
     race = RaceCheck() if n > 1 and functional else None
     hbm.race = race  # write-write races between the cores (trnsim.core.races)
     barrier = threading.Barrier(n, action=race.advance if race else None)
-    launch = Launch(n, cores, barrier, world=world, rank=rank)
+    launch = Launch(n, cores, barrier, world=world, rank=rank, carry=carry)
     boot = Program(launch, 0, cores[0])
     enter(boot)
     try:
@@ -281,6 +285,16 @@ def _launch(
             program(0)
         else:
             _in_threads(program, n)
+    again = next((e for e in errors if isinstance(e, Relaunch)), None) or launch.relaunch
+    if again is not None and world is None:
+        if carry is not None and again.carry is carry:  # (a front end's bug)
+            raise RuntimeError("a launch asked to run again with the same state")
+        return _launch(
+            kernel, args, kwargs, target, lnc, rounding, seed,
+            asked[0] if again.functional is None else again.functional,
+            asked[1] if again.keep_data is None else again.keep_data,
+            options, max_instructions, world, rank, again.carry, asked,
+        )  # fmt: skip
     _raise_first(errors)
     if race is not None:
         race.check("at the end of the launch")

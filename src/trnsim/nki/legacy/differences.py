@@ -40,8 +40,11 @@ REDUCE_CMD = {
     "reset": (1, "reset"),
     "reduce": (2, "reduce"),
     "reset_reduce": (3, "reset_reduce"),
+    "load_reduce": (4, "load_reduce"),
 }
-"""``nisa.reduce_cmd``: same numbering (the new API adds ``load_reduce``)."""
+"""``nisa.reduce_cmd``: same numbering. ``load_reduce`` is the SDK main branch's, which its
+``nki/test`` files use through ``neuronxcc.nki.isa`` (``test_nki_isa_tensor_scalar_cumulative``);
+2.26 has the first four."""
 
 OOB_MODE = {"error": (0, "error"), "skip": (1, "skip")}
 
@@ -219,7 +222,6 @@ IGNORED_OPTIONS = {
     "save_trace_name": "written as a Perfetto trace (JSON)",
     "additional_compile_opt": "no compiler on trnsim",
     "artifacts_dir": "no compiler on trnsim",
-    "multi_buffer (affine_range kwarg)": "trnsim allocates every tensor as written",
 }
 """Options legacy kernels and scripts pass that have no effect on trnsim, and why."""
 
@@ -240,7 +242,9 @@ LOWERING = {
     "nl.zeros / full in SBUF": ("memset", "unknown"),
     "nl.zeros in PSUM, then psum += matmul": ("(folded: the first nc_matmul overwrites)", "-"),
     "nl.where": ("tensor_copy + tensor_copy_predicated", "vector"),
-    "nl.loop_reduce": ("tensor_tensor into the assigned tile", "vector"),
+    "nl.loop_reduce": ("tensor_tensor into the assigned tile (a copy if it is empty)", "vector"),
+    "nl.softmax": ("tensor_reduce, activation (exp, sum), reciprocal, mult", "vector / scalar"),
+    "psum_fp32[...] = nisa.nc_transpose(bf16)": ("nc_matmul of the data by an identity", "tensor"),
     "nisa.tensor_scalar_reduce": ("tensor_scalar + tensor_reduce", "vector"),
     "nl.rand": ("rand2 (min 0, max 1)", "vector"),
 }

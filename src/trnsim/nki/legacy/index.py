@@ -222,11 +222,14 @@ class Mask:
     def __init__(self, kind: str, op: str, a: Any, b: Any = None) -> None:
         self.kind, self.op, self.a, self.b = kind, op, a, b
 
-    def __and__(self, o: Mask) -> Mask:
-        return Mask("and", "&", self, o)
+    def __and__(self, o: Any) -> Mask:
+        return Mask("and", "&", self, _as_mask(o))
 
-    def __or__(self, o: Mask) -> Mask:
-        return Mask("or", "|", self, o)
+    def __or__(self, o: Any) -> Mask:
+        return Mask("or", "|", self, _as_mask(o))
+
+    __rand__ = __and__
+    __ror__ = __or__
 
     def __invert__(self) -> Mask:
         return Mask("not", "~", self)
@@ -244,6 +247,8 @@ class Mask:
 
     @property
     def ndim(self) -> int:
+        if self.kind == "const":
+            return 0
         if self.kind == "cmp":
             b = self.b.ndim if isinstance(self.b, Expr) else 0
             return max(self.a.ndim, b)
@@ -252,6 +257,8 @@ class Mask:
         return max(self.a.ndim, self.b.ndim)
 
     def evaluate(self, ndim: int) -> np.ndarray:
+        if self.kind == "const":
+            return np.full((1,) * ndim, bool(self.a))
         if self.kind == "cmp":
             b = self.b.values(ndim) if isinstance(self.b, Expr) else int(self.b)
             return _CMP[self.op](self.a.values(ndim), b)
@@ -270,13 +277,28 @@ class Mask:
         return e, self.op
 
 
+def _as_mask(m: Any) -> Mask:
+    """A mask operand: a ``Mask``, or a Python / NumPy bool (a comparison of loop indices
+    only, ``j + 1 < n``: loop variables are integers here, so it is already evaluated)."""
+    if isinstance(m, Mask):
+        return m
+    if isinstance(m, bool | np.bool_):
+        return Mask("const", "", bool(m))
+    raise fail("mask", f"a mask combines comparisons of index expressions, got {m!r}")
+
+
 MAX_BOXES = 64
 """trnsim's limit on the boxes one masked instruction splits into (``boxes``): beyond it the
 mask is refused (``not-implemented``) rather than issuing a long run of tiny instructions."""
 
 
 def _check_mask(mask: Mask, shape: tuple[int, ...]) -> np.ndarray:
-    """The mask evaluated over ``shape`` (broadcast), checked to fit the tile."""
+    """The mask evaluated over ``shape`` (broadcast), checked to fit the tile. A bool is a
+    predicate on the loop iteration (``mask=j + 1 < n`` with loop indices only: the 2.26
+    masking guide's "compile-time constant predicate"): True keeps every element, False
+    none (the instruction is skipped for that iteration)."""
+    if isinstance(mask, bool | np.bool_):
+        mask = _as_mask(mask)
     if not isinstance(mask, Mask):
         raise fail("mask", f"mask= takes a comparison of index expressions, got {mask!r}")
     nd = len(shape)
@@ -301,7 +323,7 @@ def box(mask: Mask | None, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
     The mask is evaluated over ``shape`` (its expressions broadcast to it); a mask that is not a
     box, or whose expressions do not fit the tile, is an error naming both (calls that can
     issue one instruction per box use ``boxes``)."""
-    if mask is None:
+    if mask is None or mask is True:
         return None
     full = _check_mask(mask, shape)
     nd = len(shape)
@@ -329,7 +351,7 @@ def boxes(mask: Mask | None, shape: tuple[int, ...]) -> list[tuple[slice, ...]] 
     mask means: elements outside it are neither read nor written. Bands of consecutive indices
     with the same selection along an axis share their boxes; more than ``MAX_BOXES`` boxes is
     ``not-implemented``."""
-    if mask is None:
+    if mask is None or mask is True:
         return None
     full = _check_mask(mask, shape)
     out = _split(full)

@@ -102,11 +102,13 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     quad = current().core.spec.partitions // 4  # the Vector engine's largest transpose
     small = d.shape[0] <= quad and d.free_size <= quad
     on_tensor = eng is nisa.engine.tensor or (eng is nisa.engine.unknown and not small)
+    from trnsim.nki.legacy.language import transposer
+
     return ops.result(
         "nisa.nc_transpose@tensor" if on_tensor else "nisa.nc_transpose",
         (d.free_size, d.shape[0]),
         _dt(dtype, d.dtype),
-        lambda dst, x: nisa.nc_transpose(dst, x, engine=eng),
+        transposer(nisa.engine.tensor if on_tensor else eng),
         (d,),
         mask,
     )
@@ -131,13 +133,14 @@ def activation(
     d = ops.tensor(data, "data", "nisa.activation")
     flush()
 
-    def issue(dst: View, x: View) -> None:
+    def issue(dst: View, x: View, bias: Any, scale: Any, reduce_res: Any) -> None:
         nisa.activation(
             dst, ops.op_name(op), x, bias=bias, scale=scale,
             reduce_op=_opn(reduce_op), reduce_res=reduce_res,
         )  # fmt: skip
 
-    return ops.result("activation", d.shape, _dt(dtype, d.dtype), issue, (d,), mask)
+    side = {"bias": bias, "scale": scale, "reduce_res": reduce_res}
+    return ops.result("activation", d.shape, _dt(dtype, d.dtype), issue, (d,), mask, side=side)
 
 
 def activation_reduce(
@@ -181,13 +184,14 @@ def tensor_scalar(
     eng = _eng(engine) if engine is not None else nisa.engine.unknown
     dt = _dt(dtype, d.dtype)
 
-    def issue(dst: View, x: View) -> None:
+    def issue(dst: View, x: View, operand0: Any, operand1: Any) -> None:
         nisa.tensor_scalar(
             dst, x, ops.op_name(op0), operand0, reverse0, _opn(op1), operand1, reverse1,
             engine=eng,
         )  # fmt: skip
 
-    return ops.result("elementwise", d.shape, dt, issue, (d,), mask)
+    side = {"operand0": operand0, "operand1": operand1}
+    return ops.result("elementwise", d.shape, dt, issue, (d,), mask, side=side)
 
 
 def tensor_scalar_reduce(
@@ -201,13 +205,16 @@ def tensor_scalar_reduce(
     r = ops.tensor(reduce_res, "reduce_res", "nisa.tensor_scalar_reduce")
     rop = ops.op_name(reduce_op)
 
-    def issue(dst: View, x: View, res: View) -> None:
+    def issue(dst: View, x: View, res: View, operand0: Any) -> None:
         nisa.tensor_scalar(dst, x, ops.op_name(op0), operand0, reverse0)
         axes = tuple(range(1, len(dst.shape)))
         flat = res if len(res.shape) == 2 else as_tile(res).reshape(res.shape[0], 1)
         nisa.tensor_reduce(flat, rop, dst, axes, keepdims=True)
 
-    return ops.result("elementwise", d.shape, _dt(dtype, d.dtype), issue, (d, r), mask)
+    return ops.result(
+        "elementwise", d.shape, _dt(dtype, d.dtype), issue, (d, r), mask,
+        side={"operand0": operand0},
+    )  # fmt: skip
 
 
 def tensor_reduce(
@@ -277,11 +284,12 @@ def tensor_tensor_scan(
         "elementwise",
         a.shape,
         _dt(dtype, D.promote(ops.dtype_of(a), ops.dtype_of(b))),
-        lambda dst, x, y: nisa.tensor_tensor_scan(
+        lambda dst, x, y, initial: nisa.tensor_tensor_scan(
             dst, x, y, initial, ops.op_name(op0), ops.op_name(op1), reverse0, reverse1
         ),
         (a, b),
         mask,
+        side={"initial": initial},
     )
 
 
@@ -295,11 +303,12 @@ def scalar_tensor_tensor(
         "elementwise",
         d.shape,
         _dt(dtype, D.promote(ops.dtype_of(d), ops.dtype_of(o1))),
-        lambda dst, x, y: nisa.scalar_tensor_tensor(
+        lambda dst, x, y, operand0: nisa.scalar_tensor_tensor(
             dst, x, ops.op_name(op0), operand0, ops.op_name(op1), y, reverse0, reverse1
         ),
         (d, o1),
         mask,
+        side={"operand0": operand0},
     )
 
 
@@ -391,7 +400,7 @@ def range_select(
         "elementwise",
         t.shape,
         _dt(dtype, t.dtype),
-        lambda dst, x: nisa.range_select(
+        lambda dst, x, bound0, bound1, reduce_res: nisa.range_select(
             dst,
             x,
             ops.op_name(comp_op0),
@@ -405,6 +414,7 @@ def range_select(
         ),
         (t,),
         mask,
+        side={"bound0": bound0, "bound1": bound1, "reduce_res": reduce_res},
     )
 
 
@@ -417,6 +427,30 @@ def select_reduce(
     nisa.select_reduce(
         dst, predicate, on_true, on_false, reduce_res=reduce_res, reduce_op=_opn(reduce_op),
         reverse_pred=reverse_pred,
+    )  # fmt: skip
+
+
+def tensor_scalar_cumulative(
+    dst: Any = None, src: Any = None, op0: Any = None, op1: Any = None, imm0: Any = None,
+    imm1: Any = None, reduce_cmd: Any = None, *, mask: Any = None, **kwargs: Any,
+) -> None:  # fmt: skip
+    """``dst[i] = reg = op1(op0(src[i], imm0), reg)`` along each partition's free elements,
+    ``reg`` starting as ``reduce_cmd`` says (``reset_reduce``: ``op1``'s identity;
+    ``load_reduce``: ``imm1``; ``reduce``: the Vector engine's accumulator as left): the SDK
+    main branch's docstring, written into ``dst`` (its call takes ``dst``, as its ``nki/test``
+    file does through ``neuronxcc.nki.isa``)."""
+    call = "nisa.tensor_scalar_cumulative"
+    d = ops.tensor(dst, "dst", call)
+    s = ops.tensor(src, "src", call)
+    i0, i1 = ops.operand(imm0, "imm0", call), ops.operand(imm1, "imm1", call)
+    flush()
+    box = ix.box(mask, d.shape)
+    if box is not None:
+        d, s = ops.cut(d, box, d.shape), ops.cut(s, box, s.shape)
+        i0, i1 = ops.partitions(i0, box), ops.partitions(i1, box)
+    cmd = _to_new(reduce_cmd, D.REDUCE_CMD, nisa.reduce_cmd) or nisa.reduce_cmd.reset_reduce
+    nisa.tensor_scalar_cumulative(
+        d, s, ops.op_name(op0), ops.op_name(op1), i0, i1, cmd,
     )  # fmt: skip
 
 
