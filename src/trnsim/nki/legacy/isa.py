@@ -84,6 +84,10 @@ def nc_matmul(
 
     st = ops.tensor(stationary, "stationary", "nisa.nc_matmul")
     mv = ops.tensor(moving, "moving", "nisa.nc_matmul")
+    if is_transpose and current().core.spec.generation < 3:
+        # a compiler hint on v2 (no transpose mode): the math stays stationary.T @ moving
+        # (differences.LOWERING)
+        is_transpose = False
     attrs: dict[str, Any] = {
         "is_stationary_onezero": is_stationary_onezero,
         "is_moving_onezero": is_moving_onezero,
