@@ -322,3 +322,24 @@ def test_language_constants_module() -> None:
 
     assert sizeinbytes(nl.bfloat16) == 2 and sizeinbytes(np.float32) == 4
     assert constants.sbuf_min_align == nl.tile_size.sbuf_min_align
+
+
+def test_nc_matmul_is_transpose_is_a_hint_on_v2() -> None:
+    """2.26 docstring: is_transpose "hints to the compiler that this is a transpose operation";
+    the Tensor engine's transpose mode starts at NeuronCore-v3, so on v2 the instruction
+    computes stationary.T @ moving (Autocomp's attention candidates pass a non-identity
+    moving tile and were measured on trn1)."""
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        y = nl.load(b)
+        p = nisa.nc_matmul(stationary=x, moving=y, is_transpose=True)
+        nl.store(out, nl.copy(p))
+        return out
+
+    a = RNG.uniform(-1, 1, (128, 128)).astype(np.float32)
+    b = RNG.uniform(-1, 1, (128, 512)).astype(np.float32)
+    out = tnki.run(k, a, b, target="gen2").outputs
+    np.testing.assert_allclose(out, a.T.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
