@@ -70,8 +70,9 @@ def toolchain_fit() -> None:
         r.variant: record(mt.VARIANTS[r.variant], lhs_t, rhs, target="gen2")
         for r in calibration.MEASUREMENTS
     }
-    print("| DMA efficiency | " + " | ".join(r.variant for r in calibration.MEASUREMENTS))
-    print("|---:|" + "---:|" * len(calibration.MEASUREMENTS) + " sum of squared log errors |")
+    variants = " | ".join(r.variant for r in calibration.MEASUREMENTS)
+    print(f"| DMA efficiency | {variants} | sum of squared log errors |")
+    print("|---:|" + "---:|" * (len(calibration.MEASUREMENTS) + 1))
     best = None
     for step in range(36, 47):
         eff = step / 100
