@@ -77,6 +77,7 @@ def test_recorded_scores_are_the_traces_scores():
         assert scores == AUTOCOMP_SCORES[fam], fam
 
 
+@pytest.mark.slow
 @needs_autocomp
 def test_a_row_runs_checks_and_times_from_the_checkout(capsys):
     from trnsim.cli.main import main

@@ -81,6 +81,7 @@ def test_newer_generations_are_not_slower_on_dma_bound_variants(streams):
         assert t2 >= t3 >= t4, v
 
 
+@pytest.mark.slow
 def test_current_toolchain_is_faster_than_the_tutorials_on_dma_bound_variants(streams):
     """The documents' DMA figures (efficiency 1) against the 2.20-era fit: the same kernels,
     DMA-bound, run faster; the compute-bound one barely moves (calibration docstring)."""
