@@ -72,9 +72,9 @@ class Launch:
 
 @dataclass(frozen=True)
 class Check:
-    """The kernel's numerics: ``inputs(rng)`` (positional arguments), ``reference(*inputs,
-    **kwargs)`` written here in NumPy, within ``rtol``/``atol``. ``key`` names the check
-    shared by rows timing the same kernel at other shapes (it runs once)."""
+    """The kernel's numerics, on the row's target: ``inputs(rng)`` (positional arguments),
+    ``reference(*inputs, **kwargs)`` written here in NumPy, within ``rtol``/``atol``. ``key``
+    names the check shared by rows timing the same kernel at other shapes (it runs once)."""
 
     key: str
     kernel: KernelRef
@@ -256,17 +256,17 @@ def _imports(root: Path) -> Iterator[None]:
 # ---- running ---------------------------------------------------------------------------------
 
 
-def _check(check: Check, root: Path, seed: int) -> tuple[str, float | None]:
+def _check(check: Check, root: Path, seed: int, target: str) -> tuple[str, float | None]:
     from trnsim.conformance.runner import compare
     from trnsim.nki.simulate import run
 
     rng = np.random.default_rng(seed)
     inputs = check.inputs(rng)
     args = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in inputs]
-    out = run(load(check.kernel, root), *args, **check.kwargs)
+    out = run(load(check.kernel, root), *args, target=target, **check.kwargs)
     y = out.outputs
     for nxt in check.chain:
-        y = run(load(nxt, root), y).outputs
+        y = run(load(nxt, root), y, target=target).outputs
     ref = check.reference(*inputs, **check.kwargs)
     ok, err, why = compare(y, ref, check.rtol, check.atol)
     return ("pass" if ok else f"mismatch: {why}"), err
@@ -322,7 +322,7 @@ def run_rows(
                     key = row.check.key
                     if key not in done_checks:
                         try:
-                            done_checks[key] = _check(row.check, root, seed)
+                            done_checks[key] = _check(row.check, root, seed, row.target)
                         except Exception as exc:
                             outcome, detail, loc = classify(exc, root)
                             where = f" ({loc})" if loc and loc not in detail else ""
