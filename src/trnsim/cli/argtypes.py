@@ -84,3 +84,23 @@ def bounded_int(low: int, high: int):
 
     check.__name__ = f"int_{low}_{high}"
     return check
+
+
+def fraction_list(text: str) -> tuple[float, ...]:
+    """Comma-separated fractions in [0, 1] (per-position rates: ``0.865,0.725,0.635``)."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of fractions")
+    return tuple(fraction(p) for p in parts)
+
+
+def batch_size(text: str) -> int | str:
+    """A positive integer, or ``max`` (the largest batch that fits)."""
+    if str(text).strip().lower() == "max":
+        return "max"
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a batch size (a positive integer, or max)"
+        ) from None

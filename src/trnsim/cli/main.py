@@ -28,8 +28,13 @@ VERBS: dict[str, tuple[str, str]] = {
     "collective": ("collective", "time a collective on a system (closed form or flow simulation)"),
     "train": ("train", "estimate LLM training: step time, tokens/s, MFU, memory, cost"),
     "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
+    "serve": ("serve", "simulate serving under load: latency percentiles, throughput, SLO rate"),
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
+    "microbench": (
+        "microbench",
+        "single-chip GEMM, HBM STREAM and attention rates (core timing model on Trainium)",
+    ),
     "validate": (
         "validate",
         "perf model vs every calibration set (Trainium, H100, NCCL, TPU): per-row, MAPE",
@@ -38,6 +43,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
     "calibrate": ("calibrate", "kernel timing model vs public measurements: every row, MAPE"),
+    "dra": ("dra", "Kubernetes DRA of Trainium devices: allocate claims, simulate a fleet"),
 }
 
 

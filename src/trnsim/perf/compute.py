@@ -73,6 +73,12 @@ class Efficiency:
             ``matmul`` and ``half_rows`` instead).
         step_overhead_s: fixed time per serving forward pass (prefill or one decode step): the
             serving stack's host work (scheduling, sampling, graph launch). Inference only.
+        prefill_overhead_s: fixed time a prefill (context-encoding) pass adds beyond
+            ``step_overhead_s``: the host preparing and copying the prompt, running a separate
+            context-encoding graph, sampling the first token. Inference only.
+        draft_step_overhead_s: fixed time of each draft step of speculative decoding beyond
+            the draft's own ops and collectives (an EAGLE head or draft model invoked once per
+            proposed token: its launch, hidden-state hand-over and sampling). Inference only.
         tp_overlap, ep_overlap, cp_overlap, pp_overlap: (training) the fraction of the
             tensor-, expert-, context- and pipeline-parallel communication the stack can run
             concurrently with compute. What it hides is also capped by the compute it can
@@ -108,6 +114,8 @@ class Efficiency:
     grouped: float = 1.0
     moe_sync_s: float = 0.0
     expert_overhead_s: float = 0.0
+    prefill_overhead_s: float = 0.0
+    draft_step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("matmul", "attention", "hbm", "kv_hbm", "kernel_matmul", "grouped"):
@@ -125,6 +133,8 @@ class Efficiency:
             "step_overhead_s",
             "moe_sync_s",
             "expert_overhead_s",
+            "prefill_overhead_s",
+            "draft_step_overhead_s",
         )
         for f in nonneg:
             v = getattr(self, f)
@@ -427,18 +437,8 @@ def pass_time(
     elements), recorded as kind ``quantize`` (the backward, taken as twice the forward,
     quantizes the output gradients likewise)."""
     cm = model or RooflineComputeModel(ranks_per_chip)
-    plan = ParallelPlan(
-        tp=tp,
-        dp=ep * (etp or tp),
-        ep=ep,
-        sequence_parallel=sequence_parallel,
-        ranks_per_chip=ranks_per_chip,
-        moe_imbalance=moe_imbalance,
-        etp=etp,
-        moe_capacity=moe_capacity,
-    )
-    # Tensor-engine tile of Trainium chips (chips without a NeuronCore spec: no tile padding).
-    tile = chip.core.tensor.rows if chip.core is not None else 0
+    plan = rank_plan(tp, ep, sequence_parallel, ranks_per_chip, moe_imbalance, etp, moe_capacity)
+    tile = chip_tile(chip)
     quant = prec.quantize_bytes if g.phase == "train" else 0.0
     by_kind: dict[str, float] = {}
     layers = 0.0
@@ -458,6 +458,52 @@ def pass_time(
     pre = sum(cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) for op in g.pre)
     post = sum(cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) for op in g.post)
     return PassTime(layers, pre, post, tuple(sorted(by_kind.items())), n_ops / g.model.n_layers)
+
+
+@lru_cache(maxsize=256)
+def rank_plan(
+    tp: int,
+    ep: int,
+    sequence_parallel: bool,
+    ranks_per_chip: int,
+    moe_imbalance: float = 1.0,
+    etp: int | None = None,
+    moe_capacity: float = 0.0,
+) -> ParallelPlan:
+    """The plan ``rank_work`` splits ops by (only its TP, EP, expert grid, sequence
+    parallelism, ranks per chip, MoE imbalance and capacity matter for one rank's ops)."""
+    return ParallelPlan(
+        tp=tp,
+        dp=ep * (etp or tp),
+        ep=ep,
+        sequence_parallel=sequence_parallel,
+        ranks_per_chip=ranks_per_chip,
+        moe_imbalance=moe_imbalance,
+        etp=etp,
+        moe_capacity=moe_capacity,
+    )
+
+
+def chip_tile(chip: ChipSpec) -> int:
+    """Tensor-engine tile of Trainium chips (chips without a NeuronCore spec: no tile padding)."""
+    return chip.core.tensor.rows if chip.core is not None else 0
+
+
+def op_seconds(
+    op: Op,
+    g: Graph,
+    plan: ParallelPlan,
+    chip: ChipSpec,
+    prec: Precision,
+    eff: Efficiency,
+    model: ComputeModel,
+    moe_block: int = 0,
+) -> float:
+    """Seconds of one op of graph ``g`` on one rank, as ``pass_time`` times it (``plan`` from
+    ``rank_plan``): for callers that re-time one op of a pass whose other ops they keep (a
+    serving step's attention, the only op that depends on each sequence's context)."""
+    work = rank_work(op, g, plan, prec, chip_tile(chip), moe_block)
+    return model.op_time(work, chip, prec, eff)
 
 
 def quantize_time(

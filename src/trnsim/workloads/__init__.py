@@ -5,13 +5,23 @@ from trnsim.workloads.graph import (
     Graph,
     LayerGroup,
     Op,
+    SeqGroup,
+    attention_op,
     attention_pairs,
     expected_experts_touched,
     forward_graph,
+    step_graph,
     train_flops_per_token,
 )
 from trnsim.workloads.hf_config import resolve_model
-from trnsim.workloads.transformer import MODELS, MLAArgs, ModelArgs, model
+from trnsim.workloads.transformer import (
+    MODELS,
+    MLAArgs,
+    ModelArgs,
+    eagle3_head,
+    model,
+    mtp_module,
+)
 
 __all__ = [
     "MODELS",
@@ -20,10 +30,15 @@ __all__ = [
     "MLAArgs",
     "ModelArgs",
     "Op",
+    "SeqGroup",
+    "attention_op",
     "attention_pairs",
+    "eagle3_head",
     "expected_experts_touched",
     "forward_graph",
     "model",
+    "mtp_module",
     "resolve_model",
+    "step_graph",
     "train_flops_per_token",
 ]
