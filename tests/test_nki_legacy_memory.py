@@ -418,3 +418,29 @@ def depends_on_a_global(x):
 def test_a_kernel_whose_second_run_differs_from_its_planning_run_is_refused():
     with pytest.raises(KernelError, match="liveness-plan"):
         tnki.run(depends_on_a_global, _ints(4, 128, W63), target=TRN1)
+
+
+# ---- the kernel's own placements ----------------------------------------------------------------
+
+
+@nki.jit
+def direct_over_auto(x, y):
+    """``t`` (automatic, 64 KiB at the bottom of SBUF) is live when the kernel places ``d`` at
+    byte 0 itself (``ncc.sbuf.mod_alloc``): ``t`` gives up its bytes first (a clean load: read
+    again from HBM when used), never shares them."""
+    import neuronxcc.nki.compiler as ncc
+
+    out = nl.ndarray((2, 128, 512), dtype=np.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    d = nl.ndarray((nl.par_dim(128), 512), dtype=np.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    d[...] = nl.load(y)
+    nl.store(out[0], value=d)
+    nl.store(out[1], value=nl.add(t[:, 0:512], 1.0))
+    return out
+
+
+def test_a_direct_allocation_over_an_automatic_tile_moves_the_tile_first():
+    x, y = _ints(128, 16384), _ints(128, 512)
+    res = tnki.run(direct_over_auto, x, y, target=TRN1)
+    np.testing.assert_array_equal(res.outputs, np.stack([y, x[:, :512] + 1]))
+    assert len(_spill(res.instructions, "refetch")) == 1

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -60,9 +59,7 @@ class Allocation:
         "partition_start",
         "partitions",
         "placed_at",
-        "reclaim_first",
         "sharers",
-        "spill",
         "user",
         "version",
         "writers",
@@ -97,13 +94,6 @@ class Allocation:
         self.last_use: tuple[str, int] | None = None
         self.last_seq = -1
         self.sharers: list[Allocation] = []
-        # A front end's hook, run when an automatic placement is about to reuse this
-        # allocation's addresses (before the new tensor exists): it may copy the data out
-        # first (the legacy front end's spills of block tensors, trnsim.nki.legacy.language).
-        self.spill: Callable[[], None] | None = None
-        # The first to give its bytes when the memory is full (a front end's spilled copy, or
-        # a buffer kept only for double buffering): reused before any least recently used one.
-        self.reclaim_first = False
         # A PSUM tensor placed over another's addresses: its first matmul write starts its own
         # accumulation group (``start_accumulation``), whatever marks the other left there.
         self.acc_pending = False
@@ -194,8 +184,8 @@ class OnChipMemory:
     ) -> Allocation:
         """A new rectangle, sentinel-filled unless ``fill`` is False (the caller fills it
         later with ``fill``) or the memory's ``fill_sentinel`` is off. ``offset``: a free byte
-        offset the caller chose (``first_fit`` with its own preferences), from partition 0;
-        an automatic placement all the same (not ``explicit``)."""
+        offset the caller chose (by its own placement policy), from partition 0; an automatic
+        placement all the same (not ``explicit``)."""
         unit = self.kind.upper()
         if partitions > self.partitions:
             raise broken(
@@ -248,7 +238,7 @@ class OnChipMemory:
         elif offset is not None:
             pstart = 0
             reused = []
-            if offset % align or self.first_fit(partitions, nbytes, align, at=offset) is None:
+            if offset % align or not self.is_free(partitions, offset, nbytes):
                 raise broken(
                     f"{self.kind}-capacity-full",
                     f"{unit} allocation {name!r} at byte {offset} ({_kib(nbytes)}/partition) "
@@ -260,10 +250,6 @@ class OnChipMemory:
             offset = self._first_fit(pstart, partitions, nbytes, align)
             if offset is None:
                 offset, reused = self._reuse_least_recent(partitions, nbytes, align)
-                for other in reused:  # copied out (spilled) first, while its bytes are intact
-                    hook, other.spill = other.spill, None
-                    if hook is not None:
-                        hook()
             if offset is None:
                 used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
                 raise broken(
@@ -297,39 +283,18 @@ class OnChipMemory:
         if self.acc is not None:
             self.acc[rows, cols] = 0
 
-    def first_fit(
-        self,
-        partitions: int,
-        nbytes: int,
-        align: int,
-        avoid: tuple[tuple[int, int], ...] = (),
-        at: int | None = None,
-    ) -> int | None:
-        """The lowest ``align``-aligned byte offset (from partition 0) where ``nbytes`` fit
-        beside the live allocations and outside the byte ranges ``avoid`` (``(start, end)``),
-        or None. ``at``: only that offset (None if it is not free)."""
-        if self.kind == PSUM:
-            assert self.bank_bytes is not None
-            align = max(align, self.bank_bytes)
-        spans = [
-            (a.byte_offset, a.byte_offset + a.nbytes)
-            for a in tuple(self.live)  # a snapshot (see _first_fit)
-            if a.partition_start < partitions
-        ]
-        spans.extend(avoid)
-        if at is not None:
-            free = all(end <= at or at + nbytes <= start for start, end in spans)
-            return at if free and at + nbytes <= self.bytes_per_partition else None
-        spans.sort()
-        cursor = 0
-        for start, end in spans:
-            cursor = -(-cursor // align) * align
-            if cursor + nbytes <= start:
-                break
-            if end > cursor:
-                cursor = end
-        cursor = -(-cursor // align) * align
-        return None if cursor + nbytes > self.bytes_per_partition else cursor
+    def is_free(self, partitions: int, offset: int, nbytes: int) -> bool:
+        """Whether bytes ``[offset, offset + nbytes)`` of partitions ``[0, partitions)`` are
+        inside the memory and outside every live allocation."""
+        if offset < 0 or offset + nbytes > self.bytes_per_partition:
+            return False
+        end = offset + nbytes
+        for a in tuple(self.live):  # a snapshot (see _first_fit)
+            if a.partition_start < partitions:
+                start = a.byte_offset
+                if start < end and offset < start + a.nbytes:
+                    return False
+        return True
 
     def _first_fit(self, pstart: int, partitions: int, nbytes: int, align: int) -> int | None:
         """The lowest ``align``-aligned byte offset where ``nbytes`` fit beside the live
@@ -361,13 +326,12 @@ class OnChipMemory:
     ) -> tuple[int | None, list[Allocation]]:
         """The memory is full of live allocations (Python still references them). Liveness is
         program order, not references: place the new allocation over the least recently used
-        ones (never used first; ``reclaim_first`` ones before anything else), which become its
-        address sharers; a later use of one of them after the new tensor's use is the real
-        overlap (``_note_use``). Returns (offset, the
+        ones (never used first), which become its address sharers; a later use of one of them
+        after the new tensor's use is the real overlap (``_note_use``). Returns (offset, the
         allocations it overlaps), or (None, []) when it does not fit even so."""
         candidates = sorted(
             (a for a in tuple(self.live) if a.partition_start < partitions),
-            key=lambda a: (not a.reclaim_first, a.last_seq),
+            key=lambda a: a.last_seq,
         )
         evicted: list[Allocation] = []
         offset = None

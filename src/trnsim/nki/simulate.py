@@ -215,11 +215,51 @@ def _launch(
     max_instructions: int | None = None,
     world: World | None = None,
     rank: int = 0,
-    carry: Any = None,
-    asked: tuple[bool, bool] | None = None,
 ) -> RunResult:
-    if asked is None:  # what the caller asked for (a relaunch may run other attempts first)
-        asked = (functional, keep_data)
+    """Run the launch; a program's ``Relaunch`` request runs it again from the start (the
+    previous attempt's cores and data are dropped first), with the carried state and the
+    attempt's own ``functional`` / ``keep_data`` (default: as asked)."""
+    carry: Any = None
+    how = (functional, keep_data)
+    for _ in range(MAX_ATTEMPTS):
+        res = _attempt(
+            kernel, args, kwargs, target, lnc, rounding, seed, how[0], how[1], options,
+            max_instructions, world, rank, carry,
+        )  # fmt: skip
+        if not isinstance(res, Relaunch):
+            return res
+        if carry is not None and res.carry is carry:  # (a front end's bug)
+            raise RuntimeError("a launch asked to run again with the same state")
+        carry = res.carry
+        how = (
+            functional if res.functional is None else res.functional,
+            keep_data if res.keep_data is None else res.keep_data,
+        )
+    raise RuntimeError(f"a launch asked to run again more than {MAX_ATTEMPTS - 1} times")
+
+
+MAX_ATTEMPTS = 4
+"""Attempts of one launch (the legacy front end makes at most three: a first run stopped by a
+lack of memory, a planning run, the run with the plan)."""
+
+
+def _attempt(
+    kernel: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    target: str | None,
+    lnc: int | None,
+    rounding: str | None,
+    seed: int,
+    functional: bool,
+    keep_data: bool,
+    options: CoreOptions | None,
+    max_instructions: int | None,
+    world: World | None,
+    rank: int,
+    carry: Any,
+) -> RunResult | Relaunch:
+    """One attempt of ``_launch``: its result, or the relaunch a program asked for."""
     if options is None:
         options = CoreOptions.from_env()
     if max_instructions is not None:
@@ -287,14 +327,8 @@ def _launch(
             _in_threads(program, n)
     again = next((e for e in errors if isinstance(e, Relaunch)), None) or launch.relaunch
     if again is not None and world is None:
-        if carry is not None and again.carry is carry:  # (a front end's bug)
-            raise RuntimeError("a launch asked to run again with the same state")
-        return _launch(
-            kernel, args, kwargs, target, lnc, rounding, seed,
-            asked[0] if again.functional is None else again.functional,
-            asked[1] if again.keep_data is None else again.keep_data,
-            options, max_instructions, world, rank, again.carry, asked,
-        )  # fmt: skip
+        again.__traceback__ = None  # (it would keep this attempt's frames and data alive)
+        return again
     _raise_first(errors)
     if race is not None:
         race.check("at the end of the launch")

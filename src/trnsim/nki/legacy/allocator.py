@@ -30,9 +30,12 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
 - **Multi-buffering.** "compiler could choose to allocate 2 physical tiles to ``a``, then the
   dma copy from HBM to SBUF can overlap with the exponential operation" (block-dimension
   migration guide; ``ncc.multi_buffer(factor=2)``, ``api/nki/compiler/__init__.py``). A tile
-  made inside an ``nl.affine_range`` loop is placed away from the bytes the same kernel line gave
-  its last ``MULTI_BUFFER - 1`` tiles (``affine_range(..., multi_buffer=k)`` sets the depth), when
-  memory allows: iteration ``i + 1``'s load does not wait for iteration ``i``'s readers.
+  made in an iteration of an ``nl`` loop (a block: of the loop that made its tensor) is placed
+  away from the bytes of tiles used in the last ``MULTI_BUFFER - 1`` iterations when memory
+  allows (``affine_range(..., multi_buffer=k)`` sets the depth): iteration ``i + 1``'s load does
+  not wait for iteration ``i``'s readers. The SDK's fully optimized matmul tutorial runs its K
+  loop as ``sequential_range`` and its published latency hides every load behind the matmuls,
+  so ``sequential_range`` and ``static_range`` bodies are multi-buffered too.
 - **Loop-invariant loads.** An ``nl.load`` that reads the same HBM bytes into the same dtype at
   the same line as in the previous iteration of its loop, with neither the source nor the tile
   written since, is the tile loaded before (hoisted: no DMA); if memory ran short meanwhile the
@@ -40,9 +43,11 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
   guide (Opt #1) and the matrix-multiplication tutorial ("hoisting them out of the innermost
   loop") describe the reloads such code would otherwise make.
 
-``spill`` attributes mark what the memory model adds to a kernel's record; everything else is
-the kernel's own. The compiler's exact placement and ordering are not public: the policies here
-(first fit, oldest-dead first, furthest next use, rotation per kernel line) are trnsim's.
+``spill`` attributes (``trnsim.core.isa.SPILL_ATTR``) mark what the memory model adds to a
+kernel's record; everything else is the kernel's own. The compiler's exact placement and
+ordering are not public: the policies here (small tiles from the top of SBUF and large ones
+from the bottom, windows of furthest next use, dead tiles first, bytes of the last iterations
+avoided) are trnsim's.
 """
 
 from __future__ import annotations
@@ -52,11 +57,12 @@ from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from math import prod
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from trnsim.core.isa import Op
+from trnsim.core.isa import SPILL_ATTR, Op
 from trnsim.core.location import fail, kernel_location
 from trnsim.core.memory import HBM, PSUM, SBUF, Allocation, Storage, View
 from trnsim.core.spec import DST, SRC
@@ -66,7 +72,7 @@ from trnsim.nki.context import Relaunch, current, current_or_none
 MULTI_BUFFER = 2
 """Physical tiles the compiler keeps per tile of an ``affine_range`` loop body (see above)."""
 
-FREED_KEPT = 256
+FREED_KEPT = 64
 """Recently freed byte ranges remembered for multi-buffering (``Allocator._cooling``)."""
 
 NEVER = 1 << 62
@@ -233,7 +239,7 @@ class Allocator:
         self.busy = False  # issuing its own instructions (not the kernel's)
         self.pins: set[LTile] = set()  # the operands of the instruction being issued
         self.held: set[LTile] = set()  # the operands of the pending legacy result (hold)
-        # [kind, multi-buffer factor, id, iteration, clocks at the last iterations' starts]
+        # [kind, multi-buffer factor, id, index, clocks at the starts of the last iterations]
         self.loops: list[list[Any]] = []
         self.freed: deque[tuple[str, int, int, int]] = deque(maxlen=FREED_KEPT)
         self.hoisted: dict[Any, tuple[Any, ...]] = {}
@@ -306,7 +312,7 @@ class Allocator:
 
     def enter_loop(self, kind: str, factor: int) -> list[Any]:
         self._loop_ids += 1
-        entry = [kind, factor, self._loop_ids, -1, deque(maxlen=max(2, factor))]
+        entry = [kind, factor, self._loop_ids, -1, deque(maxlen=max(2, factor))]  # see loops
         self.loops.append(entry)
         return entry
 
@@ -317,18 +323,22 @@ class Allocator:
         if not self.loops:
             self.hoisted.clear()  # loads are hoisted out of the loops they are invariant in
 
-    def _cooling(self) -> int | None:
-        """Inside an ``affine_range`` loop of ``multi_buffer`` k >= 2: the clock at the start
-        of the iteration k - 1 before this one. A tile made now avoids bytes freed since (the
-        tiles of the last k - 1 iterations, which their instructions may still be reading), so
-        the loop body runs on k sets of buffers; None: no preference."""
-        for entry in reversed(self.loops):
-            if entry[0] == "affine":
-                factor, starts = entry[1], entry[4]
-                if factor < 2 or not starts:
-                    return None
-                return starts[0] if len(starts) < factor else starts[-factor]
-        return None
+    def loop_here(self) -> list[Any] | None:
+        """The innermost ``nl`` loop running now (None outside loops)."""
+        return self.loops[-1] if self.loops else None
+
+    @staticmethod
+    def _cooling(loop: list[Any] | None) -> int | None:
+        """For a tile made in an iteration of ``loop`` (an ``nl`` loop of ``multi_buffer`` k,
+        default 2): the clock at the start of the iteration k - 1 before this one. The tile
+        avoids the bytes of tiles last used since then (instructions of those iterations may
+        still be reading them), so the loop body runs on k sets of buffers; None: none."""
+        if loop is None:
+            return None
+        factor, starts = loop[1], loop[4]
+        if factor < 2 or len(starts) < 2:
+            return None
+        return starts[-factor] if len(starts) >= factor else starts[0]
 
     def next_iteration(self, entry: list[Any]) -> None:
         entry[4].append(self.clock)
@@ -337,10 +347,12 @@ class Allocator:
 
     def new_tile(
         self, shape: tuple[int, ...], dtype: Any, memory: str, name: str,
-        made: tuple[str, int] | None = None, view_type: type[View] = View,
+        made: tuple[str, int] | None = None, view_type: type[View] = View, loop: Any = "here",
     ) -> View:  # fmt: skip
         """A new logical tile, placed now (a ``view_type`` view of all of it). ``made``: the
-        kernel line that made it (default: here)."""
+        kernel line that made it (default: here); ``loop``: the ``nl`` loop whose iterations
+        it is made in (a block tensor's blocks: the loop that made the tensor; default: the
+        innermost loop running now)."""
         from trnsim.numerics import get_format
 
         fmt = get_format(dtype)
@@ -351,7 +363,7 @@ class Allocator:
         if self.plan is not None:
             plan = self.plan.uses
             lt.plan = plan[lt.id] if lt.id < len(plan) else []
-        lt.cool = self._cooling()
+        lt.cool = self._cooling(self.loop_here() if loop == "here" else loop)
         off = lt.off = self._place(lt)
         v = self.core.allocate(shape, fmt, memory, name=lt.name, offset=off, view_type=view_type)
         v.storage.alloc.user = lt
@@ -361,8 +373,8 @@ class Allocator:
     def _released(self, lt: LTile) -> None:
         """The kernel dropped every view of ``lt``: its bytes are free (noted for
         multi-buffering) and its saved copies can go."""
-        if lt.copy is None:  # resident when dropped
-            self.freed.append((lt.kind, lt.off, lt.off + lt.nbytes, self.clock))
+        if lt.copy is None:  # resident when dropped: its bytes, and when it was last used
+            self.freed.append((lt.kind, lt.off, lt.off + lt.nbytes, lt.last))
         lt.release()
 
     def _bytes(self, lt: LTile, off: int) -> Allocation:
@@ -388,10 +400,12 @@ class Allocator:
         top = lt.kind == SBUF and lt.nbytes * SMALL_TILE <= mem.bytes_per_partition
         off = None
         if lt.cool is not None:
-            cool = [(a, b, None) for kind, a, b, when in self.freed
-                    if kind == lt.kind and when >= lt.cool]  # fmt: skip
+            cool = []
+            for kind, a, b, used in reversed(self.freed):  # (freed in order of use, nearly)
+                if kind == lt.kind and used >= lt.cool:
+                    cool.append((a, b, None))
             if cool:
-                off = _fit(mem, lt, sorted([*spans, *cool], key=lambda t: t[:2]), top)
+                off = _fit(mem, lt, sorted([*spans, *cool], key=_START_END), top)
         if off is None:
             off = _fit(mem, lt, spans, top)
         if off is None:
@@ -411,28 +425,27 @@ class Allocator:
         issued needs, nor, if another window will do, an operand of the pending legacy
         result (it would be refilled when that is issued); a planning run (no data) may take
         any. Fails when no window is left (or every one holds a tile the kernel placed)."""
-        clock = self.clock
-
-        def lru(occ: list[Allocation]) -> tuple[int, int]:
-            return (-max((_owner(a).last for a in occ), default=-1), 0)
-
-        def belady(occ: list[Allocation]) -> tuple[int, int]:
-            nxt = min((_owner(a).next_use(clock) for a in occ), default=NEVER)
-            return (nxt, -sum(a.nbytes for a in occ))
-
+        clock, planning = self.clock, self.planning
+        # per span: (movable, pinned by the instruction, held by the pending result, score
+        # terms: next use, last use, bytes); the kernel's own placements are never movable
+        info = []
+        for _, _, a in spans:
+            if a.user is None:
+                info.append((False, False, False, 0, 0, 0))
+                continue
+            lt = _owner(a)
+            nxt = NEVER if planning else lt.next_use(clock)
+            info.append((True, lt in self.pins, lt in self.held, nxt, lt.last, a.nbytes))
         top = want.kind == SBUF and want.nbytes * SMALL_TILE <= mem.bytes_per_partition
-        rings = [self.pins | self.held] if self.held else []
-        rings.append(self.pins)
         best = None
-        for ring in rings:
-            best = _window(mem, want, spans, ring, lru if self.planning else belady, top)
+        for ring in ((True, True), (True, False)) if self.held else ((True, False),):
+            best = _window(mem, want, spans, info, ring, top)
             if best is not None:
                 break
-        if best is not None and self.plan is None and not self.planning:
+        if best is not None and self.plan is None and not planning:
             self._need_plan()  # raises, or turns this run into the planning run
-            best = _window(mem, want, spans, ring, lru, top)
         if best is None and self.planning:  # no data in a planning run: any tile may go
-            best = _window(mem, want, spans, set(), lru, top)
+            best = _window(mem, want, spans, info, (False, False), top)
         if best is None:
             raise self._full(mem, want)
         off, occupants = best
@@ -533,9 +546,12 @@ class Allocator:
         return self.core.allocate(lt.shape, lt.fmt, HBM, name=f"{lt.name} spill", fill=False)
 
     def _issue(self, op: Op, dst: View, src: View, what: str) -> None:
-        attrs: dict[str, Any] = {"spill": what}
+        """Issue a copy of the memory model's own (``SPILL_ATTR`` = ``what``: ``"save"``,
+        ``"reload"``, or ``"refetch"``, a clean tile read again from its HBM source: an
+        ordinary load for the profile, the perf guide's "input data reloading")."""
+        attrs: dict[str, Any] = {SPILL_ATTR: what}
         if op is Op.DMA_COPY:
-            attrs = {"dge_mode": "unknown", "oob_mode": "error", "spill": what}
+            attrs = {"dge_mode": "unknown", "oob_mode": "error", SPILL_ATTR: what}
         busy, self.busy = self.busy, True
         try:
             self.core.execute(op, {DST: dst}, {SRC: src}, attrs)
@@ -683,6 +699,37 @@ class Allocator:
         v.storage.alloc.user = None
         return v
 
+    def resident(self, *views: Any) -> None:
+        """Make the tiles of ``views`` resident (refilled if spilled) for a use that is not an
+        instruction (``nl.device_print`` reads the data directly)."""
+        todo = [(v.storage.alloc.user, v) for v in views if isinstance(v, View)
+                and isinstance(v.storage.alloc.user, LTile)]  # fmt: skip
+        self.pins.update(lt for lt, _ in todo)
+        try:
+            for lt, v in todo:
+                if not (v.storage.alloc.live and v.storage.alloc.user is lt):
+                    self._refill(lt, v.storage)
+        finally:
+            self.pins.difference_update(lt for lt, _ in todo)
+
+    def vacate(self, memory: str, pstart: int, partitions: int, offset: int, nbytes: int) -> None:
+        """The kernel places a tensor itself at these bytes (``neuronxcc.nki.compiler``
+        direct allocation): the allocator's tiles there give them up first (saved if live)."""
+        mem = self.core.sbuf if memory == SBUF else self.core.psum
+        end, pend = offset + nbytes, pstart + partitions
+        hit = [a for a in tuple(mem.live) if a.user is not None
+               and a.partition_start < pend and pstart < a.partition_start + a.partitions
+               and a.byte_offset < end and offset < a.byte_offset + a.nbytes]  # fmt: skip
+        if not hit:
+            return
+        if self.plan is None and not self.planning:
+            self._need_plan()
+        for a in hit:
+            if self.planning or _owner(a).next_use(self.clock) == NEVER:
+                self._drop(a)
+            else:
+                self._evict(a)
+
     # ---- loop-invariant loads ---------------------------------------------------------------
 
     def hoisted_load(self, site: Any, src: View, fmt: Any, boxes: Any) -> Any:
@@ -738,11 +785,13 @@ public)."""
 def _spans(mem: Any, partitions: int) -> list[tuple[int, int, Any]]:
     """The live allocations sharing a partition with ``[0, partitions)``, as ``(start, end,
     allocation)`` byte spans sorted by start."""
-    return sorted(
-        ((a.byte_offset, a.byte_offset + a.nbytes, a) for a in tuple(mem.live)
-         if a.partition_start < partitions),
-        key=lambda t: (t[0], t[1]),
-    )  # fmt: skip
+    spans = [(a.byte_offset, a.byte_offset + a.nbytes, a) for a in tuple(mem.live)
+             if a.partition_start < partitions]  # fmt: skip
+    spans.sort(key=_START_END)
+    return spans
+
+
+_START_END = itemgetter(0, 1)
 
 
 def _align(mem: Any, lt: LTile) -> int:
@@ -775,38 +824,51 @@ def _fit(mem: Any, lt: LTile, spans: list[tuple[int, int, Any]], top: bool) -> i
 
 
 def _window(
-    mem: Any, lt: LTile, spans: list[tuple[int, int, Any]], pins: set[LTile], score: Any,
-    top: bool,
+    mem: Any, lt: LTile, spans: list[tuple[int, int, Any]], info: list[tuple[Any, ...]],
+    keep: tuple[bool, bool], top: bool,
 ) -> tuple[int, list[Allocation]] | None:  # fmt: skip
-    """The best window ``[off, off + lt.nbytes)`` to free for ``lt``: every allocation in it
-    must be a tile the allocator may move (not pinned, not the kernel's own placement); the
-    highest ``score(occupants)`` wins (ties: the lowest offset, or the highest with ``top``,
-    as ``_fit`` prefers)."""
+    """The best window ``[off, off + lt.nbytes)`` of a contiguous memory to free for ``lt``
+    (``spans`` sorted, ``info`` per span as ``Allocator._make_room`` gives it). A window may
+    hold only movable tiles, none pinned by the instruction (``keep[0]``) or held by the
+    pending result (``keep[1]``). Best: the latest next use among its tiles (dead ones:
+    never), then the oldest last use, then the fewest bytes; ties: the lowest offset, or the
+    highest with ``top`` (as ``_fit`` prefers)."""
     align, n, cap = _align(mem, lt), lt.nbytes, mem.bytes_per_partition
     starts = {0}
     for start, end, _ in spans:
         starts.add(-(-end // align) * align)
         if start >= n:
             starts.add((start - n) // align * align)
+    keep_pinned, keep_held = keep
     best = None
-    for off in sorted(starts, reverse=top):
+    lo = hi = 0
+    count = len(spans)
+    for off in sorted(starts):
         if off + n > cap:
-            continue
-        occ = []
-        for start, end, a in spans:
-            if start >= off + n:
+            break
+        while lo < count and spans[lo][1] <= off:
+            lo += 1
+        hi = max(hi, lo)
+        while hi < count and spans[hi][0] < off + n:
+            hi += 1
+        nxt, last, size, ok = NEVER, -1, 0, True
+        for i in range(lo, hi):
+            if spans[i][1] <= off:
+                continue
+            movable, pinned, held, nu, lu, nb = info[i]
+            if not movable or (keep_pinned and pinned) or (keep_held and held):
+                ok = False
                 break
-            if end > off:
-                if a.user is None or _owner(a) in pins:
-                    occ = None
-                    break
-                occ.append(a)
-        if occ is None:
+            nxt, last, size = min(nxt, nu), max(last, lu), size + nb
+        if not ok:
             continue
-        key = score(occ)
+        key = (nxt, -last, -size, off if top else -off)
         if best is None or key > best[0]:
-            best = (key, off, occ)
-    return None if best is None else (best[1], best[2])
+            best = (key, off, lo, hi)
+    if best is None:
+        return None
+    _, off, lo, hi = best
+    return off, [spans[i][2] for i in range(lo, hi) if spans[i][1] > off]
 
 
 def _owner(a: Allocation) -> LTile:

@@ -15,6 +15,7 @@ docstrings.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterator
 from typing import Any
@@ -353,8 +354,13 @@ def boxes(mask: Mask | None, shape: tuple[int, ...]) -> list[tuple[slice, ...]] 
     ``not-implemented``."""
     if mask is None or mask is True:
         return None
-    full = _check_mask(mask, shape)
-    out = _split(full)
+    key = (_mask_structure(mask), tuple(shape))
+    out = _BOXES.get(key)
+    if out is None:
+        out = _split(_check_mask(mask, shape))
+        if len(_BOXES) >= INDEX_CACHE_ENTRIES:
+            _BOXES.clear()
+        _BOXES[key] = out
     if len(out) > MAX_BOXES:
         raise fail(
             "not-implemented",
@@ -364,19 +370,34 @@ def boxes(mask: Mask | None, shape: tuple[int, ...]) -> list[tuple[slice, ...]] 
     return out or [tuple(slice(0, 0) for _ in shape)]
 
 
+_BOXES: dict[tuple[Any, ...], list[tuple[slice, ...]]] = {}
+"""``boxes`` results by the mask's structure (a loop builds the same masks over and over)."""
+
+
+def _mask_structure(m: Any) -> Any:
+    """What a mask's value over a shape depends on (``Expr.structure`` for expressions)."""
+    if isinstance(m, Mask):
+        return (m.kind, m.op, _mask_structure(m.a), _mask_structure(m.b))
+    if isinstance(m, Expr):
+        return m.structure()
+    plain = isinstance(m, int | bool | np.integer | np.bool_)
+    return ("v", type(m).__name__, m if plain else id(m))
+
+
 def _split(sel: np.ndarray) -> list[tuple[slice, ...]]:
     """Disjoint boxes covering the True cells of ``sel``: runs of equal slices along axis 0,
     each split recursively over the remaining axes."""
     if sel.ndim == 0:
         return [()] if bool(sel) else []
+    n = sel.shape[0]
+    bounds = [0]
+    if n > 1:
+        flat = sel.reshape(n, -1)
+        bounds += (np.flatnonzero((flat[1:] != flat[:-1]).any(axis=1)) + 1).tolist()
+    bounds.append(n)
     out: list[tuple[slice, ...]] = []
-    n, i = sel.shape[0], 0
-    while i < n:
-        j = i + 1
-        while j < n and np.array_equal(sel[j], sel[i]):
-            j += 1
+    for i, j in itertools.pairwise(bounds):
         out += [(slice(i, j), *rest) for rest in _split(sel[i])]
-        i = j
     return out
 
 

@@ -169,11 +169,12 @@ def block_locator(
     tile (the block-dimension migration guide: "the physical tiles may not be alive in the
     memory simultaneously"). ``fill``: each block starts as ``fill[0]`` (made lazily)."""
     tiles: dict[tuple[int, ...], Tile] = {}
+    loop = allocator().loop_here()  # the blocks are multi-buffered over this loop's iterations
 
     def locate(b: tuple[int, ...]) -> tuple[Tile, Any]:
         t = tiles.get(b)
         if t is None:
-            t = tiles[b] = as_tile(allocator().new_tile(tile_shape, dtype, memory, name))
+            t = tiles[b] = as_tile(allocator().new_tile(tile_shape, dtype, memory, name, loop=loop))
             if fill is not None:
                 lazy_fill(t, fill[0])
         return t, None
@@ -329,12 +330,14 @@ def affine_range(*args: Any, multi_buffer: int = MULTI_BUFFER, **kwargs: Any) ->
     return _Loop("affine", args, multi_buffer)
 
 
-def sequential_range(*args: Any, **kwargs: Any) -> _Loop:
-    return _Loop("sequential", args, 1)
+def sequential_range(*args: Any, multi_buffer: int = MULTI_BUFFER, **kwargs: Any) -> _Loop:
+    """A loop with a loop-carried dependency (run in order; the tiles made in each iteration
+    are multi-buffered all the same: ``allocator``)."""
+    return _Loop("sequential", args, multi_buffer)
 
 
 def static_range(*args: Any) -> _Loop:
-    return _Loop("static", args, 1)
+    return _Loop("static", args, MULTI_BUFFER)
 
 
 # ---- SPMD ---------------------------------------------------------------------------------------
@@ -889,27 +892,41 @@ _SUBSCRIPT = object()
 def _assignment_target(frame: Any) -> Any:
     """The current value of the variable the calling statement assigns to (``b = f(...)``),
     ``_SUBSCRIPT`` for a subscript assignment (``t[i] = f(...)``), else None."""
+    key = (frame.f_code, frame.f_lasti)
+    how = _TARGETS.get(key)
+    if how is None:
+        how = _TARGETS[key] = _target_of(frame.f_code, frame.f_lasti)
+    if how is _SUBSCRIPT or not how:
+        return how or None
+    for scope in (frame.f_locals, frame.f_globals):
+        if how in scope:
+            return scope[how]
+    return None
+
+
+_TARGETS: dict[tuple[Any, int], Any] = {}
+"""What the statement at each (code, instruction offset) assigns to (``_target_of``)."""
+
+
+def _target_of(code: Any, last: int) -> Any:
+    """The variable name a call's result at bytecode offset ``last`` is stored into,
+    ``_SUBSCRIPT`` for a subscript store, else ``""``."""
     import dis
 
-    code, last = frame.f_code, frame.f_lasti
     for ins in dis.get_instructions(code):
         if ins.offset <= last or ins.opname in ("CACHE", "PRECALL"):
             continue
         if ins.opname in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
-            name = ins.argval
-            for scope in (frame.f_locals, frame.f_globals):
-                if name in scope:
-                    return scope[name]
-            return None
+            return ins.argval
+        if ins.opname == "STORE_SUBSCR":
+            return _SUBSCRIPT
         if ins.opname in ("LOAD_FAST", "LOAD_NAME", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_CONST",
                           "BUILD_TUPLE", "LOAD_ATTR", "BUILD_SLICE", "BINARY_SUBSCR",
-                          "LOAD_FAST_LOAD_FAST", "LOAD_SMALL_INT", "STORE_SUBSCR", "COPY",
-                          "SWAP", "LOAD_FAST_BORROW", "BINARY_OP"):  # fmt: skip
-            if ins.opname == "STORE_SUBSCR":
-                return _SUBSCRIPT
+                          "LOAD_FAST_LOAD_FAST", "LOAD_SMALL_INT", "COPY", "SWAP",
+                          "LOAD_FAST_BORROW", "BINARY_OP"):  # fmt: skip
             continue
-        return None
-    return None
+        return ""
+    return ""
 
 
 # ---- broadcast / shape --------------------------------------------------------------------------
@@ -950,6 +967,7 @@ def rand(shape: Any, dtype: Any = np.float32, **kwargs: Any) -> Tile:
 
 def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> None:
     flush()
+    allocator().resident(x)
     new_nl.device_print(prefix, x)
 
 

@@ -597,9 +597,6 @@ class BlockTensor:
 
     def block(self, blocks: tuple[int, ...], write: bool) -> Tile:
         t, slot = self.locate(blocks)
-        note = getattr(self.locate, "note", None)
-        if note is not None:  # reads and writes decide what spills (language.block_locator)
-            note(blocks, write)
         if self.owners is not None and slot is not None:
             me = (id(self), blocks, self.name)
             owner = self.owners.get(slot)
