@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from bisect import bisect_left, insort
 from math import prod
 from typing import Any
 
@@ -158,6 +159,9 @@ class OnChipMemory:
         # PSUM only: 1 where the last writer was a matmul of an open accumulation group.
         self.acc = SPARE_ARRAYS.take(self.data.shape, np.uint8) if kind == PSUM else None
         self.live: list[Allocation] = []
+        # the live allocations as sorted (start, end, seq, allocation) byte spans, kept up to
+        # date once a front end asks for them (``sorted_spans``); None: not kept
+        self.spans: list[tuple[int, int, int, Allocation]] | None = None
         self.operands = OperandTable()
         # an LNC>1 launch's write-write race check (trnsim.core.races.RaceCheck), or None
         self.race: Any = None
@@ -271,9 +275,22 @@ class OnChipMemory:
                 other.sharers.append(alloc)
                 alloc.sharers.append(other)
         self.live.append(alloc)
+        if self.spans is not None:
+            insort(self.spans, (offset, offset + nbytes, next(_SPAN_SEQ), alloc))
         if fill and self.fill_sentinel:
             self.fill(alloc)
         return alloc
+
+    def sorted_spans(self) -> list[tuple[int, int, int, Allocation]]:
+        """The live allocations as ``(start byte, end byte, sequence, allocation)``, sorted by
+        start; kept up to date from the first call on (a front end's placement policy reads
+        it at every allocation: ``trnsim.nki.legacy.allocator``). Do not modify."""
+        if self.spans is None:
+            self.spans = sorted(
+                (a.byte_offset, a.byte_offset + a.nbytes, next(_SPAN_SEQ), a)
+                for a in tuple(self.live)
+            )
+        return self.spans
 
     def fill(self, alloc: Allocation) -> None:
         """Write the sentinel over ``alloc`` (and clear its PSUM accumulation marks)."""
@@ -349,12 +366,22 @@ class OnChipMemory:
         self.live.extend(a for a in evicted if a not in reused)
         for a in reused:  # no longer blocking allocation; freed as usual when dropped
             a.live = False
+        self.spans = None  # (rebuilt when next asked for)
         return offset, reused
 
     def free(self, alloc: Allocation) -> None:
         if alloc.live:
             alloc.live = False
             self.live.remove(alloc)
+            spans = self.spans
+            if spans is not None:
+                i, n = bisect_left(spans, (alloc.byte_offset,)), len(spans)
+                while i < n and spans[i][3] is not alloc:
+                    i += 1
+                if i < n:
+                    del spans[i]
+                else:  # (not where expected: rebuilt when next asked for)
+                    self.spans = None
 
     def row_bytes(self) -> int:
         return self.bytes_per_partition
@@ -428,6 +455,9 @@ def _where(loc: tuple[str, int] | None, before: tuple[str, int] | None = None) -
         return "never" if before is None else f"before {_where(before)}"
     return f"{loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
 
+
+_SPAN_SEQ = itertools.count()
+"""Tie-breaker of equal spans in ``OnChipMemory.spans`` (allocations never compare)."""
 
 _USE_SEQ = itertools.count()
 _next_use = _USE_SEQ.__next__

@@ -43,8 +43,12 @@ class _Bar:
 
 
 @contextmanager
-def progress(description: str, total: float | None = None) -> Iterator[_Bar | _Quiet]:
-    """A progress bar on stderr for the ``with`` block (a no-op when not shown)."""
+def progress(
+    description: str, total: float | None = None, eta: bool = False
+) -> Iterator[_Bar | _Quiet]:
+    """A progress bar on stderr for the ``with`` block (a no-op when not shown); ``eta``: also
+    the estimated time left. The bar keeps the stderr of its start, so work that captures
+    stderr meanwhile (a sweep point) does not capture the bar."""
     if not enabled():
         yield _Quiet()
         return
@@ -56,11 +60,14 @@ def progress(description: str, total: float | None = None) -> Iterator[_Bar | _Q
         SpinnerColumn,
         TextColumn,
         TimeElapsedColumn,
+        TimeRemainingColumn,
     )
 
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
     columns.append(TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    if eta and total is not None:
+        columns += [TextColumn("eta"), TimeRemainingColumn()]
+    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as bar:
         yield _Bar(bar, bar.add_task(description, total=total))

@@ -56,8 +56,8 @@ import weakref
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+from heapq import merge
 from math import prod
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -73,7 +73,10 @@ MULTI_BUFFER = 2
 """Physical tiles the compiler keeps per tile of an ``affine_range`` loop body (see above)."""
 
 FREED_KEPT = 64
-"""Recently freed byte ranges remembered for multi-buffering (``Allocator._cooling``)."""
+"""Recently freed byte ranges remembered per memory for multi-buffering (``_cooling``)."""
+COOL_SCAN = 4
+"""Freed ranges older than a tile's cooling cutoff looked past (newest first) before the scan
+stops: tiles are dropped in about the order of their last use."""
 
 NEVER = 1 << 62
 """The next use of a tile with none left."""
@@ -241,7 +244,11 @@ class Allocator:
         self.held: set[LTile] = set()  # the operands of the pending legacy result (hold)
         # [kind, multi-buffer factor, id, index, clocks at the starts of the last iterations]
         self.loops: list[list[Any]] = []
-        self.freed: deque[tuple[str, int, int, int]] = deque(maxlen=FREED_KEPT)
+        # per memory kind: (last use, start, end) of the bytes of tiles dropped lately
+        self.freed: dict[str, deque[tuple[int, int, int]]] = {
+            SBUF: deque(maxlen=FREED_KEPT),
+            PSUM: deque(maxlen=FREED_KEPT),
+        }
         self.hoisted: dict[Any, tuple[Any, ...]] = {}
         self.hbm_writes: dict[Allocation, int] = {}
         self.by_source: dict[Allocation, set[LTile]] = {}
@@ -374,7 +381,7 @@ class Allocator:
         """The kernel dropped every view of ``lt``: its bytes are free (noted for
         multi-buffering) and its saved copies can go."""
         if lt.copy is None:  # resident when dropped: its bytes, and when it was last used
-            self.freed.append((lt.kind, lt.off, lt.off + lt.nbytes, lt.last))
+            self.freed[lt.kind].append((lt.last, lt.off, lt.off + lt.nbytes))
         lt.release()
 
     def _bytes(self, lt: LTile, off: int) -> Allocation:
@@ -401,11 +408,18 @@ class Allocator:
         off = None
         if lt.cool is not None:
             cool = []
-            for kind, a, b, used in reversed(self.freed):  # (freed in order of use, nearly)
-                if kind == lt.kind and used >= lt.cool:
-                    cool.append((a, b, None))
+            old = 0
+            for used, a, b in reversed(self.freed[lt.kind]):  # newest first
+                if used >= lt.cool:
+                    cool.append((a, b, -1 - len(cool), None))
+                    old = 0
+                else:
+                    old += 1
+                    if old > COOL_SCAN:  # (dropped in about the order of last use)
+                        break
             if cool:
-                off = _fit(mem, lt, sorted([*spans, *cool], key=_START_END), top)
+                cool.sort()
+                off = _fit(mem, lt, merge(spans, cool), top)
         if off is None:
             off = _fit(mem, lt, spans, top)
         if off is None:
@@ -418,7 +432,7 @@ class Allocator:
 
     # ---- making room ------------------------------------------------------------------------
 
-    def _make_room(self, mem: Any, want: LTile, spans: list[tuple[int, int, Any]]) -> int:
+    def _make_room(self, mem: Any, want: LTile, spans: list[tuple[int, int, int, Any]]) -> int:
         """Free a window of ``want``'s size and return its offset: the window whose tiles are
         needed furthest ahead (dead ones first, Belady's choice for a contiguous memory); a
         live tile in it is saved first. The window may not hold a tile the instruction being
@@ -429,7 +443,7 @@ class Allocator:
         # per span: (movable, pinned by the instruction, held by the pending result, score
         # terms: next use, last use, bytes); the kernel's own placements are never movable
         info = []
-        for _, _, a in spans:
+        for _, _, _, a in spans:
             if a.user is None:
                 info.append((False, False, False, 0, 0, 0))
                 continue
@@ -564,38 +578,37 @@ class Allocator:
         if self.busy:
             return
         clock = self.clock
+        self.clock = clock + 1
         todo: list[tuple[LTile, View, bool]] = []
-        for views, writes in ((dst, True), (src, False)):
-            for v in views.values():
-                if not isinstance(v, View):
-                    continue
-                a = v.storage.alloc
-                lt = a.user
-                if lt is None:
-                    if writes and a.kind == HBM:
-                        self._hbm_write(a)
-                    idx = getattr(v, "index", None)
-                    if isinstance(idx, View) and isinstance(idx.storage.alloc.user, LTile):
-                        todo.append((idx.storage.alloc.user, idx, False))
-                    continue
-                todo.append((lt, v, writes))
-        for v in attrs.values():
-            if isinstance(v, View) and isinstance(v.storage.alloc.user, LTile):
-                todo.append((v.storage.alloc.user, v, False))
+        add = todo.append
+        for v in dst.values():
+            a = v.storage.alloc
+            lt = a.user
+            if lt is not None:
+                add((lt, v, True))
+            else:
+                if a.kind == HBM and self.single:  # (clean tiles' sources: one core's launch)
+                    self._hbm_write(a)
+                self._index_of(v, add)  # (an indirect store reads its index tile)
+        for v in src.values():
+            if not isinstance(v, View):
+                continue
+            lt = v.storage.alloc.user
+            if lt is not None:
+                add((lt, v, False))
+            else:
+                self._index_of(v, add)
+        if attrs:
+            for v in attrs.values():
+                if isinstance(v, View) and isinstance(v.storage.alloc.user, LTile):
+                    add((v.storage.alloc.user, v, False))
         if not todo:
-            self.clock = clock + 1
             return
-        # make every operand resident (refills pin the others)
-        missing = [(lt, v) for lt, v, _ in todo if v.storage.alloc.user is not lt
-                   or not v.storage.alloc.live]  # fmt: skip
-        if missing:
-            self.pins.update(lt for lt, _, _ in todo)
-            try:
-                for lt, v in missing:
-                    if not (v.storage.alloc.live and v.storage.alloc.user is lt):
-                        self._refill(lt, v.storage)
-            finally:
-                self.pins.difference_update(lt for lt, _, _ in todo)
+        for lt, v, _ in todo:  # every operand resident (a refill pins the others)
+            a = v.storage.alloc
+            if not a.live or a.user is not lt:
+                self._refill_all(todo)
+                break
         for lt, v, writes in todo:
             if lt.last != clock:
                 lt.last = clock
@@ -611,7 +624,26 @@ class Allocator:
                 self._written(lt, v)
         if op is Op.DMA_COPY and self.single:
             self._note_load(todo, src)
-        self.clock = clock + 1
+
+    @staticmethod
+    def _index_of(v: View, add: Any) -> None:
+        """An indirect view's index tile is read too."""
+        idx = getattr(v, "index", None)
+        if isinstance(idx, View) and isinstance(idx.storage.alloc.user, LTile):
+            add((idx.storage.alloc.user, idx, False))
+
+    def _refill_all(self, todo: list[tuple[LTile, View, bool]]) -> None:
+        tiles = {lt for lt, _, _ in todo}
+        pins = self.pins
+        added = tiles - pins
+        pins |= added
+        try:
+            for lt, v, _ in todo:
+                a = v.storage.alloc
+                if not a.live or a.user is not lt:
+                    self._refill(lt, v.storage)
+        finally:
+            pins -= added
 
     def _written(self, lt: LTile, v: View) -> None:
         lt.written = True
@@ -782,16 +814,14 @@ not break up the room large ones need (trnsim's choice; the compiler's placement
 public)."""
 
 
-def _spans(mem: Any, partitions: int) -> list[tuple[int, int, Any]]:
-    """The live allocations sharing a partition with ``[0, partitions)``, as ``(start, end,
-    allocation)`` byte spans sorted by start."""
-    spans = [(a.byte_offset, a.byte_offset + a.nbytes, a) for a in tuple(mem.live)
-             if a.partition_start < partitions]  # fmt: skip
-    spans.sort(key=_START_END)
-    return spans
-
-
-_START_END = itemgetter(0, 1)
+def _spans(mem: Any, partitions: int) -> list[tuple[int, int, int, Any]]:
+    """The live allocations sharing a partition with ``[0, partitions)``, as sorted
+    ``(start, end, sequence, allocation)`` byte spans (``OnChipMemory.sorted_spans``)."""
+    spans = mem.sorted_spans()
+    if partitions >= mem.partitions:
+        # a copy: a Storage freed while a caller scans (a cyclic GC run) edits the original
+        return spans[:]
+    return [t for t in spans if t[3].partition_start < partitions]
 
 
 def _align(mem: Any, lt: LTile) -> int:
@@ -799,32 +829,39 @@ def _align(mem: Any, lt: LTile) -> int:
     return max(isz, mem.bank_bytes) if mem.kind == PSUM else isz
 
 
-def _fit(mem: Any, lt: LTile, spans: list[tuple[int, int, Any]], top: bool) -> int | None:
-    """A free aligned offset for ``lt`` beside ``spans``: the lowest (first fit) or, with
-    ``top``, the highest."""
+def _fit(mem: Any, lt: LTile, spans: Any, top: bool) -> int | None:
+    """A free aligned offset for ``lt`` beside ``spans`` (sorted ``(start, end, ...)``): the
+    lowest (first fit) or, with ``top``, the highest."""
     align, n, cap = _align(mem, lt), lt.nbytes, mem.bytes_per_partition
-    holes = []
     cursor = 0
-    for start, end, _ in spans:
-        if start > cursor:
-            holes.append((cursor, start))
-        cursor = max(cursor, end)
-    holes.append((cursor, cap))
     if top:
-        for lo, hi in reversed(holes):
-            off = (hi - n) // align * align
-            if off >= lo:
+        best = None
+        for t in spans:
+            start = t[0]
+            if start > cursor:
+                off = (start - n) // align * align
+                if off >= cursor:
+                    best = off
+            end = t[1]
+            if end > cursor:
+                cursor = end
+        off = (cap - n) // align * align
+        return off if off >= cursor else best
+    for t in spans:
+        start = t[0]
+        if start > cursor:
+            off = -(-cursor // align) * align
+            if off + n <= start:
                 return off
-        return None
-    for lo, hi in holes:
-        off = -(-lo // align) * align
-        if off + n <= hi:
-            return off
-    return None
+        end = t[1]
+        if end > cursor:
+            cursor = end
+    off = -(-cursor // align) * align
+    return off if off + n <= cap else None
 
 
 def _window(
-    mem: Any, lt: LTile, spans: list[tuple[int, int, Any]], info: list[tuple[Any, ...]],
+    mem: Any, lt: LTile, spans: list[tuple[int, int, int, Any]], info: list[tuple[Any, ...]],
     keep: tuple[bool, bool], top: bool,
 ) -> tuple[int, list[Allocation]] | None:  # fmt: skip
     """The best window ``[off, off + lt.nbytes)`` of a contiguous memory to free for ``lt``
@@ -835,7 +872,7 @@ def _window(
     highest with ``top`` (as ``_fit`` prefers)."""
     align, n, cap = _align(mem, lt), lt.nbytes, mem.bytes_per_partition
     starts = {0}
-    for start, end, _ in spans:
+    for start, end, _, _ in spans:
         starts.add(-(-end // align) * align)
         if start >= n:
             starts.add((start - n) // align * align)
@@ -868,7 +905,7 @@ def _window(
     if best is None:
         return None
     _, off, lo, hi = best
-    return off, [spans[i][2] for i in range(lo, hi) if spans[i][1] > off]
+    return off, [spans[i][3] for i in range(lo, hi) if spans[i][1] > off]
 
 
 def _owner(a: Allocation) -> LTile:

@@ -133,9 +133,9 @@ def result(
         def acc(dst: View) -> None:
             each_box(accumulate, dst)
 
-    load = None
-    made = kernel_location()
+    load = made = None
     if call == "nl.load" and operands and isinstance(operands[0], View):
+        made = kernel_location()  # (a load's line: the key of its loop-invariance)
         load = (made, operands[0], out.fmt, tuple((s.start, s.stop) for b in boxes if b for s in b))
         held = allocator().hoisted_load(*load)
         if held is not None:  # a loop-invariant load: the tile loaded before (no DMA)
