@@ -70,6 +70,10 @@ class Launch:
     carry: Any = None
     relaunch: Relaunch | None = None
 
+    def exchange(self, me: int, core: int, payload: Any, group: tuple[int, ...]) -> dict[int, Any]:
+        """The programs of this launch as the ranks (``kernel[2]``): ``mailbox_exchange``."""
+        return mailbox_exchange(self, me, core, payload, group)
+
 
 class Relaunch(Exception):
     """A program's request to run its launch again from the start, with ``carry`` in
@@ -83,10 +87,6 @@ class Relaunch(Exception):
     ) -> None:
         super().__init__("relaunch")
         self.carry, self.functional, self.keep_data = carry, functional, keep_data
-
-    def exchange(self, me: int, core: int, payload: Any, group: tuple[int, ...]) -> dict[int, Any]:
-        """The programs of this launch as the ranks (``kernel[2]``): ``mailbox_exchange``."""
-        return mailbox_exchange(self, me, core, payload, group)
 
 
 @dataclass
