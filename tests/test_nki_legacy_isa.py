@@ -322,3 +322,82 @@ def test_language_constants_module() -> None:
 
     assert sizeinbytes(nl.bfloat16) == 2 and sizeinbytes(np.float32) == 4
     assert constants.sbuf_min_align == nl.tile_size.sbuf_min_align
+
+
+def test_nc_matmul_is_transpose_is_a_hint_on_v2() -> None:
+    """2.26 docstring: is_transpose "hints to the compiler that this is a transpose operation";
+    the Tensor engine's transpose mode starts at NeuronCore-v3, so on v2 the instruction
+    computes stationary.T @ moving (Autocomp's attention candidates pass a non-identity
+    moving tile and were measured on trn1)."""
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        y = nl.load(b)
+        p = nisa.nc_matmul(stationary=x, moving=y, is_transpose=True)
+        nl.store(out, nl.copy(p))
+        return out
+
+    a = RNG.uniform(-1, 1, (128, 128)).astype(np.float32)
+    b = RNG.uniform(-1, 1, (128, 512)).astype(np.float32)
+    out = tnki.run(k, a, b, target="gen2").outputs
+    np.testing.assert_allclose(out, a.T.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def _bn_stats_kernel(cols: int, chunk: int):
+    @nki.jit
+    def k(a):
+        # mean and variance of each row of a [128, cols] tile, by bn_stats over chunk-wide
+        # pieces whose last one is masked to the tile's width, then bn_aggr
+        out = nl.ndarray((128, 2), dtype=np.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        x = nl.load(a)
+        n = (cols + chunk - 1) // chunk
+        i_f = nl.arange(chunk)[None, :]
+        i_s = nl.arange(6)[None, :]
+        stats = nl.ndarray((128, 6 * n), dtype=np.float32)
+        for j in nl.affine_range(n):
+            stats[i_p, j * 6 + i_s] = nisa.bn_stats(
+                x[i_p, j * chunk + i_f], mask=(j * chunk + i_f < cols), dtype=np.float32
+            )
+        nl.store(out, nisa.bn_aggr(stats))
+        return out
+
+    return k
+
+
+def test_bn_stats_mask_keeps_the_tail_of_the_last_chunk() -> None:
+    # the SDK layernorm tutorial's v2 pattern: 1000 columns in 512-wide chunks
+    a = RNG.standard_normal((128, 1000)).astype(np.float32) * 3 + 1
+    out = _bn_stats_kernel(1000, 512)(a)
+    np.testing.assert_allclose(out[:, 0], a.astype(np.float64).mean(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[:, 1], a.astype(np.float64).var(axis=1), rtol=1e-4)
+
+
+def test_bn_stats_without_the_mask_reading_past_the_tile_is_out_of_bounds() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 6), dtype=np.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(512)[None, :]
+        x = nl.load(a)
+        nl.store(out, nisa.bn_stats(x[i_p, 512 + i_f], dtype=np.float32))
+        return out
+
+    with pytest.raises(Exception, match="out-of-bounds"):
+        k(RNG.standard_normal((128, 1000)).astype(np.float32))
+
+
+def test_bn_stats_mask_over_partitions_is_not_implemented() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 6), dtype=np.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(512)[None, :]
+        x = nl.load(a)
+        nl.store(out, nisa.bn_stats(x[i_p, i_f], mask=(i_p < 64), dtype=np.float32))
+        return out
+
+    with pytest.raises(Exception, match=r"not-implemented: nisa\.bn_stats"):
+        k(RNG.standard_normal((128, 512)).astype(np.float32))

@@ -28,7 +28,7 @@ from trnsim.core.accel.decode import AccMemo, DecodeCache
 from trnsim.core.accel.deferred import Deferred
 from trnsim.core.argrules import broken, shape_dims
 from trnsim.core.instruction import Instruction
-from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
+from trnsim.core.isa import AUTO_ENGINE, AUTO_ENGINE_ATTR, DEFAULT_ENGINE, Engine, Op
 from trnsim.core.live import LiveInstruction, live_from
 from trnsim.core.location import kernel_location, warn
 from trnsim.core.memory import (
@@ -235,6 +235,8 @@ class NeuronCore:
                 "--max-instructions, CoreOptions.max_instructions)",
             )
         chosen = engine or DEFAULT_ENGINE[op]  # (rule engine: one of the spec's choices)
+        if engine is None and op in AUTO_ENGINE:  # the compiler's pick: the timing model's
+            attrs = {**attrs, AUTO_ENGINE_ATTR: True}
         # rules.check, with the verdict cached per signature (rules.Checker): bounds of each
         # operand first (dst then src), then the rules unless an equal call passed before.
         # Views of other kinds (indirect views describe themselves) take the plain path.

@@ -209,7 +209,10 @@ STAGED = {
     "nl.store of a PSUM tile": "tensor_copy to a new SBUF tile, then dma_copy (DMA reads no PSUM)",
     "nl.matmul / nc_matmul of a PSUM operand": "tensor_copy to SBUF first (PE reads SBUF only)",
     "nl.matmul(transpose_x=False)": "nc_transpose of x to PSUM, tensor_copy to SBUF, then matmul",
-    "partition broadcast [1, F] -> [P, F]": "dma_copy to HBM scratch, dma_copy back with stride 0",
+    "partition broadcast [1, F] -> [P, F]": "float tiles: nc_matmul of a [1, P] row of ones by "
+    "the row into PSUM, tensor_copy to SBUF (neuron-profile counts such 'partition broadcasts' "
+    "as compiler-inserted matmuls); integer tiles: dma_copy to HBM scratch and back with "
+    "stride 0",
     "on-chip [P] tile beside [P, F]": "treated as [P, 1] (broadcast along the free dims)",
     "t[i, ...] = x at a start partition compute engines refuse": "memset / tensor_copy into a "
     "new SBUF tile at partition 0, then dma_copy into place (DMA has no start-partition rule)",
@@ -237,6 +240,11 @@ LOWERING = {
     "nl.mean": ("tensor_reduce + tensor_scalar", "vector"),
     "nl.var": ("bn_stats + bn_aggr + tensor_copy", "vector"),
     "nl.matmul / nisa.nc_matmul": ("nc_matmul", "tensor"),
+    "nisa.nc_matmul(is_transpose=True) on NeuronCore-v2": (
+        "nc_matmul without the flag (2.26 docstring: a compiler hint; the Tensor engine's "
+        "transpose mode starts at v3, so v2 computes stationary.T @ moving)",
+        "tensor",
+    ),
     "nl.transpose": ("nc_transpose", "tensor"),
     "nisa.nc_transpose": ("nc_transpose", "engine= or the core's choice"),
     "nl.zeros / full in SBUF": ("memset", "unknown"),

@@ -84,6 +84,10 @@ def nc_matmul(
 
     st = ops.tensor(stationary, "stationary", "nisa.nc_matmul")
     mv = ops.tensor(moving, "moving", "nisa.nc_matmul")
+    if is_transpose and current().core.spec.generation < 3:
+        # a compiler hint on v2 (no transpose mode): the math stays stationary.T @ moving
+        # (differences.LOWERING)
+        is_transpose = False
     attrs: dict[str, Any] = {
         "is_stationary_onezero": is_stationary_onezero,
         "is_moving_onezero": is_moving_onezero,
@@ -460,8 +464,25 @@ def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any)
 
 
 def bn_stats(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
+    """``mask`` is over the data's index space (the instruction reads only what it keeps: the
+    2.26 programming guide, "Masking"); the statistics are those of the elements it keeps (the
+    SDK layernorm tutorial's v2 kernel masks the free-axis tail of its last 512-wide chunk)."""
     d = ops.tensor(data, "data", "nisa.bn_stats")
-    return ops.result("bn_stats", (d.shape[0], 6), _dt(dtype, d.dtype), nisa.bn_stats, (d,), None)
+    out_dtype = _dt(dtype, d.dtype)
+    boxes = ix.boxes(mask, tuple(d.shape))
+    if boxes is None:
+        return ops.result("bn_stats", (d.shape[0], 6), out_dtype, nisa.bn_stats, (d,), None)
+    if len(boxes) != 1 or boxes[0][0] != slice(0, d.shape[0]):
+        raise fail(
+            "not-implemented",
+            "nisa.bn_stats with a mask= that drops partitions or keeps more than one "
+            f"free-axis range of its data {list(d.shape)}",
+        )
+    ops.check_inside(d, boxes[0])
+    kept = ops.cut(d, boxes[0], tuple(d.shape))
+    if kept.shape[-1] == 0:
+        raise fail("shape", f"nisa.bn_stats: mask= keeps no element of its data {list(d.shape)}")
+    return ops.result("bn_stats", (d.shape[0], 6), out_dtype, nisa.bn_stats, (kept,), None)
 
 
 def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Any:

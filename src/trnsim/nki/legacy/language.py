@@ -514,10 +514,20 @@ def _trailing_ones(v: View, nd: int) -> View:
     return t
 
 
+PE_BROADCAST_DTYPES = frozenset({"float32", "bfloat16", "float16"})
+"""Formats a partition broadcast goes through the Tensor engine in (exact: a product by 1.0,
+one term per fp32 PSUM sum); others (integers) go through HBM by DMA."""
+
+
 def _partition_broadcast(v: View, partitions: int, call: str) -> View:
-    """A ``[1, F...]`` tile broadcast along partitions, as the legacy compiler does it with
-    DMA: the row goes to an HBM scratch tensor and comes back to every partition (an HBM read
-    pattern may repeat rows; an on-chip one may not)."""
+    """A ``[1, F]`` tile broadcast along partitions, as the compiler does it: on the Tensor
+    engine, a matmul of a ``[1, P]`` row of ones (stationary) by the row (moving) into PSUM
+    (one bank, 512 fp32, per matmul), copied to SBUF. Source: neuron-profile's definition of
+    ``hardware_flops`` counts "matmul instructions for data movement (i.e. transposes and
+    partition broadcasts) inserted by the compiler" (aws-neuron-sdk
+    tools/neuron-explorer/profile-schema-reference.rst). Other formats and shapes: the row
+    goes to an HBM scratch tensor and comes back to every partition by DMA (an HBM read pattern
+    may repeat rows; an on-chip one may not)."""
     if not v.on_chip or v.shape[0] == partitions:
         return v
     if v.shape[0] != 1:
@@ -526,13 +536,23 @@ def _partition_broadcast(v: View, partitions: int, call: str) -> View:
             f"{call}: a {list(v.shape)} tile cannot broadcast to {partitions} partitions",
         )
     flush()
+    out = ops.new_tile((partitions, *v.shape[1:]), v.dtype, SBUF)
+    if len(v.shape) == 2 and v.fmt.name in PE_BROADCAST_DTYPES:
+        ones = ops.new_tile((1, partitions), v.dtype, SBUF, name="broadcast_ones")
+        nisa.memset(ones, 1.0)
+        bank = 512  # fp32 elements of one PSUM bank per partition
+        for c0 in range(0, v.shape[1], bank):
+            n = builtins.min(bank, v.shape[1] - c0)
+            ps = ops.new_tile((partitions, n), np.float32, PSUM, name="broadcast_psum")
+            nisa.nc_matmul(ps, ones, v[:, c0 : c0 + n], is_stationary_onezero=True)
+            nisa.tensor_copy(out[:, c0 : c0 + n], ps)
+        return out
     row = as_tile(new_nl.ndarray(v.shape, v.dtype, new_nl.private_hbm, name="broadcast_row"))
     nisa.dma_copy(row, v)
     rep = Tile.trusted(
         row.storage, (partitions, *row.shape[1:]), (0, *row.strides[1:]), row.offset, 0,
         row.fmt, row.dtype, True,
     )  # fmt: skip
-    out = ops.new_tile((partitions, *v.shape[1:]), v.dtype, SBUF)
     nisa.dma_copy(out, rep)
     return out
 
