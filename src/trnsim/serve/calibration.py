@@ -20,6 +20,7 @@ from typing import Any
 
 from trnsim.serve.fitted import (  # noqa: F401 (re-exported: the fits beside their rows)
     HOST_SAMPLING_S_PER_LOGIT,
+    HOST_SAMPLING_STEP_S,
     K3_COMPILED_BATCH,
     K3_SYNC_ITL_DEVICE_S,
     K3_SYNC_ITL_HOST_S,
@@ -430,7 +431,8 @@ def rows() -> list[ServeRow]:
         label = f"{model} {sysname} TP{tp} {prec} 1000/1000"
         out.append(ServeRow("K2", name, label, "output tok/s", tps))
     for name, label, *_mid, _rps, ttft, itl, tps in K3_ROWS:
-        fit = name.endswith("-sync") and name.startswith("k3-inf2")
+        # the host-sampling fit: the Inf2 B ITLs (less the A ones), one user and full load
+        fit = (name.endswith("-sync") and name.startswith("k3-inf2")) or name == "k3-inf2-b-max"
         trn2 = name == "k3-trn2-sync"
         out.append(ServeRow("K3", name, label, "TTFT mean ms", ttft, fitted=trn2))
         out.append(ServeRow("K3", name, label, "ITL mean ms", itl, fitted=fit or trn2))
