@@ -84,8 +84,8 @@ K1_INPUT_MAX = 1024  # max_input_len; processorca.py --seqlen_limit=1024
 # H200 replica) left the offered load's sampling error at about +-4 % and hid a queue that
 # grows over minutes (seeds 0-3 at 60 s: H200 Interactive TTFT p50 +262 % to +1,899 %, H200
 # Server tokens/s -0.8 % to +11.4 %). At 300 s, seeds 0-2 agree on tokens/s and TPOT within
-# 4 % and on the B200 TTFTs within 7 %; the TTFT of a replica that cannot sustain the rate
-# (H100 and H200 Server, H200 Interactive) still grows with the run: RESULTS.md, set L.
+# 4 %, on the B200 and H200 Interactive TTFTs within 7 %; the TTFT of a replica that cannot
+# sustain the rate (H100 and H200 Server) still grows with the run: RESULTS.md, set L.
 K1_RAMP_S = 60.0
 K1_WINDOW_S = 300.0
 # Offline: loadgen issues every sample at once and the run lasts 40+ minutes (396,000 samples
