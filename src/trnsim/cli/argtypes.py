@@ -84,3 +84,28 @@ def bounded_int(low: int, high: int):
 
     check.__name__ = f"int_{low}_{high}"
     return check
+
+
+def rule_type(name: str):
+    """An argparse type checking the value against rule ``name`` of ``trnsim.inputs`` (the
+    same rule the library functions check): ``'1e20': sequences per step must be a whole
+    number >= 1 and <= 16,777,216 (...) (rule global-batch)``."""
+    from trnsim import inputs
+
+    rule = inputs.RULES[name]
+
+    def check(text: str) -> int | float:
+        value: int | float
+        try:
+            value = int(text, 0)
+        except (TypeError, ValueError):
+            value = _number(text, "a number")  # refuses NaN and inf too
+            if rule.integral and value == int(value):
+                value = int(value)
+        why = inputs.problem(name, value)
+        if why is not None:
+            raise argparse.ArgumentTypeError(f"{text!r}: {why}")
+        return value
+
+    check.__name__ = f"rule_{rule.param}"
+    return check

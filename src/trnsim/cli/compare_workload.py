@@ -7,7 +7,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import positive_int
+from trnsim.cli.argtypes import rule_type
 from trnsim.cli.plan import add_mode_flags, apply_mode_defaults
 from trnsim.cli.train import add_precision, dump
 from trnsim.errors import TrnsimError, UsageError
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--chips",
-        type=positive_int,
+        type=rule_type("chips"),
         help="chips per system (default: each system's rack/UltraServer, 64 for a pod)",
     )
     add_mode_flags(parser, COMPARE_DEFAULTS)

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from trnsim.cli.argtypes import fraction, positive_int
+from trnsim.cli.argtypes import rule_type
 from trnsim.cli.train import (
     add_common,
     check_moe_imbalance,
@@ -32,29 +32,35 @@ from trnsim.workloads import resolve_model
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
-    parser.add_argument("--batch", type=positive_int, default=1, help="sequences per replica")
-    parser.add_argument("--input-tokens", type=positive_int, default=1024, help="prompt tokens")
-    parser.add_argument("--output-tokens", type=positive_int, default=256, help="generated tokens")
-    parser.add_argument("--max-seq-len", type=positive_int, help="KV cache length to allocate")
+    parser.add_argument("--batch", type=rule_type("batch"), default=1, help="sequences per replica")
+    parser.add_argument(
+        "--input-tokens", type=rule_type("input-tokens"), default=1024, help="prompt tokens"
+    )
+    parser.add_argument(
+        "--output-tokens", type=rule_type("output-tokens"), default=256, help="generated tokens"
+    )
+    parser.add_argument(
+        "--max-seq-len", type=rule_type("max-seq-len"), help="KV cache length to allocate"
+    )
     parser.add_argument(
         "--draft-model",
         help="speculative decoding: the draft model (preset or config.json)",
     )
     parser.add_argument(
         "--spec-tokens",
-        type=positive_int,
+        type=rule_type("spec-tokens"),
         help="speculative decoding: tokens the draft proposes per step (default 4; needs "
         "--draft-model)",
     )
     parser.add_argument(
         "--spec-acceptance",
-        type=fraction,
+        type=rule_type("spec-acceptance"),
         help="speculative decoding: probability each proposed token is accepted (default 0.7; "
         "needs --draft-model)",
     )
     parser.add_argument(
         "--prefix-hit",
-        type=fraction,
+        type=rule_type("prefix-hit"),
         default=0.0,
         help="prefix caching: fraction of each prompt already in the KV cache (default 0)",
     )

@@ -15,9 +15,10 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from typing import NoReturn
 
-from trnsim import __version__
+from trnsim import __version__, inputs
 from trnsim.errors import KernelError, TrnsimError
 
 # verb -> (module under trnsim.cli, help). Add a verb by adding a line here.
@@ -107,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     old_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     prefix = f"trnsim {args.verb}:"
     try:
-        return int(args._run(args) or 0)
+        with inputs.flag_names(), warnings.catch_warnings():
+            warnings.simplefilter("always", inputs.InputWarning)
+            warnings.showwarning = _warning_printer(prefix)
+            return int(args._run(args) or 0)
     except TrnsimError as exc:
         _say(f"{prefix} error: {exc}")
         return exit_status(exc)
@@ -137,6 +141,25 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+
+
+def _warning_printer(prefix: str):
+    """``warnings.showwarning`` for a verb's run: an ``InputWarning`` is one line
+    ``trnsim VERB: warning: ...`` on stderr, each text once; other warnings as Python shows
+    them."""
+    seen: set[str] = set()
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, inputs.InputWarning):
+            return default(message, category, filename, lineno, file, line)
+        text = str(message)
+        if text not in seen:
+            seen.add(text)
+            _say(f"{prefix} warning: {text}")
+        return None
+
+    return show
 
 
 # A full disk or a failing device under stdout or an output file: the user's environment, not

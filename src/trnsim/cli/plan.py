@@ -7,7 +7,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import positive_int
+from trnsim.cli.argtypes import rule_type
 from trnsim.cli.train import (
     DEFAULT_SYSTEM,
     add_model,
@@ -48,7 +48,7 @@ def add_mode_flags(parser: argparse.ArgumentParser, defaults: dict[str, int | No
         shown = "1,024, or 1,024 tokens per chip when more" if default is None else f"{default}"
         parser.add_argument(
             f"--{dest.replace('_', '-')}",
-            type=positive_int,
+            type=rule_type(dest.replace("_", "-")),
             help=f"{MODE_HELP[dest]}; default {shown}",
         )
 
@@ -70,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--system", default=DEFAULT_SYSTEM, help=f"hw preset (default {DEFAULT_SYSTEM})"
     )
-    parser.add_argument("--chips", type=positive_int, help="chips (default: the system's chips)")
+    parser.add_argument(
+        "--chips", type=rule_type("chips"), help="chips (default: the system's chips)"
+    )
     parser.add_argument("--mode", choices=("train", "infer"), default="train")
     parser.add_argument(
         "--objective",
@@ -80,8 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_mode_flags(parser, PLAN_DEFAULTS)
     add_precision(parser)
-    parser.add_argument("--top", type=positive_int, default=5)
-    parser.add_argument("--ranks-per-chip", type=positive_int, default=1)
+    parser.add_argument("--top", type=rule_type("top"), default=5, help="plans shown")
+    parser.add_argument("--ranks-per-chip", type=rule_type("ranks-per-chip"), default=1)
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
 
 

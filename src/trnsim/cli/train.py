@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import positive_float, positive_int
+from trnsim.cli.argtypes import rule_type
 from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
@@ -75,13 +75,15 @@ def add_model(parser: argparse.ArgumentParser) -> None:
         help="model preset (e.g. llama-3.1-70b) or a Hugging Face config.json path",
     )
     g = parser.add_argument_group("synthetic GPT model (instead of --model)")
-    g.add_argument("--hidden", type=positive_int, help="hidden size")
-    g.add_argument("--layers", type=positive_int, help="transformer layers")
-    g.add_argument("--heads", type=positive_int, help="attention heads")
-    g.add_argument("--ffn", type=positive_int, help="FFN hidden size (default 4 x --hidden)")
+    g.add_argument("--hidden", type=rule_type("model-hidden"), help="hidden size")
+    g.add_argument("--layers", type=rule_type("model-layers"), help="transformer layers")
+    g.add_argument("--heads", type=rule_type("model-heads"), help="attention heads")
+    g.add_argument(
+        "--ffn", type=rule_type("model-ffn"), help="FFN hidden size (default 4 x --hidden)"
+    )
     g.add_argument(
         "--vocab",
-        type=positive_int,
+        type=rule_type("model-vocab"),
         help=f"vocabulary (default {MEGATRON_VOCAB}, the Megatron-Core scaling table's)",
     )
 
@@ -136,22 +138,22 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help=f"hw preset: chip, instance, UltraServer or cluster (default {DEFAULT_SYSTEM})",
     )
     parser.add_argument(
-        "--chips", type=positive_int, help="chips used (default: the system's chips)"
+        "--chips", type=rule_type("chips"), help="chips used (default: the system's chips)"
     )
     parser.add_argument(
-        "--tp", type=positive_int, help="tensor parallel degree (default: chosen by the planner)"
+        "--tp", type=rule_type("tp"), help="tensor parallel degree (default: chosen by the planner)"
     )
-    parser.add_argument("--pp", type=positive_int, help="pipeline parallel degree")
-    parser.add_argument("--ep", type=positive_int, help="expert parallel degree")
+    parser.add_argument("--pp", type=rule_type("pp"), help="pipeline parallel degree")
+    parser.add_argument("--ep", type=rule_type("ep"), help="expert parallel degree")
     add_precision(parser)
     parser.add_argument(
         "--ranks-per-chip",
-        type=positive_int,
+        type=rule_type("ranks-per-chip"),
         default=1,
         help="ranks per chip (2 for Trn1 NeuronCore counts)",
     )
     parser.add_argument(
-        "--price", type=positive_float, help="USD per chip-hour (default: perf.cost)"
+        "--price", type=rule_type("price"), help="USD per chip-hour (default: perf.cost)"
     )
     parser.add_argument(
         "--compute",
@@ -162,7 +164,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--moe-imbalance",
-        type=positive_float,
+        type=rule_type("moe-imbalance"),
         default=1.0,
         help="MoE load imbalance: the busiest expert-parallel rank's tokens over the mean "
         "(>= 1; default 1, uniform routing)",
@@ -203,26 +205,30 @@ def check_moe_imbalance(args: argparse.Namespace, m: ModelArgs) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
     parser.add_argument(
-        "--dp", type=positive_int, help="data parallel degree (default: fill the chips)"
+        "--dp", type=rule_type("dp"), help="data parallel degree (default: fill the chips)"
     )
-    parser.add_argument("--cp", type=positive_int, help="context parallel degree")
+    parser.add_argument("--cp", type=rule_type("cp"), help="context parallel degree")
     parser.add_argument(
         "--global-batch",
-        type=positive_int,
+        type=rule_type("global-batch"),
         help="sequences per step (default: 1,024, or 1,024 tokens per chip when more)",
     )
-    parser.add_argument("--micro-batch", type=positive_int, help="sequences per micro-batch")
-    parser.add_argument("--seq-len", type=positive_int, default=4096, help="tokens per sequence")
+    parser.add_argument(
+        "--micro-batch", type=rule_type("micro-batch"), help="sequences per micro-batch"
+    )
+    parser.add_argument(
+        "--seq-len", type=rule_type("seq-len"), default=4096, help="tokens per sequence"
+    )
     parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage")
     parser.add_argument("--recompute", choices=("none", "selective", "full"))
     parser.add_argument("--no-sp", action="store_true", help="disable sequence parallelism")
     parser.add_argument(
         "--interleave",
-        type=positive_int,
+        type=rule_type("interleave"),
         help="virtual pipeline stages per rank (interleaved 1F1B when > 1)",
     )
     parser.add_argument(
-        "--tokens", type=positive_float, help="tokens to train (time, cost, energy)"
+        "--tokens", type=rule_type("tokens"), help="tokens to train (time, cost, energy)"
     )
 
 

@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from trnsim import inputs
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.fabric import nccl
 from trnsim.fabric.overheads import FITTED, MESH_MAX_BYTES, RDH_MAX_BYTES, Overheads
@@ -569,12 +570,8 @@ def collective_time(
         raise ConfigError(
             f"algorithm {chosen!r} does not apply to {spec.name}; valid: {', '.join(spec.algos)}"
         )
-    try:
-        m = float(nbytes)
-    except (TypeError, ValueError):
-        raise ConfigError(f"nbytes must be a number of bytes, got {nbytes!r}") from None
-    if not math.isfinite(m) or m < 0:
-        raise ConfigError(f"nbytes must be finite and >= 0, got {nbytes!r}")
+    m = inputs.check("collective-bytes", nbytes)
+    inputs.check("ranks", ranks)
     if family == "neuron":
         ov = FITTED
     elif family == "tpu-ici":

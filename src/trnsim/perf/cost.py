@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.hw import ChipSpec
 from trnsim.hw.table import Table
@@ -75,6 +76,10 @@ class CostInputs:
             object.__setattr__(self, "prices", Table({**DEFAULT_PRICES, **self.prices}))
         if isinstance(self.power_w, dict):
             object.__setattr__(self, "power_w", Table(self.power_w))
+        for price in self.prices.values():
+            inputs.check("price", price)
+        for power in self.power_w.values():
+            inputs.check("power", power)
         if self.pue < 1.0 or not 0 < self.power_fraction <= 1.5:
             raise ConfigError(
                 f"cost: pue must be >= 1 and power_fraction in (0, 1.5], got {self.pue}, "
@@ -125,3 +130,22 @@ def run_cost(chip: ChipSpec, chips: int, seconds: float, inputs: CostInputs) -> 
         chips * power * inputs.power_fraction * inputs.pue * seconds if power is not None else None
     )
     return CostEstimate(seconds, chips, price, usd, power, energy)
+
+
+def price_line(inputs: CostInputs, chip: ChipSpec) -> str:
+    """The price an estimate used, for people: "price 0.97 USD/chip-h (source)", or that
+    there is none (then no cost figure)."""
+    price = inputs.price(chip)
+    if price is None:
+        return f"price: none for {chip.name} (no cost figure; --price sets one)"
+    return f"price {price:g} USD/chip-h ({inputs.price_source(chip)})"
+
+
+def power_line(inputs: CostInputs, chip: ChipSpec) -> str:
+    """The power an estimate used: "power 500 W/chip (TDP in trnsim.hw)", or that there is
+    none (then no energy figure)."""
+    power = inputs.power(chip)
+    if power is None:
+        return f"power: no TDP for {chip.name} in trnsim.hw (no energy figure)"
+    source = "given" if chip.name in inputs.power_w else "TDP in trnsim.hw"
+    return f"power {power:g} W/chip ({source})"

@@ -44,11 +44,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from trnsim.errors import ConfigError
+from trnsim import inputs
 from trnsim.hw import SystemSpec
 from trnsim.perf import comm
 from trnsim.perf.compute import ComputeModel, Efficiency, pass_time
-from trnsim.perf.cost import CostInputs, run_cost
+from trnsim.perf.cost import CostInputs, power_line, price_line, run_cost
 from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision
@@ -70,10 +70,8 @@ class Speculative:
     acceptance: float = 0.7
 
     def __post_init__(self) -> None:
-        if self.tokens < 1:
-            raise ConfigError(f"speculative: tokens per step must be >= 1, got {self.tokens}")
-        if not 0 <= self.acceptance <= 1:
-            raise ConfigError(f"speculative: acceptance must be in [0, 1], got {self.acceptance}")
+        inputs.check("spec-tokens", self.tokens)
+        inputs.check("spec-acceptance", self.acceptance)
 
     @property
     def expected_tokens(self) -> float:
@@ -193,12 +191,15 @@ def estimate_inference(
     sysm = _resolve_system(system)
     prec = precision(precision_name)
     if validate:
-        plan.check_model(m)
-    if batch < 1 or input_tokens < 1 or output_tokens < 1:
-        raise ConfigError(
-            f"inference: batch ({batch}), input_tokens ({input_tokens}) and output_tokens "
-            f"({output_tokens}) must be >= 1"
+        inputs.check_inference(
+            m,
+            batch=batch,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            max_seq_len=max_seq_len,
+            prefix_hit=prefix_hit,
         )
+        plan.check_model(m)
     chip = sysm.chip
     rpc = plan.ranks_per_chip
     cm = compute_model or default_model(chip, rpc)
@@ -216,8 +217,6 @@ def estimate_inference(
         )
         return pt.layers + pt.pre + pt.post
 
-    if not 0 <= prefix_hit < 1:
-        raise ConfigError(f"inference: prefix_hit must be in [0, 1), got {prefix_hit}")
     new_tokens = max(1, round(input_tokens * (1 - prefix_hit)))
     pre_g = forward_graph(m, batch, new_tokens, input_tokens, phase="prefill")
     t_pre = pass_total(pre_g, sp, sw.moe_prefill_block)
@@ -231,6 +230,7 @@ def estimate_inference(
     d_compute = 0.0
     draft = resolve_model(speculative.draft) if speculative else None
     if draft is not None and validate:
+        inputs.check_speculative(speculative, draft, m, output_tokens)
         plan.check_model(draft)
     q = speculative.tokens + 1 if speculative else 1
     if speculative:
@@ -280,8 +280,7 @@ def estimate_inference(
         + (f" ({dtype_note})" if dtype_note else ""),
         f"weights {prec.weight_bytes:g} B, activations {prec.act_bytes:g} B, KV cache "
         f"{prec.kv_bytes:g} B per element ({prec.name}{': ' + prec.note if prec.note else ''})",
-        f"price {ci.price(chip)} USD/chip-h ({ci.price_source(chip)}); power "
-        f"{ci.power(chip)} W/chip",
+        f"{price_line(ci, chip)}; {power_line(ci, chip)}",
     ]
     if prefix_hit:
         assumptions.append(
@@ -295,6 +294,7 @@ def estimate_inference(
         )
     if not mem.fits:
         assumptions.insert(0, "OVER CAPACITY: " + mem.explain())
+    inputs.check_finite("serving estimate", ttft_s=ttft, tpot_s=tpot, usd_per_million_tokens=usd_m)
     return InferEstimate(
         model=m.name,
         system=sysm.name,

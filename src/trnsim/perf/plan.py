@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.workloads import ModelArgs
 
@@ -68,13 +69,19 @@ class ParallelPlan:
     moe_imbalance: float = 1.0
 
     def __post_init__(self) -> None:
-        if not 1.0 <= self.moe_imbalance < float("inf"):
-            raise ConfigError(
-                f"plan: moe_imbalance must be >= 1 (busiest rank / mean), got {self.moe_imbalance}"
-            )
-        for name in ("tp", "pp", "dp", "ep", "cp", "micro_batch", "chunks", "ranks_per_chip"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"plan: {name} must be >= 1, got {getattr(self, name)}")
+        inputs.check("moe-imbalance", self.moe_imbalance)
+        for name, value in (
+            ("tp", self.tp),
+            ("pp", self.pp),
+            ("dp", self.dp),
+            ("ep", self.ep),
+            ("cp", self.cp),
+            ("micro-batch", self.micro_batch),
+            ("interleave", self.chunks),
+            ("ranks-per-chip", self.ranks_per_chip),
+        ):
+            if type(value) is not int or not 1 <= value <= inputs.MAX_RANKS:  # the fast path
+                inputs.check(name, value)
         if self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"plan: zero must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero}")
         if self.recompute not in ("none", "selective", "full"):

@@ -30,6 +30,7 @@ class Precision:
     ``weight_bytes``/``act_bytes``/``kv_bytes``: bytes per element in HBM.
     ``compute``: the Tensor-engine dtype (a key of ``ChipSpec.peak_flops``).
     ``grad_bytes``, ``master_bytes``, ``optimizer_bytes``: training state per parameter.
+    ``note``: how weights and activations are stored (training state is ``training_state``).
     """
 
     name: str
@@ -42,14 +43,20 @@ class Precision:
     optimizer_bytes: float = 8.0
     note: str = ""
 
+    def training_state(self) -> str:
+        """The training state per parameter, for people (an estimate's assumptions)."""
+        master = f", fp32 master {self.master_bytes:g} B" if self.master_bytes else ""
+        return (
+            f"training state per parameter: weights {self.weight_bytes:g} B, gradients "
+            f"{self.grad_bytes:g} B{master}, Adam moments {self.optimizer_bytes:g} B"
+        )
+
 
 PRECISIONS: Registry[Precision] = Registry("precision")
 for _p in (
-    Precision("bf16", 2, 2, 2, "bf16", note="bf16 weights/activations; fp32 master + Adam"),
-    Precision("fp16", 2, 2, 2, "fp16"),
-    Precision(
-        "fp32", 4, 4, 4, "fp32", grad_bytes=4, master_bytes=0, note="no separate master copy"
-    ),
+    Precision("bf16", 2, 2, 2, "bf16", note="bf16 weights and activations"),
+    Precision("fp16", 2, 2, 2, "fp16", note="fp16 weights and activations"),
+    Precision("fp32", 4, 4, 4, "fp32", grad_bytes=4, master_bytes=0, note="fp32 throughout"),
     Precision("fp8", 1, 2, 2, "fp8", note="fp8 weights and matmul inputs; bf16 activations"),
     Precision("mxfp8", 1 + MX_SCALE_BYTES, 2, 2, "mxfp8", note="OCP MXFP8 (E4M3, 32-blocks)"),
     Precision("mxfp4", 0.5 + MX_SCALE_BYTES, 2, 2, "mxfp4", note="OCP MXFP4 (E2M1, 32-blocks)"),
