@@ -527,6 +527,11 @@ def check_draft(
     the draft's tokens: Leviathan et al. 2023, section 2.3), proposing at most the tokens left
     to generate."""
     flag = "--draft-model" if _FLAGS.get() else "speculative.draft"
+    if spec_tokens > output_tokens:
+        st, ot = RULES["spec-tokens"].label(), RULES["output-tokens"].label()
+        raise InputError(
+            f"{st} {spec_tokens}: more than {ot} {output_tokens} to generate (rule draft-model)"
+        )
     if draft_params >= target_params:
         raise InputError(
             f"{flag} {draft}: {draft_params / 1e9:,.1f}B parameters, not smaller than the "
@@ -538,11 +543,6 @@ def check_draft(
             f"{flag} {draft}: vocabulary of {draft_vocab:,} tokens, the target {target} has "
             f"{target_vocab:,}; the target verifies the draft's tokens, so they must share one "
             "(rule draft-model)"
-        )
-    if spec_tokens > output_tokens:
-        st, ot = RULES["spec-tokens"].label(), RULES["output-tokens"].label()
-        raise InputError(
-            f"{st} {spec_tokens}: more than {ot} {output_tokens} to generate (rule draft-model)"
         )
 
 

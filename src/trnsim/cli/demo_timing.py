@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.core import calibration
+from trnsim.report.tables import fit
 
 KERNEL_FILE = Path(__file__).resolve().parents[3] / "examples" / "kernels" / "timing"
 
@@ -38,7 +39,7 @@ def section(console: Console) -> None:
             f"{p.engine('tensor').utilisation:.0%}",
             f"{top.opcode} ({top.fraction:.0%})",
         )
-    console.print(table)
+    console.print(fit(table))
     console.print(
         f"Calibrated on the tutorial's published Trn1 latencies ({len(calibration.MEASUREMENTS)} "
         f"rows, one global constant: DMA efficiency {calibration.DMA_EFFICIENCY}); "

@@ -20,10 +20,11 @@ from trnsim.cli.train import (
 )
 from trnsim.errors import UsageError
 from trnsim.perf.planner import search_inference, search_training
+from trnsim.perf.slo import DEFAULT_SLO, ServingSLO
 from trnsim.perf.train import default_global_batch, default_global_batch_note
 from trnsim.report.progress import progress
-from trnsim.report.tables import fit
-from trnsim.report.units import pretty
+from trnsim.report.tables import fit, prose
+from trnsim.report.units import pretty, usd
 
 TRAIN_OBJECTIVES = ("throughput", "step_time")
 INFER_OBJECTIVES = ("throughput", "latency", "cost")
@@ -65,6 +66,46 @@ def apply_mode_defaults(args: argparse.Namespace, defaults: dict[str, int | None
             setattr(args, dest, default)
 
 
+def add_slo_flags(parser: argparse.ArgumentParser) -> None:
+    """``--ttft-slo`` and ``--tpot-slo``: the serving latency bound (``trnsim.perf.slo``)."""
+    parser.add_argument(
+        "--ttft-slo",
+        type=rule_type("ttft-slo"),
+        metavar="SECONDS",
+        help=f"serving: time to first token a plan must meet (default {DEFAULT_SLO.ttft_s:g} s, "
+        "MLPerf Inference's server-scenario bound)",
+    )
+    parser.add_argument(
+        "--tpot-slo",
+        type=rule_type("tpot-slo"),
+        metavar="SECONDS",
+        help=f"serving: time per output token a plan must meet (default {DEFAULT_SLO.tpot_s:g} "
+        "s, MLPerf Inference's server-scenario bound)",
+    )
+
+
+def slo_from_args(args: argparse.Namespace, mode: str = "infer") -> ServingSLO | None:
+    """The latency bound of ``--ttft-slo`` / ``--tpot-slo`` (defaults: ``DEFAULT_SLO``); None
+    in training mode, where the flags are refused (they would be ignored)."""
+    given = [f for f in ("ttft_slo", "tpot_slo") if getattr(args, f, None) is not None]
+    if mode != "infer":
+        if given:
+            flags = ", ".join(f"--{f.replace('_', '-')}" for f in given)
+            verb = "applies" if len(given) == 1 else "apply"
+            raise UsageError(f"{flags} only {verb} with --mode infer, not {mode}")
+        return None
+    if not given:
+        return DEFAULT_SLO
+    source = "given" if len(given) == 2 else f"{given[0].split('_')[0].upper()} given; the other: "
+    if len(given) == 1:
+        source += DEFAULT_SLO.source
+    return ServingSLO(
+        ttft_s=args.ttft_slo if args.ttft_slo is not None else DEFAULT_SLO.ttft_s,
+        tpot_s=args.tpot_slo if args.tpot_slo is not None else DEFAULT_SLO.tpot_s,
+        source=source,
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model(parser)
     parser.add_argument(
@@ -81,6 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default throughput)",
     )
     add_mode_flags(parser, PLAN_DEFAULTS)
+    add_slo_flags(parser)
     add_precision(parser)
     parser.add_argument("--top", type=rule_type("top"), default=5, help="plans shown")
     parser.add_argument("--ranks-per-chip", type=rule_type("ranks-per-chip"), default=1)
@@ -104,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if args.global_batch is None:
         args.global_batch = default_global_batch(chips, args.seq_len)
         gb_note = default_global_batch_note(chips, args.seq_len)
+    slo = slo_from_args(args, args.mode)
     if args.mode == "train":
         res = search_training(
             m,
@@ -129,24 +172,29 @@ def run(args: argparse.Namespace) -> int:
             top=args.top,
             ranks_per_chip=args.ranks_per_chip,
             progress=bar,
+            slo=slo,
         )
     if args.json:
+        serving = {"slo": slo.as_dict(), "over_slo": res.over_slo} if slo else {}
         dump(
             {
                 "objective": obj,
                 **({"global_batch": args.global_batch} if args.mode == "train" else {}),
+                "found": bool(res.top),
                 "considered": res.considered,
                 "invalid": res.invalid,
                 "over_capacity": res.over_capacity,
+                **serving,
                 "notes": res.notes,
                 "top": [e.as_dict() for e in res.top],
             }
         )
         return 0 if res.top else 1
     console = Console()
+    missed = f", {res.over_slo} over the latency bound" if slo else ""
     table = Table(
         title=f"best {args.mode} plans for {m.name} on {chips} chips of {sysm.name} "
-        f"({obj}; {res.considered} considered, {res.over_capacity} over capacity, "
+        f"({obj}; {res.considered} considered, {res.over_capacity} over capacity{missed}, "
         f"{res.invalid} invalid)",
         title_justify="left",
     )
@@ -156,29 +204,35 @@ def run(args: argparse.Namespace) -> int:
         for i, e in enumerate(res.top, 1):
             table.add_row(
                 str(i),
-                e.plan.describe(),
+                e.plan.summary(),
                 pretty(e.step_time_s, "s"),
-                pretty(e.tokens_per_s),
+                pretty(e.tokens_per_s, "tok/s"),
                 f"{e.mfu:.1%}",
                 pretty(e.memory.total * e.plan.ranks_per_chip, "B"),
             )
     else:
-        for c in ("#", "plan", "batch", "TTFT", "TPOT", "tokens/s", "USD/Mtok", "memory/chip"):
+        cols = ("#", "plan", "batch", "TTFT", "TPOT", "tokens/s", "USD/Mtok", "memory/chip")
+        for c in cols:
             table.add_column(c)
         for i, e in enumerate(res.top, 1):
             table.add_row(
                 str(i),
-                e.plan.describe(),
-                str(e.batch),
+                e.plan.summary("serve"),
+                f"{e.batch:,}",
                 pretty(e.ttft_s, "s"),
                 pretty(e.tpot_s, "s"),
-                pretty(e.throughput_tokens_per_s),
-                pretty(e.usd_per_million_tokens),
+                pretty(e.throughput_tokens_per_s, "tok/s"),
+                usd(e.usd_per_million_tokens),
                 pretty(e.memory.total * e.plan.ranks_per_chip, "B"),
             )
-    console.print(fit(table))
+    if res.top:
+        console.print(fit(table))
+    else:
+        console.print(prose(table.title))
+    if slo is not None:
+        console.print(prose(slo.describe(), style="dim"))
     if gb_note and args.mode == "train":
-        console.print(gb_note)
+        console.print(prose(gb_note, style="dim"))
     for n in res.notes:
-        console.print(f"[red]{n}[/red]")
+        console.print(prose(n, style="red"))
     return 0 if res.top else 1

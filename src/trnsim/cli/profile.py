@@ -39,6 +39,7 @@ from trnsim.nki.kernelfile import (
 )
 from trnsim.report.output import output_path, print_json
 from trnsim.report.progress import progress
+from trnsim.report.tables import fit, prose
 
 TARGETS = ["gen2", "gen3", "gen4", "trn1", "trn2", "trn3"]
 
@@ -251,7 +252,7 @@ def show(console: Console, kernel: str, p: Profile) -> None:
         t.add_row(
             e.name, f"{e.busy_s * 1e6:,.1f} us", f"{e.utilisation:.1%}", f"{e.instructions:,}"
         )
-    console.print(t)
+    console.print(fit(t))
     c = Table(title="critical path: main contributors", title_justify="left")
     for col in ("share", "time", "opcode", "engine", "count", "source"):
         c.add_column(col, justify="right" if col in ("share", "time", "count") else "left")
@@ -264,5 +265,5 @@ def show(console: Console, kernel: str, p: Profile) -> None:
             f"{x.count:,}",
             x.location,
         )
-    console.print(c)
-    console.print("[dim]model assumptions: " + "; ".join(p.assumptions) + "[/dim]")
+    console.print(fit(c))
+    console.print(prose("model assumptions: " + "; ".join(p.assumptions), style="dim"))

@@ -21,8 +21,8 @@ from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
 from trnsim.perf.train import default_global_batch, default_global_batch_note
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
-from trnsim.report.tables import fit
-from trnsim.report.units import pretty
+from trnsim.report.tables import fit, prose
+from trnsim.report.units import pretty, usd
 from trnsim.workloads import ModelArgs, resolve_model
 from trnsim.workloads.hf_config import MEGATRON_VOCAB, synthetic_gpt
 
@@ -292,6 +292,24 @@ def dump(data: dict[str, Any]) -> None:
     print_json(json.loads(json.dumps(data, default=str)))
 
 
+def no_plan(why: str, model: str, system: str, chips: int, res: Any) -> dict[str, Any]:
+    """The ``--json`` result when the planner finds no plan: what was searched and why none
+    was chosen (strict JSON, like every other result; exit status 1)."""
+    return {
+        "model": model,
+        "system": system,
+        "chips": chips,
+        "fits": False,
+        "found": False,
+        "reason": why,
+        "considered": res.considered,
+        "invalid": res.invalid,
+        "over_capacity": res.over_capacity,
+        **({"over_slo": res.over_slo} if res.slo is not None else {}),
+        "notes": res.notes,
+    }
+
+
 def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
     """Domain checks of the flags before any work; returns the chip count."""
     chips = resolve_chips(args, sysm)
@@ -365,11 +383,10 @@ def run(args: argparse.Namespace) -> int:
             if res.top:
                 break
         if not res.top:
-            print(
-                f"trnsim train: no plan of {m.name} fits on {' or '.join(tried)}: "
-                + "; ".join(res.notes),
-                file=sys.stderr,
-            )
+            why = f"no plan of {m.name} fits on {' or '.join(tried)}"
+            if args.json:
+                dump(no_plan(why, m.name, cand.name, c_chips, res))
+            print(f"trnsim train: {why}: " + "; ".join(res.notes), file=sys.stderr)
             return 1
         if cand is not sysm:
             sysm, chips = cand, c_chips
@@ -414,24 +431,24 @@ def run(args: argparse.Namespace) -> int:
 def show_training(console: Console, est: Any) -> None:
     mem = est.memory
     rows = [
-        ("plan", est.plan.describe()),
+        ("plan", est.plan.summary()),
         ("fits in HBM", "yes" if est.fits else "[red]NO[/red]"),
         ("step time", pretty(est.step_time_s, "s")),
-        ("tokens/s", pretty(est.tokens_per_s)),
-        ("sequences/s", pretty(est.seq_per_s)),
+        ("throughput", pretty(est.tokens_per_s, "tok/s")),
+        ("sequences/s", pretty(est.seq_per_s, "seq/s")),
         ("MFU (6N + attention)", f"{est.mfu:.1%}"),
         ("MFU (6N)", f"{est.mfu_6n:.1%}"),
         ("memory per chip", pretty(mem.total * est.plan.ranks_per_chip, "B")),
     ]
-    rows += [(f"  {k}", pretty(v, "s")) for k, v in est.breakdown.items() if v]
+    rows += [(f"  {k.replace('_', ' ')}", pretty(v, "s")) for k, v in est.breakdown.items() if v]
     if est.time_to_train_s is not None:
         rows.append(("time to train", f"{est.time_to_train_s / 86400:,.2f} days"))
         if est.cost and est.cost.usd is not None:
-            rows.append(("cost", f"${est.cost.usd:,.0f}"))
+            rows.append(("cost", usd(est.cost.usd)))
         if est.cost and est.cost.energy_j is not None:
             rows.append(("energy", f"{est.cost.energy_j / 3.6e9:,.1f} MWh"))
     print_kv(console, f"{est.model} training on {est.chips} chips of {est.system}", rows)
     if not est.fits:
-        console.print(f"[red]{mem.explain()}[/red]")
+        console.print(prose(mem.explain(), style="red"))
     for a in est.assumptions:
-        console.print(f"[dim]- {a}[/dim]")
+        console.print(prose(f"- {a}", style="dim"))

@@ -50,6 +50,8 @@ class CompareRow:
     joules_per_token: float | None
     memory_per_chip_bytes: float
     assumptions: list[str] = field(default_factory=list)
+    plan_summary: str = ""  # the plan for people (``ParallelPlan.summary``)
+    slo_met: bool | None = None  # serving: the plan meets the latency bound (None: no bound)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -60,8 +62,12 @@ def default_chips(system_name: str) -> int:
     return s.chips if s.chips <= 144 else DEFAULT_CHIPS
 
 
-def _none_fits(name: str, chip: str, chips: int, assumptions: list[str]) -> CompareRow:
-    """The row of a system on which no plan of the workload fits in HBM."""
+def _none_fits(
+    name: str, chip: str, chips: int, assumptions: list[str], over_slo: int = 0
+) -> CompareRow:
+    """The row of a system on which no plan of the workload fits in HBM (or, serving, none
+    that fits meets the latency bound)."""
+    why = "no plan meets the latency bound" if over_slo else "no plan fits in HBM"
     return CompareRow(
         name,
         chip,
@@ -77,6 +83,7 @@ def _none_fits(name: str, chip: str, chips: int, assumptions: list[str]) -> Comp
         None,
         0.0,
         assumptions,
+        why,
     )
 
 
@@ -152,6 +159,7 @@ def compare(
                     (c.energy_j / 1e6 if c.energy_j is not None else None),
                     e.memory.total * e.plan.ranks_per_chip,
                     common + e.assumptions[:2],
+                    e.plan.summary(),
                 )
             )
         else:
@@ -168,10 +176,8 @@ def compare(
                 progress=progress,
                 slo=slo,
             )
-            if slo is not None:
-                common.append(slo.describe())
             if not res.top:
-                rows.append(_none_fits(name, sysm.chip.name, n, res.notes + common))
+                rows.append(_none_fits(name, sysm.chip.name, n, res.notes + common, res.over_slo))
                 continue
             e = res.top[0]
             rows.append(
@@ -190,6 +196,8 @@ def compare(
                     e.joules_per_token,
                     e.memory.total * e.plan.ranks_per_chip,
                     common + e.assumptions[:2],
+                    f"{e.plan.summary('serve')}, batch {e.batch:,}",
+                    None if slo is None else slo.met(e.ttft_s, e.tpot_s),
                 )
             )
     return rows

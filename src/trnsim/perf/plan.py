@@ -123,6 +123,27 @@ class ParallelPlan:
             parts.append(f"il{self.chunks}")
         return " ".join(parts)
 
+    def summary(self, mode: str = "train") -> str:
+        """The plan for people ("TP2 PP9 DP8, micro-batch 1, ZeRO-1, selective recompute");
+        ``mode="serve"``: the degrees only (micro-batches, ZeRO and recomputation are
+        training's). ``describe()`` is the compact token form of JSON and labels."""
+        degrees = f"TP{self.tp} PP{self.pp} DP{self.dp}"
+        degrees += f" EP{self.ep}" if self.ep > 1 else ""
+        degrees += f" CP{self.cp}" if self.cp > 1 else ""
+        parts = [degrees]
+        if mode == "serve":
+            if self.pad_heads:
+                parts.append("heads padded to a multiple of TP")
+            return ", ".join(parts)
+        parts.append(f"micro-batch {self.micro_batch}")
+        parts.append({0: "no ZeRO", 3: "ZeRO-3 (FSDP)"}.get(self.zero, f"ZeRO-{self.zero}"))
+        parts.append({"none": "no recompute"}.get(self.recompute, f"{self.recompute} recompute"))
+        if self.tp > 1 and not self.sequence_parallel:
+            parts.append("no sequence parallelism")
+        if self.schedule == "interleaved":
+            parts.append(f"interleaved 1F1B, {self.chunks} chunks")
+        return ", ".join(parts)
+
     def replace(self, **changes: object) -> ParallelPlan:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
