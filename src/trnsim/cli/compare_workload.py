@@ -8,8 +8,14 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.cli.argtypes import rule_type
-from trnsim.cli.plan import add_mode_flags, add_slo_flags, apply_mode_defaults, slo_from_args
-from trnsim.cli.train import add_precision, dump
+from trnsim.cli.plan import (
+    CONTEXT,
+    add_mode_flags,
+    add_slo_flags,
+    apply_mode_defaults,
+    slo_from_args,
+)
+from trnsim.cli.train import add_precision, default_to_context, dump
 from trnsim.errors import TrnsimError, UsageError
 from trnsim.hw import system as lookup_system
 from trnsim.perf.compare import DEFAULT_SYSTEMS, compare
@@ -63,7 +69,8 @@ def chart_note(rows: list) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    apply_mode_defaults(args, COMPARE_DEFAULTS)
+    context_defaults = {k: v for k, v in COMPARE_DEFAULTS.items() if getattr(args, k) is None}
+    apply_mode_defaults(args, {k: v for k, v in COMPARE_DEFAULTS.items() if k not in CONTEXT})
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     if not systems:
         raise UsageError(f"--systems {args.systems!r}: name at least one system preset")
@@ -79,12 +86,14 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         output_path(args.png, "--png")
     try:
-        model_name = resolve_model(args.model).name
+        m = resolve_model(args.model)
     except TrnsimError as exc:
         raise UsageError(f"--model {args.model}: {exc}") from None
+    model_name = m.name
+    default_to_context(args, m, {k: v for k, v in context_defaults.items() if k in CONTEXT})
     slo = slo_from_args(args, args.mode)
     rows = compare(
-        args.model,
+        m,
         args.mode,
         systems,
         args.chips,

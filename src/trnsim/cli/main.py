@@ -12,6 +12,7 @@ import contextlib
 import errno
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -46,7 +47,7 @@ class Parser(argparse.ArgumentParser):
     instead of the usage block, exit status 2. Sub-parsers are of this class too."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {clip(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _warning_printer(prefix)
             return int(args._run(args) or 0)
     except TrnsimError as exc:
-        _say(f"{prefix} error: {exc}")
+        _say(f"{prefix} error: {clip(str(exc))}")
         return exit_status(exc)
     except KeyboardInterrupt:
         _stop_kernel_threads(KeyboardInterrupt)
@@ -184,6 +185,21 @@ def _stop_kernel_threads(exc_type: type[BaseException]) -> None:
         from trnsim.nki.kernelfile import stop_kernel_threads
 
         stop_kernel_threads(exc_type)
+
+
+LONG_WORD = 200  # characters: a longer word of an error line is shown by its ends
+
+
+def clip(text: str) -> str:
+    """``text`` with each word of more than ``LONG_WORD`` characters (a 5,000-character name
+    given as a flag value) shortened to its ends and its length, so an error stays one line a
+    person can read."""
+
+    def short(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return f"{word[:60]}...{word[-20:]} ({len(word):,} characters)"
+
+    return re.sub(rf"\S{{{LONG_WORD + 1},}}", short, text)
 
 
 def _say(line: str) -> None:

@@ -13,6 +13,7 @@ from trnsim.cli.train import (
     add_model,
     add_precision,
     check_ranks_per_chip,
+    default_to_context,
     dump,
     model_from_args,
     resolve_chips,
@@ -35,6 +36,8 @@ MODE_FLAGS = {"train": ("global_batch", "seq_len"), "infer": ("input_tokens", "o
 # None: computed from the chips (``default_global_batch``: 1,024, or 1,024 tokens per chip when
 # more), after the mode check
 PLAN_DEFAULTS = {"global_batch": None, "seq_len": 4096, "input_tokens": 1024, "output_tokens": 256}
+# Workload defaults shortened to the model's context (``train.default_to_context``).
+CONTEXT = ("seq_len", "input_tokens", "output_tokens")
 MODE_HELP = {
     "global_batch": "sequences per step (train)",
     "seq_len": "tokens per sequence (train)",
@@ -131,13 +134,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     obj = args.objective or "throughput"
-    apply_mode_defaults(args, PLAN_DEFAULTS)
+    context_defaults = {k: v for k, v in PLAN_DEFAULTS.items() if getattr(args, k) is None}
+    apply_mode_defaults(args, {k: v for k, v in PLAN_DEFAULTS.items() if k not in CONTEXT})
     allowed = TRAIN_OBJECTIVES if args.mode == "train" else INFER_OBJECTIVES
     if obj not in allowed:
         raise UsageError(
             f"--objective {obj} does not apply to --mode {args.mode} (use {', '.join(allowed)})"
         )
     m = model_from_args(args)
+    default_to_context(args, m, {k: PLAN_DEFAULTS[k] for k in context_defaults if k in CONTEXT})
     sysm = resolve_system(args.system)
     chips = resolve_chips(args, sysm)
     check_ranks_per_chip(args, sysm.chip)

@@ -117,7 +117,11 @@ def model_from_args(args: argparse.Namespace) -> ModelArgs:
         args.heads,
         ffn=args.ffn,
         vocab=args.vocab or MEGATRON_VOCAB,
-        seq_len=max(getattr(args, "seq_len", 0) or 0, 4096),
+        seq_len=max(
+            getattr(args, "seq_len", 0) or 0,
+            (getattr(args, "input_tokens", 0) or 0) + (getattr(args, "output_tokens", 0) or 0),
+            4096,
+        ),
     )
 
 
@@ -217,7 +221,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--micro-batch", type=rule_type("micro-batch"), help="sequences per micro-batch"
     )
     parser.add_argument(
-        "--seq-len", type=rule_type("seq-len"), default=4096, help="tokens per sequence"
+        "--seq-len",
+        type=rule_type("seq-len"),
+        help="tokens per sequence (default 4,096, or the model's context when shorter)",
     )
     parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage")
     parser.add_argument("--recompute", choices=("none", "selective", "full"))
@@ -323,8 +329,22 @@ def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
     return chips
 
 
+def default_to_context(args: argparse.Namespace, m: ModelArgs, defaults: dict) -> None:
+    """Workload defaults the user did not set (``defaults``: dest -> value) shortened to the
+    model's context: the sequence to it, the prompt so that prompt + generation fit (a GPT-3
+    preset has 2,048 positions; the defaults are 4,096 tokens and 2,048 + 512)."""
+    ctx = m.max_seq_len
+    if "seq_len" in defaults and getattr(args, "seq_len", None) is None:
+        args.seq_len = min(defaults["seq_len"], ctx)
+    if "output_tokens" in defaults and getattr(args, "output_tokens", None) is None:
+        args.output_tokens = max(1, min(defaults["output_tokens"], ctx // 4))
+    if "input_tokens" in defaults and getattr(args, "input_tokens", None) is None:
+        args.input_tokens = max(1, min(defaults["input_tokens"], ctx - args.output_tokens))
+
+
 def run(args: argparse.Namespace) -> int:
     m = model_from_args(args)
+    default_to_context(args, m, {"seq_len": 4096})
     check_moe_imbalance(args, m)
     sysm = resolve_system(args.system)
     chips = check_train_args(args, sysm)

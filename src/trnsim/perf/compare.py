@@ -22,7 +22,7 @@ from trnsim.perf.cost import CostInputs, power_line, price_line, run_cost
 from trnsim.perf.planner import ProgressFactory, search_inference, search_training
 from trnsim.perf.precision import compute_dtype, precision
 from trnsim.perf.slo import DEFAULT_SLO, ServingSLO
-from trnsim.workloads import resolve_model
+from trnsim.workloads import ModelArgs, resolve_model
 
 DEFAULT_SYSTEMS = (
     "trn3-gen2-ultraserver",
@@ -88,7 +88,7 @@ def _none_fits(
 
 
 def compare(
-    model: str,
+    model: ModelArgs | str,
     mode: Literal["train", "infer"] = "train",
     systems: tuple[str, ...] = DEFAULT_SYSTEMS,
     chips: int | None = None,

@@ -107,8 +107,8 @@ def _glue_figures(line: str, toks: list[tuple[int, int]]) -> list[tuple[int, int
     i = 0
     while i < len(toks):
         s, e = toks[i]
-        word = line[s:e].strip().rstrip(",;:")
-        if i + 1 < len(toks) and re.fullmatch(r"[-+$~]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?", word):
+        word = line[s:e].strip()  # "1," ends a clause: the next word is not its unit
+        if i + 1 < len(toks) and re.fullmatch(r"[-+$~(]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?", word):
             ns, ne = toks[i + 1]
             unit = line[ns:ne].strip()
             if unit and len(unit) <= 12 and not unit[0].isdigit() and e == ns:
@@ -120,7 +120,7 @@ def _glue_figures(line: str, toks: list[tuple[int, int]]) -> list[tuple[int, int
     return out
 
 
-def _pieces(text: str, number: bool, names: bool, glue: bool = False) -> list[list[tuple]]:
+def _pieces(text: str, number: bool, names: bool, glue: bool = True) -> list[list[tuple]]:
     """Per line of ``text``, its unbreakable pieces (a number cell is one piece per line)."""
     lines, out, offset = text.split("\n"), [], 0
     for line in lines:
@@ -142,7 +142,7 @@ def _min_width(text: str, number: bool, names: bool) -> int:
     )
 
 
-def _breaks(text: str, width: int, number: bool, names: bool, glue: bool = False) -> list:
+def _breaks(text: str, width: int, number: bool, names: bool, glue: bool = True) -> list:
     """(start, end) of each output line, greedy: as many pieces as fit in ``width``."""
     spans = []
     for line in _pieces(text, number, names, glue):
@@ -160,7 +160,7 @@ def _breaks(text: str, width: int, number: bool, names: bool, glue: bool = False
     return spans
 
 
-def _wrap(cell: Any, width: int, number: bool, names: bool, glue: bool = False) -> Text:
+def _wrap(cell: Any, width: int, number: bool, names: bool, glue: bool = True) -> Text:
     """The cell as a Text whose lines fit ``width`` (styles kept)."""
     text = _text(cell)
     plain = text.plain
