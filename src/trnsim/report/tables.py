@@ -19,7 +19,9 @@ the width its wrapped text needs.
 
 from __future__ import annotations
 
+import copy
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from rich.cells import cell_len
@@ -111,7 +113,8 @@ def _glue_figures(line: str, toks: list[tuple[int, int]]) -> list[tuple[int, int
         if i + 1 < len(toks) and re.fullmatch(r"[-+$~(]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?", word):
             ns, ne = toks[i + 1]
             unit = line[ns:ne].strip()
-            if unit and len(unit) <= 12 and not unit[0].isdigit() and e == ns:
+            spaced = e == ns and line[s:e] != line[s:e].rstrip()  # "671 TFLOP/s", not "dma:10"
+            if unit and len(unit) <= 12 and not unit[0].isdigit() and spaced:
                 out.append((s, ne))
                 i += 2
                 continue
@@ -175,23 +178,29 @@ def _wrap(cell: Any, width: int, number: bool, names: bool, glue: bool = True) -
     return Text("\n").join(lines)
 
 
-def prose(text: str, style: str | None = None, width: int | None = None) -> Text:
-    """A line of free text wrapped at spaces to ``width`` (default: the terminal's), a figure
-    never split from its unit ("0.97 USD/chip-h"). ``text`` may hold rich markup."""
-    width = width or _console_width()
-    out = _wrap(text, width, number=False, names=False, glue=True)
-    if style:
-        out.stylize(style)
-    return out
+class Prose:
+    """Free text wrapped when printed, to the console's width (``prose``)."""
+
+    def __init__(self, text: str | Text, style: str | None = None) -> None:
+        self.text, self.style = text, style
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Text]:
+        yield self.render(options.max_width)
+
+    def render(self, width: int) -> Text:
+        out = _wrap(self.text, max(width, 1), number=False, names=False, glue=True)
+        if self.style:
+            out.stylize(self.style)
+        return out
+
+
+def prose(text: str | Text, style: str | None = None) -> Prose:
+    """A line of free text to print, wrapped at spaces to the console's width, a figure never
+    split from its unit ("0.97 USD/chip-h"). ``text`` may hold rich markup."""
+    return Prose(text, style)
 
 
 # --- tables ------------------------------------------------------------------------------------
-
-
-def _console_width() -> int:
-    from rich.console import Console
-
-    return Console().width
 
 
 def _extra(table: Table, columns: int) -> int:
@@ -221,9 +230,32 @@ def _allocate(mins: list[int], natural: list[int], budget: int) -> list[int]:
     return widths
 
 
-def fit(table: Table, width: int | None = None) -> RenderableType:
-    """``table`` laid out to fit ``width`` (module docstring); returns what to print."""
-    width = width or _console_width()
+class Fitted:
+    """A table laid out when printed, for the console's width (``fit``)."""
+
+    def __init__(self, table: Table, width: int | None = None) -> None:
+        self.table, self.width = table, width
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[RenderableType]:
+        yield self.layout(self.width or options.max_width)
+
+    def layout(self, width: int) -> RenderableType:
+        """The table (a copy, laid out) as it fits ``width``."""
+        table = copy.copy(self.table)
+        table.columns = [copy.copy(c) for c in self.table.columns]
+        for col in table.columns:
+            col._cells = list(col._cells)
+        return _layout(table, width)
+
+
+def fit(table: Table, width: int | None = None) -> Fitted:
+    """``table`` to print, laid out for the console's width (or ``width``) when printed
+    (module docstring)."""
+    return Fitted(table, width)
+
+
+def _layout(table: Table, width: int) -> RenderableType:
+    """``table`` laid out to fit ``width`` (module docstring), changed in place."""
     columns = table.columns
     if not columns or not all(
         isinstance(c, str | Text) for col in columns for c in (col.header, *col._cells)
