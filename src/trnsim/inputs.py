@@ -388,9 +388,12 @@ def problem(name: str, value: object, high: float | None = None) -> str | None:
     """Why ``value`` breaks rule ``name`` ("sequences per step must be ... (rule ...)"), or
     None when it keeps it. ``high`` lowers the upper bound for this call."""
     rule = RULES[name]
-    x = _as_number(rule, value)
+    kind = type(value)
+    x = value if kind is int or kind is float else _as_number(rule, value)  # the common case
     if isinstance(x, str):
         return x
+    if kind is float and not math.isfinite(x):  # type: ignore[arg-type]
+        return f"{rule.what} must be finite (rule {rule.name})"
     if rule.integral and x != int(x):
         return f"{rule.what} must be a whole number (rule {rule.name})"
     top = rule.high if high is None else min(rule.high, high)

@@ -198,8 +198,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     missed = f", {res.over_slo} over the latency bound" if slo else ""
     table = Table(
-        title=f"best {args.mode} plans for {m.name} on {chips} chips of {sysm.name} "
-        f"({obj}; {res.considered} considered, {res.over_capacity} over capacity{missed}, "
+        title=f"best {args.mode} plans for {m.name} ({args.precision}) on {chips} chips of "
+        f"{sysm.name} ({obj}; {res.considered} considered, {res.over_capacity} over capacity{missed}, "
         f"{res.invalid} invalid)",
         title_justify="left",
     )

@@ -467,7 +467,8 @@ def show_training(console: Console, est: Any) -> None:
             rows.append(("cost", usd(est.cost.usd)))
         if est.cost and est.cost.energy_j is not None:
             rows.append(("energy", f"{est.cost.energy_j / 3.6e9:,.1f} MWh"))
-    print_kv(console, f"{est.model} training on {est.chips} chips of {est.system}", rows)
+    title = f"{est.model} training on {est.chips} chips of {est.system} ({est.precision})"
+    print_kv(console, title, rows)
     if not est.fits:
         console.print(prose(mem.explain(), style="red"))
     for a in est.assumptions:

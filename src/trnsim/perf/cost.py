@@ -62,12 +62,18 @@ PRICE_SOURCES: dict[str, str] = {
 }
 
 
+_DEFAULT_PRICE_TABLE = Table(DEFAULT_PRICES, what="price")
+_NO_POWER = Table()
+for _price in DEFAULT_PRICES.values():
+    inputs.check("price", _price)
+
+
 @dataclass(frozen=True, slots=True)
 class CostInputs:
     """Prices (USD per chip-hour, by chip name) and power inputs. Overrides merge with defaults."""
 
-    prices: Table = field(default_factory=lambda: Table(DEFAULT_PRICES, what="price"))
-    power_w: Table = field(default_factory=Table)
+    prices: Table = field(default_factory=lambda: _DEFAULT_PRICE_TABLE)
+    power_w: Table = field(default_factory=lambda: _NO_POWER)
     pue: float = 1.0
     power_fraction: float = 1.0
 
@@ -76,8 +82,9 @@ class CostInputs:
             object.__setattr__(self, "prices", Table({**DEFAULT_PRICES, **self.prices}))
         if isinstance(self.power_w, dict):
             object.__setattr__(self, "power_w", Table(self.power_w))
-        for price in self.prices.values():
-            inputs.check("price", price)
+        if self.prices is not _DEFAULT_PRICE_TABLE:  # the defaults are checked once, below
+            for price in self.prices.values():
+                inputs.check("price", price)
         for power in self.power_w.values():
             inputs.check("power", power)
         if self.pue < 1.0 or not 0 < self.power_fraction <= 1.5:
