@@ -199,8 +199,8 @@ def run(args: argparse.Namespace) -> int:
     missed = f", {res.over_slo} over the latency bound" if slo else ""
     table = Table(
         title=f"best {args.mode} plans for {m.name} ({args.precision}) on {chips} chips of "
-        f"{sysm.name} ({obj}; {res.considered} considered, {res.over_capacity} over capacity{missed}, "
-        f"{res.invalid} invalid)",
+        f"{sysm.name} ({obj}; {res.considered} considered, {res.over_capacity} over "
+        f"capacity{missed}, {res.invalid} invalid)",
         title_justify="left",
     )
     if args.mode == "train":
