@@ -52,10 +52,10 @@ HEADER_ABBREVIATIONS: dict[str, str] = {
     "utilisation": "util.",
 }
 
-#: After these a long name may break (``-`` ``_`` ``/`` always; ``.`` ``,`` ``:`` not between
-#: digits, so "3.1" and "1,024" stay whole).
+#: After these a long name may break (``-`` ``_`` ``/`` ``[`` ``]`` ``)`` always; ``.`` and ``,``
+#: not between digits, so "3.1" and "1,024" stay whole; never after ``:``, so "dma:8" does).
 _BREAK_ALWAYS = "-_/)[]"
-_BREAK_NOT_IN_NUMBER = ".,:;"
+_BREAK_NOT_IN_NUMBER = ".,"
 
 
 def _plain(cell: Any) -> str:
