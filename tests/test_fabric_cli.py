@@ -70,3 +70,13 @@ def test_flow_evaluator(capsys):
 def test_errors_exit_2_with_the_rule(argv, message, capsys):
     assert main(["collective", *argv]) == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_ranks_beyond_a_compute_tray_join_over_the_racks_nvlink(capsys):
+    """A GB200 compute tray's 4 GPUs sit in the rack's 72-GPU NVLink domain: 8 ranks join two
+    trays over NVLink, which is what the model times (the note said InfiniBand before)."""
+    assert main(["collective", "--op", "all-reduce", "--system", "gb200-tray", "--ranks", "8"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "over its nvswitch level 'nvlink'" in err and "infiniband" not in err
+    assert main(["collective", "--op", "all-reduce", "--system", "dgx-h100", "--ranks", "16"]) == 0
+    assert "scale-out level 'infiniband'" in " ".join(capsys.readouterr().err.split())

@@ -225,3 +225,59 @@ def test_train_on_a_chip_name_takes_its_smallest_system_that_fits(capsys):
     # with --chips the named chip's smallest system is used as it is, and refused if too small
     assert main(["train", "--model", "llama-3.1-8b", "--system", "tpu-v5e", "--chips", "4"]) == 1
     assert "no plan of llama-3.1-8b fits on 4 chips of tpu-v5e-4" in capsys.readouterr().err
+
+
+def test_pipeline_memory_and_moe_flags(capsys):
+    """Issue 22's plan options reach the estimate and show in its JSON."""
+    argv = [
+        "train", "--model", "qwen3-235b-a22b", "--system", "h100-ib-cluster", "--chips", "256",
+        "--tp", "2", "--pp", "8", "--ep", "32", "--etp", "1", "--interleave", "4",
+        "--global-batch", "2048", "--precision", "fp8", "--moe-a2a-overlap",
+        "--moe-dispatcher", "flex", "--recompute", "none", "--json",
+    ]  # fmt: skip
+    d = _json(capsys, argv)
+    p = d["plan"]
+    assert (p["etp"], p["ep"], p["moe_dispatcher"], p["moe_a2a_overlap"]) == (1, 32, "flex", True)
+    argv = [
+        "train", "--model", "llama-3-70b", "--system", "gb200-nvl72-ib-cluster", "--chips", "64",
+        "--zero", "3", "--micro-batch", "2", "--global-batch", "256", "--seq-len", "8192",
+        "--precision", "fp8", "--recompute", "none", "--offload-layers", "40", "--json",
+    ]  # fmt: skip
+    d = _json(capsys, argv)
+    assert d["fits"] and d["plan"]["offload_layers"] == 40
+
+
+def test_new_plan_flags_refuse_bad_values_in_one_line(capsys):
+    import pytest
+
+    cases = [
+        (["train", "--model", "llama-3.1-8b", "--etp", "1"], "--etp: llama-3.1-8b has no experts"),
+        (
+            ["train", "--model", "mixtral-8x7b", "--moe-capacity", "0.5"],
+            "--moe-capacity 0.5",
+        ),
+        (
+            ["train", "--model", "llama-3.1-8b", "--recompute-layers", "4", "--recompute", "none"],
+            "recompute_layers(4) needs recompute='full'",
+        ),
+        (
+            ["train", "--model", "llama-3.1-8b", "--pp", "2", "--first-stage-layers", "40"],
+            "first_stage_layers(40)",
+        ),
+        (
+            ["train", "--model", "llama-3.1-8b", "--offload-layers", "99", "--pp", "1"],
+            "offload_layers(99)",
+        ),
+        (["train", "--model", "qwen3-30b-a3b", "--moe-dispatcher", "mail"], "--moe-dispatcher"),
+    ]
+    for argv, needle in cases:
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's own refusals
+            code = exc.code
+        assert code == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", "llama-3.1-8b", "--offload-layers", "-1"])
+    assert exc.value.code == 2

@@ -70,3 +70,57 @@ def test_over_capacity_plan_is_flagged():
     assert "DOES NOT FIT" in est.memory.explain()
     assert est.assumptions[0].startswith("OVER CAPACITY")
     assert est.as_dict()["fits"] is False
+
+
+def test_gb200_llama3_70b_fsdp64_as_nvidia_ran_it_fits():
+    """NeMo 25.11 ran Llama3 70B on 64 GB200 with Megatron FSDP, micro-batch 2 x 8,192 tokens
+    and 40 of 80 layers' activations offloaded to Grace memory (peers.md J and the recipe);
+    the memory model called it DOES NOT FIT before (no offload, FP8 matmul inputs saved in
+    2 bytes, fp32 logits)."""
+    from trnsim.hw import system
+
+    plan = ParallelPlan(dp=64, micro_batch=2, zero=3, recompute="none", offload_layers=40)
+    args = dict(global_batch=256, seq_len=8192, precision_name="fp8")
+    sysm = system("gb200-nvl72-ib-cluster")
+    est = estimate_training("llama-3-70b", sysm, plan, **args)
+    assert est.fits, est.memory.explain()
+    assert not estimate_training("llama-3-70b", sysm, plan.replace(offload_layers=0), **args).fits
+
+
+def test_offloaded_layers_leave_hbm_and_fp8_inputs_are_saved_in_a_byte():
+    m = model("llama-3.1-8b")
+    plan = ParallelPlan(dp=8, recompute="none")
+    full = train_memory(m, plan, chip("gb200"), 8192, 8, BF16)
+    half = train_memory(m, plan.replace(offload_layers=16), chip("gb200"), 8192, 8, BF16)
+    logits = 8192 * m.vocab * 4.0
+    assert half.activations - logits == pytest.approx((full.activations - logits) / 2)
+    fp8 = train_memory(m, plan, chip("gb200"), 8192, 8, precision("fp8"))
+    assert fp8.activations < full.activations
+
+
+def test_planner_and_estimate_agree_on_what_fits():
+    """One memory model for plan and train: the planner's over-capacity count is exactly the
+    candidates whose estimate says DOES NOT FIT (the stack's memory inputs, e.g. NeMo's fused
+    cross entropy, in both)."""
+    from trnsim.hw import system
+    from trnsim.perf.planner import search_training
+
+    sysm = system("dgx-h100")
+    cands = [
+        ParallelPlan(tp=tp, pp=pp, dp=8 // (tp * pp), micro_batch=mb, zero=z, recompute=rc)
+        for tp in (1, 2, 4)
+        for pp in (1, 2)
+        if 8 % (tp * pp) == 0
+        for mb in (1, 4)
+        for z in (1, 3)
+        for rc in ("none", "full")
+    ]
+    res = search_training(
+        "llama-3.1-8b", sysm, 8, global_batch=64, seq_len=8192, candidates=cands, top=100
+    )
+    over = sum(
+        not estimate_training("llama-3.1-8b", sysm, p, global_batch=64, seq_len=8192).fits
+        for p in cands
+    )
+    assert res.over_capacity == over > 0
+    assert all(e.fits for e in res.top)

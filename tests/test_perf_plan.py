@@ -28,8 +28,34 @@ def test_heads_divisibility():
 
 
 def test_layers_vs_stages():
-    with pytest.raises(ConfigError, match=r"pp\(64\) x chunks\(1\) = 64 stages > n_layers\(32\)"):
+    with pytest.raises(ConfigError, match=r"pp\(64\) > n_layers\(32\)"):
         ParallelPlan(pp=64).check_model(model("llama-2-7b"))
+
+
+def test_more_virtual_stages_than_layers_is_allowed():
+    """PP x VP may exceed the layers (some virtual stages hold none), as NeMo's layouts do;
+    every physical stage still holds at least one layer. Refused before this round."""
+    plan = ParallelPlan(pp=4, schedule="interleaved", chunks=10)
+    plan.check_model(model("llama-2-7b"))  # 40 virtual stages, 32 layers
+    assert sum(plan.chunk_layers(model("llama-2-7b"))) == 32
+    assert min(plan.chunk_layers(model("llama-2-7b"))) == 0
+    assert plan.stage_layers(model("llama-2-7b")) == (8, 8, 8, 8)
+
+
+def test_uneven_stages_balance_the_middle():
+    """61 layers over PP 4 x VP 4: the ends (embedding, head) get the fewer layers."""
+    plan = ParallelPlan(pp=4, schedule="interleaved", chunks=4)
+    chunks = plan.chunk_layers(model("deepseek-v3"))
+    assert sum(chunks) == 61 and chunks[0] == 3 and chunks[-1] == 3 and max(chunks) == 4
+
+
+def test_first_and_last_stage_layers():
+    plan = ParallelPlan(pp=4, first_stage_layers=5, last_stage_layers=6)
+    assert plan.stage_layers(model("llama-2-7b")) == (5, 11, 10, 6)
+    with pytest.raises(ConfigError, match="do not fit"):
+        ParallelPlan(pp=2, first_stage_layers=20, last_stage_layers=20).check_model(
+            model("llama-2-7b")
+        )
 
 
 def test_batch_divisibility():

@@ -55,9 +55,11 @@ def test_interleaving_shrinks_the_bubble():
 
 
 def test_full_recompute_costs_a_forward():
+    """Full recomputation runs every layer's forward again (not the embedding or the head)."""
     none = _est(plan=plan_for_chips(144, tp=4, pp=4, recompute="none"))
     full = _est(plan=plan_for_chips(144, tp=4, pp=4, recompute="full"))
-    assert full.breakdown["recompute"] == pytest.approx(full.breakdown["forward"])
+    assert full.breakdown["recompute"] < full.breakdown["forward"]
+    assert full.breakdown["recompute"] > 0.9 * full.breakdown["forward"]
     assert full.step_time_s > none.step_time_s
     assert full.memory.activations < none.memory.activations
 

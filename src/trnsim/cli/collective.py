@@ -179,17 +179,20 @@ def check_size(op: str, size: float, ranks: int, flag: str = "--size") -> None:
 
 
 def _scale_out_note(spec, ranks: int) -> str | None:
-    """Ranks beyond the system's chips join copies of it over its scale-out level (said, not
-    silent); without one the closed form refuses with the rule."""
+    """Ranks beyond the system's chips join copies of it (said, not silent) over the innermost
+    fabric level whose domain holds them all: the scale-out network for a node or a rack, but
+    the rack's NVLink domain for a GB200 compute tray (4 GPUs of a 72-GPU NVLink domain);
+    without such a level the closed form refuses with the rule."""
     if ranks <= spec.chips:
         return None
-    outer = spec.levels[-1] if spec.levels else None
-    if outer is None or outer.kind != "fat-tree" or ranks > outer.span:
+    joining = next((lvl for lvl in spec.levels if lvl.span >= ranks), None)
+    if joining is None:
         return None
     copies = -(-ranks // spec.chips)
+    what = "scale-out level" if joining.kind == "fat-tree" else f"{joining.kind} level"
     return (
         f"note: {ranks} ranks exceed the {spec.chips} chips of {spec.name}: the group spans "
-        f"{copies} of them joined over its scale-out level {outer.name!r}"
+        f"{copies} of them joined over its {what} {joining.name!r} ({joining.span} chips)"
     )
 
 

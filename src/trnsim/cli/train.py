@@ -10,11 +10,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import rule_type
+from trnsim.cli.argtypes import nonneg_int, positive_float, positive_int, rule_type
 from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
 from trnsim.perf import PRECISIONS, CostInputs, estimate_training, plan_for_chips
+from trnsim.perf.plan import MOE_DISPATCHERS
 from trnsim.perf.planner import search_training
 from trnsim.perf.stacks import STACKS, resolve_stack
 from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
@@ -236,6 +237,77 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tokens", type=rule_type("tokens"), help="tokens to train (time, cost, energy)"
     )
+    g = parser.add_argument_group("pipeline, memory and MoE options of the plan")
+    g.add_argument(
+        "--first-stage-layers",
+        type=positive_int,
+        help="layers of the first pipeline stage (default: balanced)",
+    )
+    g.add_argument(
+        "--last-stage-layers",
+        type=positive_int,
+        help="layers of the last pipeline stage (default: balanced)",
+    )
+    g.add_argument(
+        "--recompute-layers",
+        type=positive_int,
+        help="with --recompute full: layers per stage recomputed (default: all)",
+    )
+    g.add_argument(
+        "--offload-layers",
+        type=nonneg_int,
+        help="layers per stage whose activations wait in host memory (default 0)",
+    )
+    g.add_argument(
+        "--etp",
+        type=positive_int,
+        help="expert tensor parallel degree (default: --tp); 1 folds EP over the TP ranks",
+    )
+    g.add_argument(
+        "--moe-capacity",
+        type=positive_float,
+        help="expert capacity factor >= 1: pad to it and drop the overflow (default dropless)",
+    )
+    g.add_argument(
+        "--moe-dispatcher",
+        choices=MOE_DISPATCHERS,
+        help="alltoall: a copy per routed expert; flex: a copy per rank (DeepEP/HybridEP)",
+    )
+    g.add_argument(
+        "--moe-a2a-overlap",
+        action="store_true",
+        help="overlap the EP all-to-all with another micro-batch's compute",
+    )
+
+
+# Options that apply to every plan, the planner's included: (flag dest, plan field, MoE only).
+PLAN_OPTIONS = (
+    ("first_stage_layers", "first_stage_layers", False),
+    ("last_stage_layers", "last_stage_layers", False),
+    ("recompute_layers", "recompute_layers", False),
+    ("offload_layers", "offload_layers", False),
+    ("etp", "etp", True),
+    ("moe_capacity", "moe_capacity", True),
+    ("moe_dispatcher", "moe_dispatcher", True),
+    ("moe_a2a_overlap", "moe_a2a_overlap", True),
+)
+
+
+def plan_options(args: argparse.Namespace, m: ModelArgs) -> dict[str, Any]:
+    """The plan options given on the command line (``PLAN_OPTIONS``), checked before any work:
+    the MoE ones need an MoE model (never silently ignored) and a capacity factor is >= 1."""
+    out: dict[str, Any] = {}
+    for dest, field_name, moe_only in PLAN_OPTIONS:
+        value = getattr(args, dest, None)
+        if value is None or value is False:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if moe_only and not m.is_moe:
+            raise UsageError(f"{flag}: {m.name} has no experts (an MoE option)")
+        if dest == "moe_capacity" and value < 1:
+            raise UsageError(f"--moe-capacity {value:g}: a capacity factor must be >= 1")
+        out[field_name] = value
+    return out
 
 
 # Plan flags of ``trnsim train``; when none is given the planner chooses the plan.
@@ -346,6 +418,7 @@ def run(args: argparse.Namespace) -> int:
     m = model_from_args(args)
     default_to_context(args, m, {"seq_len": 4096})
     check_moe_imbalance(args, m)
+    options = plan_options(args, m)
     sysm = resolve_system(args.system)
     chips = check_train_args(args, sysm)
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
@@ -374,6 +447,7 @@ def run(args: argparse.Namespace) -> int:
                 schedule="interleaved" if interleave > 1 else "1f1b",
                 chunks=interleave,
                 moe_imbalance=args.moe_imbalance,
+                **options,
             )
             plan.validate(m, chips, args.global_batch, args.seq_len)
         except ConfigError as exc:
@@ -398,6 +472,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=None if args.json else progress,
                 compute_model=cm,
                 stack=args.stack,
+                plan_options=options,
             )
             tried.append(f"{c_chips} chips of {cand.name}")
             if res.top:

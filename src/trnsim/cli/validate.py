@@ -1,7 +1,8 @@
 """``trnsim validate``: the performance model against every calibration set (Trn1 training B/B2
-and serving C, H100 Megatron-Core F, NCCL on H100 G, Trn2 serving H, MaxText on TPU I), each
-row predicted with
-its own software stack's stored profile: every row's error and each set's MAPE. ``--fit``
+and serving C, H100 Megatron-Core F, NCCL on H100 G, Trn2 serving H, MaxText on TPU I, NeMo
+25.11 on H100/GB200 J; checks X and JC), each row predicted with
+its own software stack's stored profile: every row's error and each set's MAPE; a training
+row whose published plan does not fit in memory in the model is flagged DOES NOT FIT. ``--fit``
 refits each stack's profile to its own rows and reports with the fitted values;
 ``--compute`` picks the compute model of the Trainium rows (kernel tables or roofline);
 ``--build-tables`` regenerates the kernel tables (``trnsim.perf.tables``) first."""
@@ -18,7 +19,6 @@ from trnsim.cli.train import dump
 from trnsim.errors import UsageError
 from trnsim.inputs import InputWarning
 from trnsim.perf import calsets, tables
-from trnsim.perf.compute import Efficiency
 from trnsim.perf.stacks import STACKS
 from trnsim.perf.table_model import COMPUTE_MODELS
 from trnsim.report.progress import progress
@@ -26,6 +26,7 @@ from trnsim.report.tables import fit, prose
 from trnsim.report.units import plain
 
 TARGET = 0.15  # issue 15: MAPE <= 15 % on each set
+TRAIN_TARGET = 0.12  # issue 22: MAPE <= 12 % on every training set
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,8 +97,9 @@ def markdown(results: list[calsets.RowResult], sets: list[str], compute: str) ->
             "|---|---|---|---|---|---|",
         ]
         for r in mine:
+            flag = " **DOES NOT FIT**" if r.fits is False else ""
             lines.append(
-                f"| {r.label} | {r.stack} | {r.metric} | {r.measured:,.4g} | "
+                f"| {r.label}{flag} | {r.stack} | {r.metric} | {r.measured:,.4g} | "
                 f"{r.predicted:,.4g} | {r.error:+.1%} |"
             )
         lines.append(f"\nMAPE {s}: **{calsets.mape(results, s):.1%}**")
@@ -124,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     sets = _sets(args.sets)
     if args.build_tables:
         tables.main(["build"])
-    fitted: dict[str, Efficiency] = {}
+    fitted: dict[str, calsets.StackFit] = {}
     if args.fit:
         stacks = sorted(
             {r.stack for r in calsets.rows(args.compute, sets)} & set(calsets.FIT_PARAMS)
@@ -138,8 +140,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         profiles = {}
         for name in sorted({r.stack for r in results} - {"nccl"}):
-            eff = fitted.get(name) or calsets._profile(name, args.compute)
-            profiles[name] = {"efficiency": eff.as_dict(), "source": STACKS[name].source}
+            if name in fitted:
+                eff = fitted[name].as_dict()
+            else:
+                eff = calsets._profile(name, args.compute).as_dict()
+                for v in STACKS[name].variants:
+                    eff[f"{v.family}/{v.precision}"] = dict(v.values)
+            profiles[name] = {"efficiency": eff, "source": STACKS[name].source}
         dump(
             {
                 "compute_model": args.compute,
@@ -171,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(
             r.set,
             r.stack,
-            r.label,
+            r.label + (" [red]DOES NOT FIT[/red]" if r.fits is False else ""),
             r.metric,
             plain(r.measured),
             plain(r.predicted),
@@ -184,11 +191,23 @@ def run(args: argparse.Namespace) -> int:
             continue
         console.print(prose(f"MAPE, {KIND_TEXT[kind]}:", style="bold"))
         for k, v in mine.items():
-            flag = "" if v <= TARGET else f" [red](> {TARGET:.0%})[/red]"
+            target = TRAIN_TARGET if k.removeprefix("mape_") in calsets.TRAINING_SETS else TARGET
+            flag = "" if v <= target else f" [red](> {target:.0%})[/red]"
             console.print(f"  {k}: [bold]{v:.1%}[/bold]{flag}")
+    over = [r for r in results if r.fits is False]
+    if over:
+        console.print(
+            prose(
+                f"[red]{len(over)} published run(s) DO NOT FIT in memory in the model:[/red] "
+                + "; ".join(f"{r.set} {r.label}" for r in over)
+            )
+        )
     if fitted:
-        for name, eff in fitted.items():
-            vals = ", ".join(f"{k}={v:.4g}" for k, v in eff.as_dict().items())
+        for name, fit_ in fitted.items():
+            vals = ", ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in fit_.as_dict().items()
+            )
             console.print(f"[dim]fitted {name}: {vals}[/dim]")
     console.print("[dim]each row uses its stack's profile (trnsim.perf.stacks)[/dim]")
     return 0

@@ -21,13 +21,14 @@ the TTFT/TPOT p99 and throughput columns of C (p50 is fitted; throughput is repo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from trnsim.hw import system
 from trnsim.perf.compute import ComputeModel, Efficiency, Profiles
+from trnsim.perf.fitting import nelder_mead
 from trnsim.perf.infer import estimate_inference
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.table_model import compute_model, profiles_for
@@ -198,6 +199,11 @@ INFER_TP = 32
 
 def predict_train(row: TrainRow, eff: Efficiency, model: ComputeModel | None = None) -> float:
     """Predicted sequences/s of a training row (``model``: ``model_for()`` if None)."""
+    return train_estimate(row, eff, model).seq_per_s
+
+
+def train_estimate(row: TrainRow, eff: Efficiency | None = None, model: ComputeModel | None = None):
+    """The training estimate of a row (``eff`` None: its stack's stored profile)."""
     plan = ParallelPlan(
         tp=row.tp,
         pp=row.pp,
@@ -214,8 +220,9 @@ def predict_train(row: TrainRow, eff: Efficiency, model: ComputeModel | None = N
         seq_len=row.seq_len,
         eff=eff,
         compute_model=model or model_for(),
+        stack="nemo-neuron" if row.framework.startswith("NeMo") else "nxd-training",
     )
-    return est.seq_per_s
+    return est
 
 
 def predict_infer(
@@ -249,7 +256,7 @@ TRAIN_FIT = {
     "matmul": (0.05, 1.0),
     "attention": (0.02, 1.0),
     "hbm": (0.05, 1.0),
-    "comm_overlap": (0.0, 0.99),
+    "tp_overlap": (0.0, 0.99),
 }
 SERVE_FIT = {
     "matmul": (0.01, 1.0),
@@ -278,39 +285,6 @@ def _from_eff(eff: Efficiency, names: Sequence[str], bounds: dict) -> np.ndarray
         f = min(max((getattr(eff, n) - lo) / (hi - lo), 1e-4), 1 - 1e-4)
         out.append(math.log(f / (1 - f)))
     return np.array(out)
-
-
-def nelder_mead(
-    f: Callable[[np.ndarray], float], x0: np.ndarray, iters: int = 400, step: float = 0.7
-) -> np.ndarray:
-    """A plain Nelder-Mead simplex minimiser (numpy only; deterministic)."""
-    n = len(x0)
-    pts = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
-    vals = [f(p) for p in pts]
-    for _ in range(iters):
-        order = np.argsort(vals)
-        pts = [pts[i] for i in order]
-        vals = [vals[i] for i in order]
-        centroid = np.mean(pts[:-1], axis=0)
-        xr = centroid + (centroid - pts[-1])
-        fr = f(xr)
-        if fr < vals[0]:
-            xe = centroid + 2 * (centroid - pts[-1])
-            fe = f(xe)
-            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = xr, fr
-        else:
-            xc = centroid + 0.5 * (pts[-1] - centroid)
-            fc = f(xc)
-            if fc < vals[-1]:
-                pts[-1], vals[-1] = xc, fc
-            else:
-                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
-                vals = [vals[0]] + [f(p) for p in pts[1:]]
-        if max(vals) - min(vals) < 1e-7:
-            break
-    return pts[int(np.argmin(vals))]
 
 
 def fit_bounds(key: str, model: ComputeModel) -> dict[str, tuple[float, float]]:

@@ -110,7 +110,16 @@ def dp_time(op: str, nbytes: float, plan: ParallelPlan, system: SystemSpec) -> f
 
 
 def ep_time(op: str, nbytes: float, plan: ParallelPlan, system: SystemSpec) -> float:
-    return group_time(op, nbytes, plan.ep, plan.tp, system, plan.ranks_per_chip)
+    """The EP group: ``ep`` ranks at stride ``etp`` (``ParallelPlan.ep_stride``)."""
+    return group_time(op, nbytes, plan.ep, plan.ep_stride, system, plan.ranks_per_chip)
+
+
+def edp_time(op: str, nbytes: float, plan: ParallelPlan, system: SystemSpec) -> float:
+    """The expert data-parallel group (routed experts' gradients and weights): ``expert_dp``
+    ranks at stride ``etp x ep`` (the expert grid of ``ParallelPlan``)."""
+    return group_time(
+        op, nbytes, plan.expert_dp, plan.expert_tp * plan.ep, system, plan.ranks_per_chip
+    )
 
 
 def pp_time(nbytes: float, plan: ParallelPlan, system: SystemSpec) -> float:

@@ -18,9 +18,18 @@ ranks per chip (both from ``trnsim.hw``, never typed here). ``e_k``: the efficie
 (``matmul``) or attention (``attention``); ``rows / (rows + r_half)``: small matmuls (few tokens)
 fill the systolic array poorly; ``t_op``: launch/synchronisation cost per op; ``b_s``: HBM
 bytes per attention score (0 for flash attention). Elementwise ops
-have no Tensor-engine FLOPs, so they are HBM-bound. All parameters are fields of
-``Efficiency``: inputs with documented defaults, fitted once (globally, never per row) by
-``trnsim.perf.calibrate`` and stored in ``FITTED`` with the measurements they came from.
+have no Tensor-engine FLOPs, so they are HBM-bound.
+
+On chips whose family has a GEMM efficiency surface (``trnsim.perf.gemm``: NVIDIA Hopper and
+Blackwell) the small-matmul term is the surface's shape factor of the rank's matmul shape
+``s(m, n, k)`` instead of ``rows / (rows + r_half)``; routed-expert (grouped) matmuls pass the
+tokens of one expert as ``m`` and are further scaled by ``grouped``::
+
+    e_matmul = matmul x s(m, n, k)            e_expert = matmul x grouped x s(m_e, n, k)
+
+All parameters are fields of ``Efficiency``: inputs with documented defaults, fitted once
+(globally, never per row) by ``trnsim.perf.calibrate`` and stored in ``FITTED`` with the
+measurements they came from.
 """
 
 from __future__ import annotations
@@ -32,10 +41,11 @@ from typing import Protocol
 
 from trnsim.errors import ConfigError
 from trnsim.hw import ChipSpec
+from trnsim.perf.gemm import surface_for
 from trnsim.perf.memory import head_padding, kv_padding, kv_shards
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype
-from trnsim.workloads import Graph, ModelArgs, Op, expected_experts_touched
+from trnsim.workloads import Graph, Op, expected_experts_touched
 from trnsim.workloads.graph import MATMUL_KINDS
 
 
@@ -63,6 +73,21 @@ class Efficiency:
             ``matmul`` and ``half_rows`` instead).
         step_overhead_s: fixed time per serving forward pass (prefill or one decode step): the
             serving stack's host work (scheduling, sampling, graph launch). Inference only.
+        tp_overlap, ep_overlap, cp_overlap, pp_overlap: (training) the fraction of the
+            tensor-, expert-, context- and pipeline-parallel communication the stack can run
+            concurrently with compute. What it hides is also capped by the compute it can
+            overlap (``trnsim.perf.train``): a collective longer than that compute is charged
+            at least its excess. ``comm_overlap`` is the serving stacks' single fraction.
+        grouped: fraction of the dense matmul efficiency that routed-expert grouped GEMMs
+            reach at the same per-expert shape (1: as a dense GEMM of that shape).
+        moe_sync_s: (training) host-device synchronisation per MoE layer and forward pass of
+            dropless routing with the all-to-all dispatcher (the per-expert token counts are
+            copied to the host to size the all-to-all; the device idles until the host has
+            launched the rest of the layer). Not charged with a fixed capacity or the flex
+            dispatcher (its layout stays on the device).
+        expert_overhead_s: fixed time per local expert of each routed-expert matmul (a
+            grouped GEMM run as one kernel per expert, as Transformer Engine's GroupedLinear
+            does, pays a launch and set-up per expert).
     """
 
     matmul: float = 0.6
@@ -76,21 +101,48 @@ class Efficiency:
     score_bytes: float = 0.0
     kernel_matmul: float = 1.0
     step_overhead_s: float = 0.0
+    tp_overlap: float = 0.0
+    ep_overlap: float = 0.0
+    cp_overlap: float = 0.0
+    pp_overlap: float = 0.0
+    grouped: float = 1.0
+    moe_sync_s: float = 0.0
+    expert_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
-        for f in ("matmul", "attention", "hbm", "kv_hbm", "kernel_matmul"):
-            if not 0 < getattr(self, f) <= 1:
-                raise ConfigError(f"efficiency {f} must be in (0, 1], got {getattr(self, f)}")
-        for f in ("comm_overlap", "dp_overlap"):
-            if not 0 <= getattr(self, f) <= 1:
-                raise ConfigError(f"efficiency {f} must be in [0, 1], got {getattr(self, f)}")
-        if min(self.half_rows, self.op_overhead_s, self.score_bytes, self.step_overhead_s) < 0:
-            raise ConfigError(
-                "efficiency half_rows, op_overhead_s, score_bytes, step_overhead_s must be >= 0"
-            )
+        for f in ("matmul", "attention", "hbm", "kv_hbm", "kernel_matmul", "grouped"):
+            v = getattr(self, f)
+            if not 0 < v <= 1:
+                raise ConfigError(f"efficiency {f} must be in (0, 1], got {v}")
+        for f in OVERLAP_FIELDS:
+            v = getattr(self, f)
+            if not 0 <= v <= 1:
+                raise ConfigError(f"efficiency {f} must be in [0, 1], got {v}")
+        nonneg = (
+            "half_rows",
+            "op_overhead_s",
+            "score_bytes",
+            "step_overhead_s",
+            "moe_sync_s",
+            "expert_overhead_s",
+        )
+        for f in nonneg:
+            v = getattr(self, f)
+            if not 0 <= v < math.inf:
+                raise ConfigError(f"efficiency {f} must be finite and >= 0, got {v}")
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+OVERLAP_FIELDS = (
+    "comm_overlap",
+    "dp_overlap",
+    "tp_overlap",
+    "ep_overlap",
+    "cp_overlap",
+    "pp_overlap",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +229,28 @@ class RooflineComputeModel:
         peak = _peak(chip, prec.compute) / self.ranks_per_chip
         t_c = 0.0
         if work.flops:
-            e = eff.attention if work.op.kind == "attention" else eff.matmul
-            if work.op.kind != "attention" and eff.half_rows:
-                e *= work.rows / (work.rows + eff.half_rows)
+            if work.op.kind == "attention":
+                e = eff.attention
+            else:
+                e = eff.matmul * matmul_shape_factor(work, chip, eff)
             t_c = work.flops / (peak * e)
-        return max(t_c, memory_time(work, chip, eff, self.ranks_per_chip)) + eff.op_overhead_s
+        t = max(t_c, memory_time(work, chip, eff, self.ranks_per_chip)) + eff.op_overhead_s
+        if work.op.kind == "expert":
+            t += work.count * eff.expert_overhead_s
+        return t
+
+
+def matmul_shape_factor(work: RankWork, chip: ChipSpec, eff: Efficiency) -> float:
+    """The fraction of ``matmul`` a matmul of this shape reaches (module docstring): the chip
+    family's GEMM surface where there is one (x ``grouped`` for routed experts), else the
+    ``half_rows`` small-matmul term."""
+    surf = surface_for(chip.family)
+    if surf is not None and work.count:
+        f = surf.shape_factor(work.m, work.n, work.k)
+        return f * (eff.grouped if work.op.kind == "expert" else 1.0)
+    if eff.half_rows:
+        return work.rows / (work.rows + eff.half_rows)
+    return 1.0
 
 
 def memory_time(work: RankWork, chip: ChipSpec, eff: Efficiency, ranks_per_chip: int) -> float:
@@ -247,25 +316,30 @@ def rank_work(
         if plan.sequence_parallel:
             a = a / tp
     elif op.shard == "ep":
-        # The EP group's ep x T x top_k assignments touch E(1 - (1 - k/E)^(ep T)) distinct
-        # experts, 1/ep of them on this rank; each touched expert runs one matmul sized by its
-        # own tokens (assignments / touched), never a full kernel call for a fraction of a row.
-        # The busiest rank (moe_imbalance x the mean tokens) sets the layer's time.
+        # The EP group (``ep`` groups of ``etp`` ranks, each rank with 1/tp of the tokens: the
+        # expert grid of ``ParallelPlan``) holds T x top_k x ep x etp / tp assignments; they
+        # touch E(1 - (1 - k/E)^tokens) distinct experts, 1/ep of them on this rank, each split
+        # over etp ranks; each touched expert runs one matmul sized by its own tokens
+        # (assignments / touched), never a full kernel call for a fraction of a row. The busiest
+        # rank (moe_imbalance x the mean tokens) sets the layer's time; with a capacity factor
+        # c every expert's buffer is padded to c x the mean (static shapes, overflow dropped).
         E, k = m.n_experts, m.top_k
+        etp = plan.expert_tp
         assignments = g.tokens * k
-        touched = expected_experts_touched(assignments * plan.ep, E, k)
+        group = assignments * plan.ep * etp / tp
+        touched = expected_experts_touched(group, E, k)
         local = touched / plan.ep
-        w = w / expected_experts_touched(assignments, E, k) * local / tp
-        imb = plan.moe_imbalance
-        rows = assignments * plan.ep / touched * imb  # tokens per touched expert
+        w = w / expected_experts_touched(assignments, E, k) * local / etp
+        load = plan.moe_capacity or plan.moe_imbalance
+        rows = group / touched * load  # tokens per touched expert
         if moe_block and assignments:
             blocks = moe_blocks(assignments * plan.ep, E, moe_block) / plan.ep
-            flops = max(flops * imb, blocks * moe_block * flops / assignments)
+            flops = max(flops * load, blocks * moe_block * flops / assignments)
             rows = float(moe_block)
         else:
-            flops = flops * imb
-        flops, a = flops / tp, a * imb / tp
-    shape = _matmul_shape(op, g, flops, w, rows, tp)
+            flops = flops * load
+        flops, a = flops / tp, a * load / tp
+    shape = _matmul_shape(op, g, flops, w, rows, plan.expert_tp if op.shard == "ep" else tp)
     if op.tp_width and op.shard in ("tp", "ep"):
         flops *= tile_padding(op.tp_width / tp, tile)
     byts = w * prec.weight_bytes + a * prec.act_bytes
@@ -291,7 +365,8 @@ def _matmul_shape(
     op: Op, g: Graph, flops: float, w: float, rows: float, tp: int
 ) -> tuple[float, float, float, float]:
     """(m, k, n, count) of a matmul op on one rank (zeros for other ops). ``flops`` and ``w``
-    are the rank's FLOPs and weight elements (before tile padding); ``rows`` its tokens."""
+    are the rank's FLOPs and weight elements (before tile padding); ``rows`` its tokens;
+    ``tp`` the ranks one weight is split over (``etp`` for routed experts)."""
     if op.kind not in MATMUL_KINDS or not flops or not op.weight_elems:
         return 0.0, 0.0, 0.0, 0.0
     m = g.model
@@ -325,13 +400,6 @@ class PassTime:
     def kind(self, *kinds: str) -> float:
         return sum(t for k, t in self.by_kind if k in kinds)
 
-    def stage(self, m: ModelArgs, plan: ParallelPlan) -> float:
-        """The slowest pipeline stage: ceil(L / pp) layers plus the ends (the larger of the
-        embedding and the head when pp > 1, both when pp = 1)."""
-        if plan.pp == 1:
-            return self.layers + self.pre + self.post
-        return self.layers * math.ceil(m.n_layers / plan.pp) / m.n_layers + max(self.pre, self.post)
-
 
 @lru_cache(maxsize=8192)
 def pass_time(
@@ -346,20 +414,32 @@ def pass_time(
     model: ComputeModel | None = None,
     moe_imbalance: float = 1.0,
     moe_block: int = 0,
+    *,
+    etp: int | None = None,
+    moe_capacity: float = 0.0,
 ) -> PassTime:
     """Forward-pass time of graph ``g`` on one rank (cached: planners call it many times);
-    ``moe_block``: routed experts as a blockwise matmul of that block size (``rank_work``)."""
+    ``moe_block``: routed experts as a blockwise matmul of that block size (``rank_work``);
+    ``etp``, ``moe_capacity``: the plan's expert grid and capacity (``ParallelPlan``).
+
+    Training graphs in a precision that quantizes matmul inputs (``Precision.quantize_bytes``:
+    FP8, MXFP8) also pay one HBM-bound quantization kernel per matmul input (m x k x count
+    elements), recorded as kind ``quantize`` (the backward, taken as twice the forward,
+    quantizes the output gradients likewise)."""
     cm = model or RooflineComputeModel(ranks_per_chip)
     plan = ParallelPlan(
         tp=tp,
-        dp=ep,
+        dp=ep * (etp or tp),
         ep=ep,
         sequence_parallel=sequence_parallel,
         ranks_per_chip=ranks_per_chip,
         moe_imbalance=moe_imbalance,
+        etp=etp,
+        moe_capacity=moe_capacity,
     )
     # Tensor-engine tile of Trainium chips (chips without a NeuronCore spec: no tile padding).
     tile = chip.core.tensor.rows if chip.core is not None else 0
+    quant = prec.quantize_bytes if g.phase == "train" else 0.0
     by_kind: dict[str, float] = {}
     layers = 0.0
     n_ops = 0
@@ -370,6 +450,20 @@ def pass_time(
             by_kind[op.kind] = by_kind.get(op.kind, 0.0) + t
             layers += t
             n_ops += grp.count
+            if quant and work.count:
+                tq = quantize_time(work, chip, eff, ranks_per_chip, quant) * grp.count
+                by_kind["quantize"] = by_kind.get("quantize", 0.0) + tq
+                layers += tq
+                n_ops += grp.count
     pre = sum(cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) for op in g.pre)
     post = sum(cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) for op in g.post)
     return PassTime(layers, pre, post, tuple(sorted(by_kind.items())), n_ops / g.model.n_layers)
+
+
+def quantize_time(
+    work: RankWork, chip: ChipSpec, eff: Efficiency, ranks_per_chip: int, bytes_per_elem: float
+) -> float:
+    """One quantization kernel of a matmul's input (m x k x count elements, ``bytes_per_elem``
+    HBM bytes each: ``Precision.quantize_bytes``), HBM-bound, plus the fixed cost per op."""
+    bw = chip.hbm_bw / ranks_per_chip
+    return work.m * work.k * work.count * bytes_per_elem / (bw * eff.hbm) + eff.op_overhead_s

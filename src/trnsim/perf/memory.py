@@ -107,22 +107,34 @@ class MemoryBreakdown:
 
 
 def layers_per_stage(m: ModelArgs, plan: ParallelPlan) -> int:
-    return math.ceil(m.n_layers / plan.pp)
+    """Layers of the largest pipeline stage (``ParallelPlan.stage_layers``)."""
+    return max(plan.stage_layers(m))
+
+
+def _stage_params(m: ModelArgs, plan: ParallelPlan, stage: int) -> tuple[float, float]:
+    """(non-expert, routed-expert) parameters held by one rank of pipeline stage ``stage``."""
+    layers = plan.stage_layers(m)[stage]
+    expert_per_layer = m.expert_params_total / m.n_layers
+    other_per_layer = m.layer_params / m.n_layers - expert_per_layer
+    if plan.pp == 1:
+        ends = m.embedding_params + m.head_params
+    else:
+        ends = (m.embedding_params if stage == 0 else 0) + (
+            m.head_params if stage == plan.pp - 1 else 0
+        )
+    dense = (layers * other_per_layer + ends) / plan.tp
+    experts = layers * expert_per_layer / (plan.expert_tp * plan.ep)
+    return dense, experts
 
 
 def params_per_rank(m: ModelArgs, plan: ParallelPlan) -> tuple[float, float]:
-    """(non-expert, routed-expert) parameters held by one rank of the largest stage."""
-    stage = layers_per_stage(m, plan)
-    expert_per_layer = m.expert_params_total / m.n_layers
-    other_per_layer = m.layer_params / m.n_layers - expert_per_layer
-    ends = (
-        m.embedding_params + m.head_params
-        if plan.pp == 1
-        else max(m.embedding_params, m.head_params)
+    """(non-expert, routed-expert) parameters held by one rank of the stage that holds the
+    most. Non-expert weights are split over TP; routed experts over expert-TP x EP (``etp x
+    ep``, ``ParallelPlan.expert_tp``)."""
+    return max(
+        (_stage_params(m, plan, i) for i in plan.distinct_stages(m)),
+        key=lambda de: de[0] + de[1],
     )
-    dense = (stage * other_per_layer + ends) / plan.tp
-    experts = stage * expert_per_layer / (plan.tp * plan.ep)
-    return dense, experts
 
 
 def rank_capacity(chip: ChipSpec, plan: ParallelPlan) -> float:
@@ -149,22 +161,43 @@ def kv_padding(m: ModelArgs, tp: int) -> float:
 
 def activation_elems_per_token_layer(m: ModelArgs, plan: ParallelPlan) -> float:
     """Saved activation elements per token per layer on one rank (see module docstring)."""
+    gemm, other = saved_activation_elems(m, plan)
+    return gemm + other
+
+
+def saved_activation_elems(m: ModelArgs, plan: ParallelPlan) -> tuple[float, float]:
+    """Saved activation elements per token per layer on one rank, split into (matmul inputs,
+    the rest): matmul inputs are saved in their quantized form in low-precision training
+    (``Precision.saved_gemm_bytes``). Matmul inputs: the two norm outputs (inputs of the QKV and
+    FFN-up projections), the activation output (input of the down projection) and, in MoE
+    layers, the permuted tokens entering the routed experts (top_k x d). The rest: the two norm
+    inputs, Q, K, V and the attention output (flash attention's backward reads them), the FFN
+    up/gate outputs and, in MoE layers, the routed experts' outputs (top_k x d, read by the
+    backward of the probability-weighted combine)."""
     tp, sp = plan.tp, plan.sequence_parallel
     seq_div = tp if sp else 1
     gated = 2 if m.ffn == "swiglu" else 1
     if m.is_moe:
         moe_frac = m.n_moe_layers / m.n_layers
         f_eff = (1 - moe_frac) * m.d_ff + moe_frac * m.d_ff_expert * (m.top_k + m.n_shared_experts)
+        routed = moe_frac * m.top_k * m.d_model  # permuted inputs, and again the outputs
     else:
         f_eff = m.d_ff
+        routed = 0.0
     qkv = m.q_dim + 2 * (m.kv_dim if not m.mla else m.mla.kv_lora_rank)
     if plan.recompute == "full":
-        return m.d_model / seq_div
+        return 0.0, m.d_model / seq_div
     if plan.recompute == "selective":
-        split = qkv + gated * f_eff
-        return 2 * m.d_model / seq_div + split / tp
-    split = qkv + m.attn_out_dim + gated * f_eff + f_eff
-    return 4 * m.d_model / seq_div + split / tp
+        return routed / tp, 2 * m.d_model / seq_div + (qkv + gated * f_eff + routed) / tp
+    gemm = 2 * m.d_model / seq_div + (f_eff + routed) / tp
+    other = 2 * m.d_model / seq_div + (qkv + m.attn_out_dim + gated * f_eff + routed) / tp
+    return gemm, other
+
+
+def activation_bytes_per_token_layer(m: ModelArgs, plan: ParallelPlan, prec: Precision) -> float:
+    """Saved activation bytes per token per layer on one rank of a training step."""
+    gemm, other = saved_activation_elems(m, plan)
+    return gemm * prec.saved_gemm_elem_bytes + other * prec.act_bytes
 
 
 def train_memory(
@@ -176,32 +209,70 @@ def train_memory(
     prec: Precision,
     params: MemoryParams = DEFAULT_MEMORY,
 ) -> MemoryBreakdown:
-    """Memory per rank of a training step (the first pipeline stage, which holds the most
-    in-flight activations, with the larger of the embedding and the head)."""
-    dense, experts = params_per_rank(m, plan)
+    """Memory per rank of a training step: the pipeline stage that needs the most (each
+    stage holds its own layers' weights and state, the first the embedding, the last the head
+    and the fp32 logits; stage i keeps ``min(pp - i, m)`` micro-batches in flight under 1F1B)."""
+    return max(
+        (
+            _stage_memory(m, plan, chip, seq_len, micro_batches, prec, params, i)
+            for i in plan.distinct_stages(m)
+        ),
+        key=lambda mb: mb.total,
+    )
+
+
+def _stage_memory(
+    m: ModelArgs,
+    plan: ParallelPlan,
+    chip: ChipSpec,
+    seq_len: int,
+    micro_batches: int,
+    prec: Precision,
+    params: MemoryParams,
+    stage: int,
+) -> MemoryBreakdown:
+    dense, experts = _stage_params(m, plan, stage)
     n = dense + experts
     shard = plan.dp * plan.cp
+    eshard = plan.expert_dp
     w = n * prec.weight_bytes
     if plan.zero >= 3:
         layer = (m.layer_params / m.n_layers) / plan.tp * prec.weight_bytes
-        w = w / shard + 2 * layer
-    g = n * prec.grad_bytes / (shard if plan.zero >= 2 else 1)
-    o = n * (prec.master_bytes + prec.optimizer_bytes) / (shard if plan.zero >= 1 else 1)
+        w = (dense / shard + experts / eshard) * prec.weight_bytes + 2 * layer
+    g = dense / (shard if plan.zero >= 2 else 1) + experts / (eshard if plan.zero >= 2 else 1)
+    g *= prec.grad_bytes
+    o = dense / (shard if plan.zero >= 1 else 1) + experts / (eshard if plan.zero >= 1 else 1)
+    o *= prec.master_bytes + prec.optimizer_bytes
     tokens = plan.micro_batch * seq_len / plan.cp
-    per_layer = activation_elems_per_token_layer(m, plan) * tokens * prec.act_bytes
-    inflight = min(plan.pp, micro_batches)
+    layers = plan.stage_layers(m)[stage]
+    # Full recomputation of only ``recompute_layers`` layers (block method): the others keep
+    # every activation.
+    rc_layers = (
+        layers
+        if plan.recompute != "full" or not plan.recompute_layers
+        else min(layers, plan.recompute_layers)
+    )
+    keep = plan if plan.recompute != "full" else plan.replace(recompute="none", recompute_layers=0)
+    per_full = activation_bytes_per_token_layer(m, keep, prec) * tokens
+    per_rc = (
+        activation_bytes_per_token_layer(m, plan, prec) * tokens
+        if plan.recompute == "full"
+        else per_full
+    )
+    n_rc = rc_layers if plan.recompute == "full" else 0
+    per_mb = per_rc * n_rc + per_full * (layers - n_rc)
+    if plan.offload_layers:
+        # the offloaded layers' activations live in host memory between forward and backward
+        off = min(plan.offload_layers, layers)
+        per_mb -= off * (per_rc if off <= n_rc else per_full)
+    inflight = min(plan.pp - stage, micro_batches)
     if plan.schedule == "interleaved":
         inflight *= 1 + (plan.pp - 1) / (plan.pp * plan.chunks)
-    stage = layers_per_stage(m, plan)
-    act = per_layer * stage * inflight
+    act = max(per_mb, 0.0) * inflight
     if plan.recompute == "full":  # one layer's full working set while it is recomputed
-        act += (
-            activation_elems_per_token_layer(m, plan.replace(recompute="none"))
-            * tokens
-            * (prec.act_bytes)
-        )
-    logits = tokens * m.vocab / plan.tp * params.logit_bytes
-    act += logits if plan.pp == 1 else 0.0  # the first stage holds no logits when pp > 1
+        act += activation_elems_per_token_layer(m, keep) * tokens * prec.act_bytes
+    if stage == plan.pp - 1:
+        act += tokens * m.vocab / plan.tp * params.logit_bytes
     cap = rank_capacity(chip, plan)
     return MemoryBreakdown(w, g, o, act, 0.0, cap, cap * params.reserved_fraction)
 

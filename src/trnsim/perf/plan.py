@@ -9,15 +9,32 @@ capacity and HBM bandwidth; a collective over ``g`` ranks is a collective over
 
 Rank order (innermost first, as Megatron-LM orders it): TP, CP, DP, PP. TP groups are
 consecutive ranks (packed inside a server); CP groups stride over TP; DP groups stride over
-TP x CP; pipeline stages are the outermost blocks. Expert parallelism (``ep``) regroups the
-DP x CP ranks of the MoE layers: ``ep`` must divide ``dp * cp``, and an EP group is ``ep``
-consecutive DP x CP ranks (stride TP).
+TP x CP; pipeline stages are the outermost blocks.
+
+Expert layers have their own grid over the same TP x CP x DP ranks of a stage (Megatron-Core's
+"MoE parallel folding", Liu et al. 2025, arXiv:2504.14960; ``expert_tensor_parallel_size``):
+expert-TP (``etp``, each expert's matmuls split over ``etp`` ranks; default ``tp``, the dense
+layers' split) innermost, then EP (``ep``, the experts split over ``ep`` groups of ``etp``
+ranks), then expert-DP (the rest, ``tp x cp x dp / (etp x ep)`` replicas). An EP group is ``ep``
+ranks at stride ``etp``; ``etp x ep`` must divide ``tp x cp x dp``. With ``etp = tp`` this is
+the classic layout (EP over the DP x CP ranks, stride TP, ``ep`` dividing ``dp x cp``); with
+``etp = 1`` EP may exceed DP (EP 32 over TP 2 x DP 16, as NeMo runs Qwen3-235B on H100).
+
+Pipeline layers: ``stage_layers`` splits the layers over ``pp x chunks`` virtual stages
+(interleaved schedule), as evenly as possible with the remainder on the middle stages (the
+first holds the embedding, the last the LM head and loss, as Megatron-Core's
+``account_for_embedding/loss_in_pipeline_split`` and NeMo's layouts do), or with
+``first_stage_layers`` / ``last_stage_layers`` given (Megatron-Core's
+``decoder_first/last_pipeline_num_layers``). Virtual stages may hold no layer (pp x chunks may
+exceed the layers; NeMo runs Qwen3-30B with PP 2 x VP 24 = 48 stages of 48 layers and layouts
+with embedding-only stages); every physical stage holds at least one layer.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from trnsim import inputs
@@ -26,6 +43,8 @@ from trnsim.workloads import ModelArgs
 
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["1f1b", "interleaved"]
+MoeDispatcher = Literal["alltoall", "flex"]
+MOE_DISPATCHERS: tuple[str, ...] = ("alltoall", "flex")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +70,26 @@ class ParallelPlan:
             padded heads cost compute and memory), as Transformers-NeuronX does.
         moe_imbalance: routed-expert load imbalance, the busiest EP rank's tokens over the
             mean (1: uniform routing); it scales that rank's expert FLOPs and rows.
+        etp: expert tensor parallel degree (each expert's matmuls split over ``etp`` ranks);
+            None: ``tp`` (see the module docstring for the expert grid).
+        moe_capacity: routed-expert capacity factor; 0 (default) is dropless (every token
+            reaches its experts; the per-expert token counts are only known at run time). A
+            factor c > 0 pads every expert's buffer to c x the mean tokens per expert and drops
+            the overflow: static shapes, c x the expert FLOPs and bytes.
+        moe_dispatcher: how tokens reach their experts: ``alltoall`` sends one copy of a token
+            per routed expert (Megatron-Core's all-to-all token dispatcher); ``flex`` one copy
+            per destination rank (DeepEP / HybridEP, Megatron-Core's flex dispatcher).
+        moe_a2a_overlap: overlap the expert-parallel all-to-all of one micro-batch with the
+            compute of another (Megatron-Core ``overlap_moe_expert_parallel_comm``); otherwise
+            the dispatch and combine are on the critical path.
+        offload_layers: activations of that many layers per pipeline stage kept in host memory
+            between the forward and the backward (Megatron-Core ``cpu_offloading_num_layers``,
+            MaxText ``remat_policy=*_offloaded``).
+        recompute_layers: with ``recompute="full"``, the layers per stage that are recomputed
+            (Megatron-Core ``recompute_method="block"``, ``recompute_num_layers``); the other
+            layers keep all their activations. 0: every layer.
+        first_stage_layers, last_stage_layers: layers of the first / last pipeline stage,
+            split over its virtual stages (None: balanced; see the module docstring).
     """
 
     tp: int = 1
@@ -67,6 +106,14 @@ class ParallelPlan:
     ranks_per_chip: int = 1
     pad_heads: bool = False
     moe_imbalance: float = 1.0
+    etp: int | None = None
+    moe_capacity: float = 0.0
+    moe_dispatcher: MoeDispatcher = "alltoall"
+    moe_a2a_overlap: bool = False
+    offload_layers: int = 0
+    recompute_layers: int = 0
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
 
     def __post_init__(self) -> None:
         inputs.check("moe-imbalance", self.moe_imbalance)
@@ -82,6 +129,28 @@ class ParallelPlan:
         ):
             if type(value) is not int or not 1 <= value <= inputs.MAX_RANKS:  # the fast path
                 inputs.check(name, value)
+        if self.etp is not None and self.etp < 1:
+            raise ConfigError(f"plan: etp must be >= 1, got {self.etp}")
+        if not (self.moe_capacity == 0 or 1.0 <= self.moe_capacity < float("inf")):
+            raise ConfigError(
+                f"plan: moe_capacity must be 0 (dropless) or a factor >= 1, got {self.moe_capacity}"
+            )
+        if self.moe_dispatcher not in MOE_DISPATCHERS:
+            raise ConfigError(
+                f"plan: moe_dispatcher must be alltoall or flex, got {self.moe_dispatcher!r}"
+            )
+        for name in ("offload_layers", "recompute_layers"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"plan: {name} must be >= 0, got {getattr(self, name)}")
+        if self.recompute_layers and self.recompute != "full":
+            raise ConfigError(
+                f"plan: recompute_layers({self.recompute_layers}) needs recompute='full', "
+                f"got {self.recompute!r}"
+            )
+        for name in ("first_stage_layers", "last_stage_layers"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"plan: {name} must be >= 1, got {v}")
         if self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"plan: zero must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero}")
         if self.recompute not in ("none", "selective", "full"):
@@ -92,11 +161,29 @@ class ParallelPlan:
             raise ConfigError(f"plan: schedule must be 1f1b or interleaved, got {self.schedule!r}")
         if self.schedule == "1f1b" and self.chunks != 1:
             raise ConfigError(f"plan: chunks ({self.chunks}) > 1 needs schedule='interleaved'")
-        if (self.dp * self.cp) % self.ep:
+        ranks = self.tp * self.cp * self.dp
+        if self.etp is None and (self.dp * self.cp) % self.ep:
             raise ConfigError(
                 f"plan: ep({self.ep}) must divide dp({self.dp}) * cp({self.cp}) = "
-                f"{self.dp * self.cp} (experts are split over the data/context-parallel ranks)"
+                f"{self.dp * self.cp} (experts are split over the data/context-parallel ranks; "
+                "set etp to fold expert parallelism over the tensor-parallel ranks too)"
             )
+        if ranks % (self.ep * self.expert_tp):
+            raise ConfigError(
+                f"plan: etp({self.expert_tp}) * ep({self.ep}) = {self.ep * self.expert_tp} must "
+                f"divide tp({self.tp}) * cp({self.cp}) * dp({self.dp}) = {ranks} (the expert "
+                "grid folds over the ranks of one pipeline stage)"
+            )
+
+    @property
+    def expert_tp(self) -> int:
+        """Derived: the expert tensor-parallel degree (``etp``, or ``tp`` when not given)."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_dp(self) -> int:
+        """Derived: expert data-parallel replicas, tp x cp x dp / (etp x ep)."""
+        return self.tp * self.cp * self.dp // (self.expert_tp * self.ep)
 
     @property
     def ranks(self) -> int:
@@ -112,6 +199,8 @@ class ParallelPlan:
         parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}"]
         if self.ep > 1:
             parts.append(f"ep{self.ep}")
+        if self.etp is not None and self.etp != self.tp:
+            parts.append(f"etp{self.etp}")
         if self.cp > 1:
             parts.append(f"cp{self.cp}")
         parts.append(f"mb{self.micro_batch}")
@@ -121,6 +210,16 @@ class ParallelPlan:
             parts.append(f"rc-{self.recompute}")
         if self.schedule == "interleaved":
             parts.append(f"il{self.chunks}")
+        if self.recompute_layers:
+            parts.append(f"rc{self.recompute_layers}")
+        if self.offload_layers:
+            parts.append(f"off{self.offload_layers}")
+        if self.moe_capacity:
+            parts.append(f"cap{self.moe_capacity:g}")
+        if self.moe_dispatcher != "alltoall":
+            parts.append(self.moe_dispatcher)
+        if self.moe_a2a_overlap:
+            parts.append("a2a-ovl")
         return " ".join(parts)
 
     def summary(self, mode: str = "train") -> str:
@@ -142,6 +241,18 @@ class ParallelPlan:
             parts.append("no sequence parallelism")
         if self.schedule == "interleaved":
             parts.append(f"interleaved 1F1B, {self.chunks} chunks")
+        if self.recompute_layers:
+            parts.append(f"{self.recompute_layers} layers recomputed per stage")
+        if self.offload_layers:
+            parts.append(f"{self.offload_layers} layers offloaded per stage")
+        if self.etp is not None and self.etp != self.tp:
+            parts.append(f"expert TP {self.etp}")
+        if self.moe_capacity:
+            parts.append(f"expert capacity {self.moe_capacity:g}")
+        if self.moe_dispatcher != "alltoall":
+            parts.append(f"{self.moe_dispatcher} dispatcher")
+        if self.moe_a2a_overlap:
+            parts.append("all-to-all overlapped")
         return ", ".join(parts)
 
     def replace(self, **changes: object) -> ParallelPlan:
@@ -180,11 +291,21 @@ class ParallelPlan:
             raise ConfigError(
                 f"plan: n_kv_heads({m.n_kv_heads}) of {m.name} is not divisible by tp({self.tp})"
             )
-        stages = self.pp * self.chunks
-        if m.n_layers < stages:
+        if m.n_layers < self.pp:
             raise ConfigError(
-                f"plan: pp({self.pp}) x chunks({self.chunks}) = {stages} stages > "
-                f"n_layers({m.n_layers}) of {m.name}"
+                f"plan: pp({self.pp}) > n_layers({m.n_layers}) of {m.name} (every pipeline "
+                "stage holds at least one layer)"
+            )
+        self.stage_layers(m)  # checks first/last stage layers
+        if self.offload_layers > max(self.stage_layers(m)):
+            raise ConfigError(
+                f"plan: offload_layers({self.offload_layers}) > the {max(self.stage_layers(m))} "
+                f"layers of a pipeline stage of {m.name}"
+            )
+        if self.recompute_layers > max(self.stage_layers(m)):
+            raise ConfigError(
+                f"plan: recompute_layers({self.recompute_layers}) > the "
+                f"{max(self.stage_layers(m))} layers of a pipeline stage of {m.name}"
             )
         if self.ep > 1 and not m.is_moe:
             raise ConfigError(f"plan: ep({self.ep}) > 1 but {m.name} has no experts")
@@ -192,6 +313,32 @@ class ParallelPlan:
             raise ConfigError(
                 f"plan: n_experts({m.n_experts}) of {m.name} is not divisible by ep({self.ep})"
             )
+        if not m.is_moe and (self.etp is not None and self.etp != self.tp):
+            raise ConfigError(f"plan: etp({self.etp}) is set but {m.name} has no experts")
+
+    def stage_layers(self, m: ModelArgs) -> tuple[int, ...]:
+        """Layers of each physical pipeline stage (the sum of its ``chunks`` virtual stages);
+        see the module docstring. Raises if the given first/last stage layers do not fit."""
+        return _stage_layers(
+            m.n_layers, self.pp, self.chunks, self.first_stage_layers, self.last_stage_layers
+        )
+
+    def distinct_stages(self, m: ModelArgs) -> tuple[int, ...]:
+        """Indices of the stages that can differ in memory or time: the first, the last, and
+        the first stage of every layer count (stages with as many layers and no embedding or
+        head are alike, and an earlier one keeps more micro-batches in flight)."""
+        layers = self.stage_layers(m)
+        seen: dict[int, int] = {}
+        for i, n in enumerate(layers):
+            seen.setdefault(n, i)
+        return tuple(sorted({0, self.pp - 1, *seen.values()}))
+
+    def chunk_layers(self, m: ModelArgs) -> tuple[int, ...]:
+        """Layers of each virtual stage in pipeline order (``pp x chunks`` entries; virtual
+        stage j runs on physical stage j mod pp)."""
+        return _chunk_layers(
+            m.n_layers, self.pp, self.chunks, self.first_stage_layers, self.last_stage_layers
+        )
 
     def check_batch(self, global_batch: int, seq_len: int) -> int:
         """Global batch and sequence rules; returns the micro-batches per step per DP rank."""
@@ -241,8 +388,65 @@ class ParallelPlan:
 
     @property
     def ep_stride(self) -> int:
-        return self.tp
+        """EP groups are ``ep`` ranks at stride ``etp`` (expert TP innermost)."""
+        return self.expert_tp
 
     @property
     def pp_stride(self) -> int:
         return self.tp * self.cp * self.dp
+
+
+def _split(n: int, parts: int) -> list[int]:
+    """``n`` split into ``parts`` near-equal whole parts, the larger ones in the middle (the
+    ends carry the embedding and the LM head): the ``n mod parts`` extra layers go to the
+    middle block of stages (on a tie, the block leans to the first stages)."""
+    if parts <= 0:
+        return []
+    base, extra = divmod(n, parts)
+    lo = (parts - extra) // 2
+    return [base + (lo <= i < lo + extra) for i in range(parts)]
+
+
+@lru_cache(maxsize=4096)
+def _chunk_layers(
+    n_layers: int, pp: int, chunks: int, first: int | None, last: int | None
+) -> tuple[int, ...]:
+    stages = pp * chunks
+    if first is None and last is None:
+        return tuple(_split(n_layers, stages))
+    if pp == 1:
+        raise ConfigError(
+            f"plan: first_stage_layers({first}) / last_stage_layers({last}) need pp > 1"
+        )
+    # Megatron-Core's decoder_first/last_pipeline_num_layers: the first / last physical stage
+    # holds that many layers (split over its virtual stages), the others share the rest.
+    f = first if first is not None else 0
+    la = last if last is not None else 0
+    inner = pp - (first is not None) - (last is not None)
+    rest = n_layers - f - la
+    if rest < 0 or (inner == 0 and rest) or (inner > 0 and rest < inner):
+        raise ConfigError(
+            f"plan: first_stage_layers({first}) + last_stage_layers({last}) do not fit the "
+            f"{n_layers} layers over pp({pp}) stages (each holds at least one layer)"
+        )
+    mid = _split(rest, inner)
+    physical = ([f] if first is not None else []) + mid + ([la] if last is not None else [])
+    out = [0] * stages
+    for i, n in enumerate(physical):
+        for j, c in enumerate(_split(n, chunks)):
+            out[j * pp + i] = c
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _stage_layers(
+    n_layers: int, pp: int, chunks: int, first: int | None, last: int | None
+) -> tuple[int, ...]:
+    ch = _chunk_layers(n_layers, pp, chunks, first, last)
+    per = [sum(ch[i::pp]) for i in range(pp)]
+    if min(per) < 1:
+        raise ConfigError(
+            f"plan: a pipeline stage of pp({pp}) x chunks({chunks}) holds no layer of the "
+            f"{n_layers} (layers per stage: {per})"
+        )
+    return tuple(per)

@@ -12,8 +12,9 @@ tokens).
 Candidate degrees: tp powers of two up to 64 and up to the ranks of one scale-up domain (and
 dividing the heads unless padding), pp the
 divisors of the rank count up to min(n_layers, 128), cp in {1, 2, 4, 8} for sequences of 32K
-tokens or more, ep the divisors of the expert count dividing dp x cp (the divisors of their
-greatest common divisor: bounded by the ranks, whatever the expert count).
+tokens or more, ep the divisors of the expert count dividing dp x cp (and, with tp > 1, those
+dividing tp x cp x dp with the experts unsplit, etp = 1: EP over the TP ranks too): the
+divisors of the greatest common divisors, bounded by the ranks whatever the expert count.
 
 Serving plans are chosen among those that meet a latency bound (``slo``: a
 ``trnsim.perf.slo.ServingSLO``; the defaults are MLPerf's, see there); ``slo=None`` drops it.
@@ -23,7 +24,7 @@ The inputs are checked at the door (``trnsim.inputs``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,6 +39,7 @@ from trnsim.perf.memory import train_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import precision
 from trnsim.perf.slo import DEFAULT_SLO, ServingSLO
+from trnsim.perf.stacks import resolve_stack
 from trnsim.perf.train import TrainEstimate, _resolve_system, estimate_training
 from trnsim.workloads import ModelArgs, resolve_model
 
@@ -133,8 +135,16 @@ def _train_candidates(
                 continue
             for pp in _divisors(ranks // (tp * cp), min(m.n_layers, 128)):
                 dp = ranks // (tp * cp * pp)
-                eps = _ep_options(m.n_experts, dp * cp) if m.is_moe else [1]
-                for ep in eps:
+                # (ep, etp): EP over the DP x CP ranks with experts split like the dense layers
+                # (etp = tp), and, with TP, EP folded over the TP ranks too (etp = 1, EP up to
+                # tp x cp x dp: Megatron-Core's MoE parallel folding)
+                layouts: list[tuple[int, int | None]] = [(1, None)]
+                if m.is_moe:
+                    layouts = [(e, None) for e in _ep_options(m.n_experts, dp * cp)]
+                    if tp > 1:
+                        folded = _ep_options(m.n_experts, tp * cp * dp)
+                        layouts += [(e, 1) for e in folded if (dp * cp) % e]
+                for ep, etp in layouts:
                     for mb in (1, 2, 4, 8):
                         if global_batch % (dp * mb):
                             continue
@@ -157,6 +167,7 @@ def _train_candidates(
                                         schedule=sched,  # type: ignore[arg-type]
                                         chunks=chunks,
                                         ranks_per_chip=ranks_per_chip,
+                                        etp=etp,
                                     )
 
 
@@ -176,17 +187,24 @@ def search_training(
     candidates: Iterable[ParallelPlan] | None = None,
     compute_model: ComputeModel | None = None,
     stack: str | None = None,
+    plan_options: Mapping[str, Any] | None = None,
 ) -> SearchResult:
-    """The ``top`` training plans on ``chips`` chips that fit in memory, best first."""
+    """The ``top`` training plans on ``chips`` chips that fit in memory, best first.
+
+    ``plan_options``: ``ParallelPlan`` fields set on every candidate (pipeline, memory and MoE
+    options: ``offload_layers``, ``etp``, ``moe_dispatcher``, ...); a candidate they make
+    invalid is counted invalid."""
     m = resolve_model(model)
     sysm = _resolve_system(system)
     prec = precision(precision_name)
     _check_search(chips, top, ranks_per_chip)
     inputs.check_training(m, global_batch=global_batch, seq_len=seq_len)
+    mem_params = resolve_stack(stack, sysm.chip, "train").memory  # as estimate_training
     cap = sysm.scale_up_chips * ranks_per_chip
     plans = list(
         candidates or _train_candidates(m, chips, global_batch, seq_len, ranks_per_chip, cap)
     )
+    opts = dict(plan_options or {})
     res = SearchResult(top=[], objective=objective)
     scored: list[tuple[float, TrainEstimate]] = []
     with _progress(progress, f"planning {m.name} on {chips} chips", len(plans)) as bar:
@@ -194,12 +212,14 @@ def search_training(
             bar.advance()
             res.considered += 1
             try:
+                if opts:
+                    plan = plan.replace(**opts)
                 plan.validate(m, chips)
                 mbs = plan.check_batch(global_batch, seq_len)
             except TrnsimError:
                 res.invalid += 1
                 continue
-            if not train_memory(m, plan, sysm.chip, seq_len, mbs, prec).fits:
+            if not train_memory(m, plan, sysm.chip, seq_len, mbs, prec, mem_params).fits:
                 res.over_capacity += 1
                 continue
             est = estimate_training(

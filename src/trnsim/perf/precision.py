@@ -10,6 +10,19 @@ weight traffic shrinks.
 Training state (``master_bytes``, ``grad_bytes``, ``optimizer_bytes``, per parameter): mixed
 precision keeps bf16 weights and gradients, an fp32 master copy and Adam's two fp32 moments:
 2 + 2 + 4 + 8 = 16 bytes per parameter (Rajbhandari et al., ZeRO, 2020, section 3.1).
+
+Low-precision training (Transformer Engine's recipes, which NeMo and Megatron-Core run):
+
+- ``quantize_bytes``: HBM bytes moved per element when a matmul input (activation or
+  gradient) is quantized by its own kernel before the matmul. FP8 with per-tensor current
+  scaling: an amax pass (read 2 B), then the cast (read 2 B) writing the row-wise and the
+  column-wise (transposed, for the backward's other operand) FP8 copies (2 x 1 B) = 6 B.
+  MXFP8 (one E8M0 scale per 32 elements along the contraction, so the backward needs a copy
+  scaled along the other dimension): read 2 B, write 2 x (1 + 1/32) B = 4.0625 B. Weight-only
+  and 16-bit precisions quantize nothing (0).
+- ``saved_gemm_bytes``: bytes per element of a matmul input saved for the backward: the
+  quantized copy (1 B FP8, 1 + 1/32 B MXFP8), which the backward's weight-gradient matmul
+  reads; 0 means ``act_bytes``.
 """
 
 from __future__ import annotations
@@ -42,6 +55,13 @@ class Precision:
     master_bytes: float = 4.0
     optimizer_bytes: float = 8.0
     note: str = ""
+    quantize_bytes: float = 0.0
+    saved_gemm_bytes: float = 0.0
+
+    @property
+    def saved_gemm_elem_bytes(self) -> float:
+        """Bytes per saved matmul-input element (``saved_gemm_bytes``, else ``act_bytes``)."""
+        return self.saved_gemm_bytes or self.act_bytes
 
     def training_state(self) -> str:
         """The training state per parameter, for people (an estimate's assumptions)."""
@@ -57,9 +77,36 @@ for _p in (
     Precision("bf16", 2, 2, 2, "bf16", note="bf16 weights and activations"),
     Precision("fp16", 2, 2, 2, "fp16", note="fp16 weights and activations"),
     Precision("fp32", 4, 4, 4, "fp32", grad_bytes=4, master_bytes=0, note="fp32 throughout"),
-    Precision("fp8", 1, 2, 2, "fp8", note="fp8 weights and matmul inputs; bf16 activations"),
-    Precision("mxfp8", 1 + MX_SCALE_BYTES, 2, 2, "mxfp8", note="OCP MXFP8 (E4M3, 32-blocks)"),
-    Precision("mxfp4", 0.5 + MX_SCALE_BYTES, 2, 2, "mxfp4", note="OCP MXFP4 (E2M1, 32-blocks)"),
+    Precision(
+        "fp8",
+        1,
+        2,
+        2,
+        "fp8",
+        note="fp8 weights and matmul inputs (per-tensor current scaling); bf16 activations",
+        quantize_bytes=6.0,
+        saved_gemm_bytes=1.0,
+    ),
+    Precision(
+        "mxfp8",
+        1 + MX_SCALE_BYTES,
+        2,
+        2,
+        "mxfp8",
+        note="OCP MXFP8 (E4M3, 32-blocks)",
+        quantize_bytes=2 + 2 * (1 + MX_SCALE_BYTES),
+        saved_gemm_bytes=1 + MX_SCALE_BYTES,
+    ),
+    Precision(
+        "mxfp4",
+        0.5 + MX_SCALE_BYTES,
+        2,
+        2,
+        "mxfp4",
+        note="OCP MXFP4 (E2M1, 32-blocks)",
+        quantize_bytes=2 + 2 * (0.5 + MX_SCALE_BYTES),
+        saved_gemm_bytes=0.5 + MX_SCALE_BYTES,
+    ),
     Precision("int8", 1, 2, 2, "bf16", note="int8 weight-only; dequantised to bf16 for matmul"),
 ):
     PRECISIONS.register(_p.name, _p)

@@ -13,19 +13,51 @@ stack whose vendor is not the chip's, and every system has a default stack by ve
 Serving stacks also say how they run a model: ``sequence_parallel_prefill`` (the prefill's
 norms and residuals are split over the TP ranks by sequence and the TP all-reduces become
 reduce-scatter + all-gather, as NxD Inference does for long contexts).
+
+**Per generation and precision.** A stack's efficiency differs by chip generation and number
+format (a Blackwell FP8 GEMM is not a Hopper BF16 GEMM at twice the peak). A profile carries
+``variants``: values for one chip family (``ChipSpec.family``) and precision, each fitted to
+that stack's rows on that family in that precision and stored with them. ``profile(cm, chip,
+precision)`` applies the matching variant; where none exists the base profile is used and
+``describe`` says the efficiency is borrowed, and from where.
+
+**Overlap.** Training stacks state which communication they run concurrently with compute,
+per kind (``overlap``: tp, ep, cp, pp, dp), with the source; the numbers are the profile's
+``*_overlap`` fields, and ``trnsim.perf.train`` caps what they hide by the compute available.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Literal
 
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.hw import ChipSpec
 from trnsim.perf.compute import FITTED, ComputeModel, Efficiency
+from trnsim.perf.memory import DEFAULT_MEMORY, MemoryParams
 from trnsim.perf.table_model import FITTED_TABLE
 
 Mode = Literal["train", "serve"]
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """A stack profile's values for one chip family and precision (``values``: Efficiency
+    field -> value) and the rows they were fitted to (``source``)."""
+
+    family: str
+    precision: str
+    values: tuple[tuple[str, float], ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        names = {f.name for f in fields(Efficiency)}
+        bad = [k for k, _ in self.values if k not in names]
+        if bad:
+            raise ConfigError(f"stack variant {self.family}/{self.precision}: no field {bad[0]!r}")
+
+    def apply(self, eff: Efficiency) -> Efficiency:
+        return replace(eff, **dict(self.values))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +77,11 @@ class SoftwareStack:
         moe_prefill_block: (serve) the prefill runs routed experts as a blockwise matmul with
             this many tokens per block, every provisioned block computed (0: each expert's
             matmul sized by its own tokens; ``trnsim.perf.compute.moe_blocks``).
+        variants: per chip family and precision values (module docstring).
+        base: the (family, precision) the base profile was fitted on ("" if none).
+        overlap: (train) per communication kind, what the stack overlaps and the source.
+        memory: the memory model's inputs for this stack (``trnsim.perf.memory``); the
+            training estimate and the planner both read it.
     """
 
     name: str
@@ -56,15 +93,50 @@ class SoftwareStack:
     table: Efficiency | None = None
     sequence_parallel_prefill: bool = False
     moe_prefill_block: int = 0
+    variants: tuple[Variant, ...] = ()
+    base: tuple[str, str] = ("", "")
+    overlap: tuple[tuple[str, str], ...] = ()
+    memory: MemoryParams = DEFAULT_MEMORY
 
-    def profile(self, cm: ComputeModel) -> Efficiency:
-        """The profile for compute model ``cm`` (``table`` or the roofline)."""
+    def variant(self, family: str, prec: str) -> Variant | None:
+        """The values for a chip family and precision name: the family's ``"*"`` variant (every
+        precision) with the precision's own variant over it; None when neither exists."""
+        anyp = [v for v in self.variants if v.family == family and v.precision == "*"]
+        own = [v for v in self.variants if v.family == family and v.precision == prec]
+        if not anyp and not own:
+            return None
+        if anyp and own:
+            vals = dict(anyp[0].values) | dict(own[0].values)
+            return Variant(family, prec, tuple(vals.items()), own[0].source)
+        return (own or anyp)[0]
+
+    def profile(
+        self, cm: ComputeModel, chip: ChipSpec | None = None, prec: str | None = None
+    ) -> Efficiency:
+        """The profile for compute model ``cm`` (``table`` or the roofline), with the variant
+        of ``chip``'s family and precision ``prec`` applied when the stack has one."""
         if getattr(cm, "name", "") == "table" and self.table is not None:
-            return self.table
-        return self.roofline
+            eff = self.table
+        else:
+            eff = self.roofline
+        v = self.variant(chip.family, prec) if chip is not None and prec is not None else None
+        return v.apply(eff) if v is not None else eff
 
-    def describe(self) -> str:
-        return f"stack: {self.title} ({self.name}); profile {self.source}"
+    def describe(self, chip: ChipSpec | None = None, prec: str | None = None) -> str:
+        line = f"stack: {self.title} ({self.name}); profile {self.source}"
+        if chip is None or prec is None or not self.variants:
+            return line
+        v = self.variant(chip.family, prec)
+        if v is not None and v.precision == prec:
+            return f"{line}; {chip.family} {prec}: {v.source}"
+        fam, bp = self.base
+        if (chip.family, prec) == (fam, bp):
+            return line
+        part = f"; {chip.family} (every precision): {v.source}" if v is not None else ""
+        return (
+            f"{line}{part}; {chip.family} {prec}: no rows of this stack, matmul efficiency "
+            f"BORROWED from its {fam} {bp} profile"
+        )
 
 
 _B = "shared/calibration/trainium.md"
@@ -79,13 +151,17 @@ NEMO_ROOF_MATMUL = 0.4613
 # values of the earlier joint Trn1 fit (compute.FITTED, table_model.FITTED_TABLE).
 # A table profile's ``matmul`` (the roofline fallback for matmuls without a kernel table, such as
 # MX dtypes) is the same stack's roofline ``matmul``.
-_NXD_ROOF = replace(FITTED.train, matmul=0.4950, attention=0.1303, comm_overlap=0.0)
+_NXD_ROOF = replace(FITTED.train, matmul=0.4950, attention=0.1303, tp_overlap=0.0)
 _NXD_TABLE = replace(
     FITTED_TABLE.train,
     kernel_matmul=0.5118,
     attention=0.1348,
-    comm_overlap=0.0,
+    tp_overlap=0.0,
     matmul=_NXD_ROOF.matmul,
+)
+_NXD_OVERLAP = (
+    ("tp", "fitted to B + B2: 0 (TP collectives on the critical path)"),
+    ("dp", "1.0: the ZeRO-1 gradient reduce-scatter under the last micro-batch's backward"),
 )
 NXD_TRAINING = SoftwareStack(
     name="nxd-training",
@@ -95,6 +171,8 @@ NXD_TRAINING = SoftwareStack(
     roofline=_NXD_ROOF,
     table=_NXD_TABLE,
     source=f"fitted to {_B} B + B2 NxD rows (16 rows, seq/s; mean |log error|)",
+    base=("Trainium", "bf16"),
+    overlap=_NXD_OVERLAP,
 )
 # NeMo-Megatron on Neuron: the NxD profile with its own matmul efficiency, fitted to the 4 NeMo
 # rows of B2 (one parameter for four rows).
@@ -106,6 +184,8 @@ NEMO_NEURON = SoftwareStack(
     roofline=replace(_NXD_ROOF, matmul=NEMO_ROOF_MATMUL),
     table=replace(_NXD_TABLE, kernel_matmul=NEMO_TABLE_MATMUL, matmul=NEMO_ROOF_MATMUL),
     source=f"fitted to {_B} B2 NeMo-Megatron rows (GPT-3 23B/46B/175B, Llama-2-13B; matmul only)",
+    base=("Trainium", "bf16"),
+    overlap=_NXD_OVERLAP,
 )
 TRANSFORMERS_NEURONX = SoftwareStack(
     name="transformers-neuronx",
@@ -140,16 +220,99 @@ NXD_INFERENCE = SoftwareStack(
     # moe-arch-deep-dive.rst, BlockwiseMatmulConfig block_size=512).
     moe_prefill_block=512,
 )
+# Megatron-Bridge performance guide (NVIDIA-NeMo/Megatron-Bridge docs/performance-guide.md @
+# 00b7660be025, "Communication Overlaps and Tuning"): what NeMo / Megatron-Core overlaps.
+_MB_GUIDE = "Megatron-Bridge docs/performance-guide.md @ 00b7660be025"
+MEGATRON_OVERLAP = (
+    (
+        "tp",
+        "0.75: Transformer Engine userbuffers pipeline the TP all-gather / reduce-scatter with "
+        "the dependent GEMMs in 4 splits, one chunk of 4 left exposed (" + _MB_GUIDE + ", TP "
+        "communication overlap: num_splits = 4); hidden under the layer's matmuls",
+    ),
+    (
+        "cp",
+        "1.0: p2p ring exchange of K/V chunks is hard-coded to overlap the attention compute of "
+        "the sequence chunks and 'can be fully overlapped' (" + _MB_GUIDE + ", CP); hidden "
+        "under the layer's attention",
+    ),
+    (
+        "ep",
+        "1.0 with overlap_moe_expert_parallel_comm (1F1B overlap of one micro-batch's dispatch "
+        "and combine with another's compute), else none: 'To hide the A2A/AG communication "
+        "introduced by EP, pipeline split overlap or 1F1B overlap ... could be possible' ("
+        + _MB_GUIDE
+        + ", EP)",
+    ),
+    (
+        "pp",
+        "1.0: 'PP send/recv in steady 1F1B states are set to be overlapped with computes by "
+        "default' (" + _MB_GUIDE + ", PP)",
+    ),
+    (
+        "dp",
+        "1.0: the distributed optimizer overlaps parameter all-gathers with the first "
+        "micro-batch's forward and gradient reduce-scatters with the last micro-batch's "
+        "backward; Megatron FSDP each layer's all-gather and reduce-scatter with its forward "
+        "and backward (" + _MB_GUIDE + ", DP)",
+    ),
+)
+_J = f"{_P} J (NeMo 25.11 on DGX-GB200 and DGX-H100)"
 MEGATRON_CORE = SoftwareStack(
     name="megatron-core",
     title="Megatron-Core / NeMo on NVIDIA GPUs",
     vendor="NVIDIA",
     mode="train",
     # Stated, not fitted (peers.md G, same H100 node): FlashAttention-2 forward 328 TFLOP/s of
-    # the 989 TFLOP/s bf16 peak = 0.33; HBM STREAM triad 2.97 of 3.35 TB/s = 0.887. Fitted to F:
-    # matmul and comm_overlap (Megatron-Core overlaps TP/DP communication with compute).
-    roofline=Efficiency(attention=0.33, hbm=0.887, matmul=0.6008, comm_overlap=0.9897),
-    source=f"fitted to {_P} F (Megatron-Core weak scaling on H100, 9 rows)",
+    # the 989 TFLOP/s bf16 peak = 0.33; HBM STREAM triad 2.97 of 3.35 TB/s = 0.887. Overlap
+    # fractions stated from the Megatron-Bridge guide (MEGATRON_OVERLAP). Fitted jointly to F
+    # and J by `trnsim validate --fit --sets F,J` (calsets.FIT_PARAMS["megatron-core"], 24
+    # rows; JC's 17 GB300/B200 rows held out): the base
+    # (Hopper BF16) matmul; the MoE operators' grouped-GEMM factor, per-expert kernel overhead
+    # and the all-to-all dispatcher's host-bound time per MoE layer forward (moe_sync_s; J's
+    # alltoall rows: GB200 GPT-OSS and every H100 MoE row); per generation and precision the
+    # variants below. RESULTS.md lists every row's error.
+    roofline=Efficiency(
+        attention=0.33,
+        hbm=0.887,
+        matmul=0.7312,
+        tp_overlap=0.75,
+        cp_overlap=1.0,
+        ep_overlap=1.0,
+        pp_overlap=1.0,
+        dp_overlap=1.0,
+        grouped=0.7098,
+        moe_sync_s=4.531e-3,
+        expert_overhead_s=3.347e-5,
+    ),
+    source=f"fitted to {_P} F (Megatron-Core weak scaling on H100, 9 rows; Hopper bf16) and J",
+    base=("Hopper", "bf16"),
+    overlap=MEGATRON_OVERLAP,
+    variants=(
+        Variant(
+            "Hopper",
+            "fp8",
+            (("matmul", 0.5906),),
+            f"matmul fitted to {_J}, H100 FP8-CS rows (Llama3 8B/70B, Llama3.1 405B, "
+            "Qwen3 30B-A3B/235B-A22B)",
+        ),
+        Variant(
+            "Blackwell",
+            "fp8",
+            (("matmul", 0.4799),),
+            f"matmul fitted to {_J}, GB200 FP8-CS rows (Llama3 8B/70B, Llama3.1 405B)",
+        ),
+        Variant(
+            "Blackwell",
+            "mxfp8",
+            (("matmul", 0.4179),),
+            f"matmul fitted to {_J}, GB200 MXFP8 rows (Llama3 8B, DeepSeek-V3, Qwen3 30B-A3B)",
+        ),
+    ),
+    # NeMo's performance recipes fuse the loss into Transformer Engine's cross entropy
+    # (Megatron-Bridge scripts/performance/utils/overrides.py @ 00b7660b:
+    # cross_entropy_fusion_impl = "te"), computed in place on the bf16 logits: 2 bytes each.
+    memory=MemoryParams(logit_bytes=2.0),
 )
 VLLM_GPU = SoftwareStack(
     name="vllm-gpu",
@@ -165,10 +328,20 @@ MAXTEXT = SoftwareStack(
     title="MaxText (JAX/XLA) on TPU",
     vendor="Google",
     mode="train",
-    # matmul and comm_overlap fitted to I; the others are the Efficiency defaults (attention is
+    # matmul and tp_overlap fitted to I; the others are the Efficiency defaults (attention is
     # a few percent of the FLOPs at MaxText's 2,048-token sequences, so I cannot fix it).
-    roofline=Efficiency(matmul=0.8485, comm_overlap=0.0),
+    roofline=Efficiency(matmul=0.8485, tp_overlap=0.0, dp_overlap=1.0),
     source=f"fitted to {_P} I (MaxText synthetic models on TPU v5p and v5e, 14 rows)",
+    base=("TPU", "bf16"),
+    overlap=(
+        ("tp", "fitted to I: 0 (the tensor-parallel collectives are not hidden)"),
+        (
+            "dp",
+            "1.0: FSDP all-gathers and reduce-scatters run as asynchronous collective fusions "
+            "overlapped with compute (MaxText/configs/v5p/*.sh LIBTPU_INIT_ARGS: "
+            "xla_tpu_enable_async_collective_fusion, xla_tpu_overlap_compute_collective_tc)",
+        ),
+    ),
 )
 MAXTEXT_SERVE = SoftwareStack(
     name="maxtext-serve",

@@ -26,7 +26,14 @@ Derivations (forward pass, T tokens, d = d_model):
   shared expert, so expert FLOPs are 2 * T * (top_k + shared) * expert_params. The weights
   *read* are those of the experts touched by at least one token: with T*top_k uniform picks
   from E experts, E * (1 - (1 - top_k/E)^T) experts are touched (decode with a small batch
-  reads only a few experts; a long prefill reads them all).
+  reads only a few experts; a long prefill reads them all). Training graphs also carry the
+  MoE layer's own operators as Megatron-Core runs them (``moe/router.py``, ``token_dispatcher.py``,
+  ``moe_utils.py`` permute/unpermute): the top-k over the router's logits (softmax, top-k and
+  the probabilities: reads T x E, writes T x top_k values and indices), the permutation that
+  gathers one copy of each token per routed expert, grouped by expert (reads T x d, writes
+  T x top_k x d), and the unpermutation that scatters the experts' outputs back and sums them
+  weighted by the probabilities (reads T x top_k x d, writes T x d). They move bytes and do no
+  matmul FLOPs.
 - **Embedding** is a gather (T x d elements read), not a matmul; the LM head is a d x vocab
   matmul on the tokens whose logits are needed (all tokens in training, the last per sequence
   at inference).
@@ -274,7 +281,7 @@ def _attention_ops(
     return ops
 
 
-def _ffn_ops(m: ModelArgs, tokens: int, moe: bool) -> list[Op]:
+def _ffn_ops(m: ModelArgs, tokens: int, moe: bool, phase: Phase = "train") -> list[Op]:
     d, T = m.d_model, tokens
     gated = m.ffn == "swiglu"
     ops: list[Op] = [Op("ffn_norm", "vector", "seq", act_elems=2 * T * d, vector_elems=T * d)]
@@ -324,10 +331,39 @@ def _ffn_ops(m: ModelArgs, tokens: int, moe: bool) -> list[Op]:
                 vector_elems=T * E,
             )
         )
+        if phase == "train":
+            ops.append(
+                Op(
+                    "moe_topk",
+                    "vector",
+                    "seq",
+                    act_elems=T * (E + 2 * k),
+                    vector_elems=T * E,
+                )
+            )
+            ops.append(
+                Op(
+                    "moe_permute",
+                    "vector",
+                    "seq",
+                    act_elems=T * d * (1 + k),
+                    vector_elems=T * k * d,
+                )
+            )
         # Expert weights read: those of the experts touched (see module docstring), as a
         # fraction of all E experts' weights.
         touched = expected_experts_touched(T * k, E, k) / E
         ops += ffn("expert", m.d_ff_expert, T * k, "ep", "expert", wscale=E * touched)
+        if phase == "train":
+            ops.append(
+                Op(
+                    "moe_unpermute",
+                    "vector",
+                    "seq",
+                    act_elems=T * d * (1 + k),
+                    vector_elems=T * k * d,
+                )
+            )
         if m.n_shared_experts:
             ops += ffn("shared", m.d_ff_expert * m.n_shared_experts, T, "tp", "matmul")
     ops.append(Op("ffn_residual", "vector", "seq", act_elems=3 * T * d, vector_elems=T * d))
@@ -367,7 +403,7 @@ def forward_graph(
         moe = a_count - dense
         for f_name, count, is_moe in (("dense", dense, False), ("moe", moe, True)):
             if count:
-                ops = tuple(attn + _ffn_ops(m, T, is_moe))
+                ops = tuple(attn + _ffn_ops(m, T, is_moe, phase))
                 groups.append(LayerGroup(f"{a_name}-{f_name}", count, ops))
     logit_tokens = T if phase == "train" else batch
     V = m.vocab
