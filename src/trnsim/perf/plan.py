@@ -228,6 +228,7 @@ class ParallelPlan:
         training's). ``describe()`` is the compact token form of JSON and labels."""
         degrees = f"TP{self.tp} PP{self.pp} DP{self.dp}"
         degrees += f" EP{self.ep}" if self.ep > 1 else ""
+        degrees += f" ETP{self.etp}" if self.etp is not None and self.etp != self.tp else ""
         degrees += f" CP{self.cp}" if self.cp > 1 else ""
         parts = [degrees]
         if mode == "serve":
@@ -245,8 +246,6 @@ class ParallelPlan:
             parts.append(f"{self.recompute_layers} layers recomputed per stage")
         if self.offload_layers:
             parts.append(f"{self.offload_layers} layers offloaded per stage")
-        if self.etp is not None and self.etp != self.tp:
-            parts.append(f"expert TP {self.etp}")
         if self.moe_capacity:
             parts.append(f"expert capacity {self.moe_capacity:g}")
         if self.moe_dispatcher != "alltoall":
