@@ -47,6 +47,16 @@ BASES: dict[str, list[str]] = {
         "4",
     ],
     "validate": ["validate", "--sets", "F"],
+    "microbench": [
+        "microbench",
+        "h100-sxm",
+        "--bench",
+        "gemm",
+        "--sizes",
+        "1024",
+        "--dtype",
+        "bf16",
+    ],
     "run": ["run", SOFTMAX],
     "profile": ["profile", HBM_COPY, *SMALL_COPY, "--no-files"],
     # a checkout that is not there: every flag value parsed and judged in milliseconds (the

@@ -1,5 +1,7 @@
 """Op graphs: FLOP identities (2N forward, 6N training), attention pairs, MoE touch counts."""
 
+import dataclasses
+
 import pytest
 
 from trnsim.errors import ConfigError
@@ -17,7 +19,10 @@ from trnsim.workloads import (
 def test_forward_matmul_flops_are_2n_per_token(name):
     m = model(name)
     g = forward_graph(m, 2, 256)
-    assert g.flops_of("matmul", "expert") == pytest.approx(2 * g.tokens * m.n_matmul_params_active)
+    want = 2 * g.tokens * m.n_matmul_params_active
+    if not m.head_per_token:  # a classifier's head runs on one token per sequence
+        want -= 2 * (g.tokens - g.batch) * m.d_model * m.vocab
+    assert g.flops_of("matmul", "expert") == pytest.approx(want)
 
 
 def test_training_flops_are_6n_without_attention():
@@ -69,3 +74,34 @@ def test_moe_decode_reads_fewer_expert_weights_than_prefill():
 def test_graph_rejects_bad_shapes():
     with pytest.raises(ConfigError, match=r"context \(4\) must be >= q_len \(8\)"):
         forward_graph(model("llama-2-7b"), 1, 8, 4)
+
+
+def test_encoder_attends_to_every_pair_and_has_no_decode():
+    m = model("bert-large")
+    s = 128
+    g = forward_graph(m, 1, s, phase="train")
+    # MHA: 4 d FLOPs per pair per layer, all s x s pairs (no causal mask)
+    assert g.flops_of("attention") == pytest.approx(m.n_layers * 4 * m.d_model * s * s)
+    with pytest.raises(ConfigError, match="encoder"):
+        forward_graph(m, 1, 1, 129, phase="decode")
+
+
+def test_vit_patch_embedding_is_a_matmul_and_head_sees_the_class_token():
+    m = model("vit-base-16")
+    g = forward_graph(m, 4, 197, phase="train")
+    ops = {op.name: op for op in g.pre + g.post}
+    assert ops["patch_embedding"].flops == 2 * 4 * 197 * 768 * 768
+    assert ops["lm_head"].flops == 2 * 4 * 768 * 1000  # one class token per image
+
+
+def test_mtp_runs_in_training_only():
+    m = model("deepseek-v3")
+    train = forward_graph(m, 1, 64, phase="train")
+    prefill = forward_graph(m, 1, 64, phase="prefill")
+    assert [gr.name for gr in train.groups][-1] == "mtp"
+    assert "mtp" not in [gr.name for gr in prefill.groups]
+    # the MTP module's FLOPs: 2 x tokens x its matmul parameters (block, projection, head)
+    extra = train.flops_of("matmul", "expert") - forward_graph(
+        dataclasses.replace(m, n_mtp_modules=0), 1, 64, phase="train"
+    ).flops_of("matmul", "expert")
+    assert extra == pytest.approx(2 * 64 * m.mtp_matmul_params)

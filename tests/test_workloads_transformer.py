@@ -26,6 +26,9 @@ PUBLISHED = {
     "qwen3-30b-a3b": 30.5,
     "qwen3-235b-a22b": 235.0,
     "mixtral-8x22b": 141.0,
+    "bert-large": 0.336,  # HF bert-large-uncased: 336 M with the 1 M pooler we leave out
+    "bert-base": 0.110,
+    "vit-base-16": 0.0866,  # HF google/vit-base-patch16-224: 86.6 M
 }
 # Active parameters as their publishers count them (excluding embeddings for GPT-OSS).
 ACTIVE = {
@@ -105,3 +108,20 @@ def test_sliding_window_caps_kv_cache():
     m = model("gpt-oss-120b")  # 18 local layers capped at 128 tokens
     per_layer = 2 * m.kv_dim
     assert m.kv_cache_elems(10_000) == per_layer * (18 * 128 + 18 * 10_000)
+
+
+def test_deepseek_v3_mtp_module_makes_the_685b_checkpoint():
+    # HF deepseek-ai/DeepSeek-V3: 685 B = 671 B main model + 14 B MTP module, whose checkpoint
+    # layer also stores its own copy of the embedding and output head.
+    m = model("deepseek-v3")
+    assert m.n_mtp_modules == 1
+    total = m.n_params + m.n_mtp_params + m.embedding_params + m.vocab * m.d_model
+    assert total / 1e9 == pytest.approx(685, rel=0.01)
+    assert m.n_params / 1e9 == pytest.approx(671, rel=0.01)
+
+
+def test_encoder_fields_are_checked():
+    with pytest.raises(ConfigError, match="encoder"):
+        ModelArgs("x", 64, 2, 4, 4, 128, 100, causal=False, n_experts=4, top_k=1, d_ff_expert=8)
+    with pytest.raises(ConfigError, match="patch_dim"):
+        ModelArgs("x", 64, 2, 4, 4, 128, 100, patch_dim=-1)

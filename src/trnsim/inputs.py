@@ -585,19 +585,21 @@ def check_inference(
     prefix_hit: object = 0.0,
 ) -> None:
     """The inputs of one serving estimate (``estimate_inference``, ``search_inference``;
-    ``batch`` None: the planner's own list of batches)."""
+    ``batch`` None: the planner's own list of batches). An encoder (``causal`` false) has no
+    decoding to bound: ``estimate_inference`` refuses it with its own reason."""
     check_optional("batch", batch)
     it = check("input-tokens", input_tokens)
     ot = check("output-tokens", output_tokens)
     ms = check_optional("max-seq-len", max_seq_len)
     check("prefix-hit", prefix_hit)
-    check_serve_context(it, ot, ms, model.name, model.max_seq_len, model.learned_pos)
+    if getattr(model, "causal", True):
+        check_serve_context(it, ot, ms, model.name, model.max_seq_len, model.learned_pos)
 
 
 def check_speculative(spec, draft, target, output_tokens: int) -> None:
     """A ``Speculative`` (its draft resolved to ``draft``) against the target model."""
     k = check("spec-tokens", spec.tokens)
-    check("spec-acceptance", spec.acceptance)
+    check_optional("spec-acceptance", spec.acceptance)  # None: the method's published rate
     check_draft(
         draft.name,
         draft.n_params,

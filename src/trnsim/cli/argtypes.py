@@ -109,3 +109,22 @@ def rule_type(name: str):
 
     check.__name__ = f"rule_{rule.param}"
     return check
+
+
+def fraction_list(text: str) -> tuple[float, ...]:
+    """Comma-separated fractions in [0, 1] (per-position rates: ``0.865,0.725,0.635``)."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of fractions")
+    return tuple(fraction(p) for p in parts)
+
+
+def batch_size(text: str) -> int | str:
+    """A whole number of sequences (rule ``batch`` of ``trnsim.inputs``), or ``max`` (the
+    largest batch that fits)."""
+    if str(text).strip().lower() == "max":
+        return "max"
+    try:
+        return rule_type("batch")(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (a batch size: a whole number, or max)") from None

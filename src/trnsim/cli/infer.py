@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from trnsim import inputs
-from trnsim.cli.argtypes import rule_type
+from trnsim.cli.argtypes import batch_size, fraction_list, rule_type
 from trnsim.cli.plan import add_slo_flags, slo_from_args
 from trnsim.cli.train import (
     add_common,
@@ -26,7 +26,9 @@ from trnsim.cli.train import (
 )
 from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.perf import ParallelPlan, Speculative, estimate_inference
+from trnsim.perf.infer import SPEC_METHODS, max_batch
 from trnsim.perf.planner import search_inference
+from trnsim.perf.precision import KV_CACHE_BYTES
 from trnsim.perf.table_model import compute_model
 from trnsim.report.progress import progress
 from trnsim.report.tables import prose
@@ -36,7 +38,13 @@ from trnsim.workloads import resolve_model
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
-    parser.add_argument("--batch", type=rule_type("batch"), default=1, help="sequences per replica")
+    parser.add_argument(
+        "--batch",
+        type=batch_size,
+        default=1,
+        help="sequences per replica, or max: the largest batch whose KV cache fits (maximum "
+        "throughput, as trtllm-bench sizes it; needs plan flags)",
+    )
     parser.add_argument(
         "--input-tokens", type=rule_type("input-tokens"), default=1024, help="prompt tokens"
     )
@@ -48,19 +56,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--draft-model",
-        help="speculative decoding: the draft model (preset or config.json)",
+        help="speculative decoding: the draft model (preset or config.json), eagle3 (an "
+        "EAGLE-3 head on the model) or mtp (the model's multi-token-prediction modules)",
     )
     parser.add_argument(
         "--spec-tokens",
         type=rule_type("spec-tokens"),
-        help="speculative decoding: tokens the draft proposes per step (default 4; needs "
-        "--draft-model)",
+        help="speculative decoding: tokens the draft proposes per step (default 4; eagle3 3; "
+        "mtp 1; needs --draft-model)",
     )
     parser.add_argument(
         "--spec-acceptance",
         type=rule_type("spec-acceptance"),
-        help="speculative decoding: probability each proposed token is accepted (default 0.7; "
-        "needs --draft-model)",
+        help="speculative decoding: per-token acceptance rate (default: the method's published "
+        "rate: eagle3 0.86, mtp 0.875; a draft model 0.7, assumed; needs --draft-model)",
+    )
+    parser.add_argument(
+        "--spec-per-position",
+        type=fraction_list,
+        help="speculative decoding: measured acceptance of each draft position, comma-separated "
+        "(vLLM's per-position acceptance, e.g. 0.865,0.725,0.635); one per --spec-tokens",
+    )
+    parser.add_argument(
+        "--kv-cache-dtype",
+        choices=("auto", *KV_CACHE_BYTES),
+        default="auto",
+        help="store the KV cache in this dtype (auto: the precision's; fp8 as vLLM's and "
+        "TensorRT-LLM's FP8 KV cache)",
     )
     parser.add_argument(
         "--prefix-hit",
@@ -77,6 +99,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 INFER_PLAN_FLAGS = ("tp", "pp", "ep")
+SPEC_DEFAULT_TOKENS = {"draft": 4, "eagle3": 3}  # eagle3: the vLLM-Neuron tutorial's 3
+
+
+def speculative_from_args(args: argparse.Namespace, m: Any) -> Speculative | None:
+    """The ``Speculative`` of ``--draft-model`` and its flags (None without a draft)."""
+    per_pos = getattr(args, "spec_per_position", None)
+    if args.draft_model is None:
+        for flag, value in (
+            ("--spec-tokens", args.spec_tokens),
+            ("--spec-acceptance", args.spec_acceptance),
+            ("--spec-per-position", per_pos),
+        ):
+            if value is not None:
+                shown = ",".join(f"{x:g}" for x in value) if isinstance(value, tuple) else value
+                raise UsageError(f"{flag} {shown}: speculative decoding needs --draft-model")
+        return None
+    if args.spec_acceptance is not None and per_pos is not None:
+        raise UsageError("--spec-acceptance and --spec-per-position: give one of the two")
+    if args.draft_model in SPEC_METHODS:
+        draft: Any = args.draft_model
+        method = args.draft_model
+    else:
+        try:
+            draft = resolve_model(args.draft_model)
+        except TrnsimError as exc:
+            raise UsageError(f"--draft-model {args.draft_model}: {exc}") from None
+        method = "draft"
+    if method == "mtp" and not m.n_mtp_modules:
+        raise UsageError(f"--draft-model mtp: {m.name} has no multi-token-prediction modules")
+    default = m.n_mtp_modules if method == "mtp" else SPEC_DEFAULT_TOKENS[method]
+    tokens = args.spec_tokens or (len(per_pos) if per_pos else default)
+    if tokens > args.output_tokens:
+        raise UsageError(
+            f"--spec-tokens {tokens}: more than --output-tokens {args.output_tokens} to generate"
+        )
+    if method == "mtp" and tokens > m.n_mtp_modules:
+        raise UsageError(
+            f"--spec-tokens {tokens}: mtp drafts one token per MTP module ({m.name} has "
+            f"{m.n_mtp_modules})"
+        )
+    if per_pos is not None and len(per_pos) != tokens:
+        raise UsageError(
+            f"--spec-per-position gives {len(per_pos)} rates for --spec-tokens {tokens}"
+        )
+    try:
+        spec = Speculative(draft, tokens, args.spec_acceptance, tuple(per_pos or ()))
+    except ConfigError as exc:
+        if isinstance(exc, UsageError):  # a rule of trnsim.inputs, naming its flag
+            raise
+        raise UsageError(f"--spec-per-position: {exc}") from None
+    if method == "draft":  # smaller than the target, the same vocabulary (rule draft-model)
+        inputs.check_speculative(spec, draft, m, args.output_tokens)
+    return spec
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,29 +163,13 @@ def run(args: argparse.Namespace) -> int:
     check_stack(args, sysm.chip, "serve")
     inputs.check_inference(
         m,
-        batch=args.batch,
+        batch=None if args.batch == "max" else args.batch,
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
         max_seq_len=args.max_seq_len,
         prefix_hit=args.prefix_hit,
     )
-    spec = None
-    if args.draft_model is None:
-        for flag, value in (
-            ("--spec-tokens", args.spec_tokens),
-            ("--spec-acceptance", args.spec_acceptance),
-        ):
-            if value is not None:
-                raise UsageError(f"{flag} {value}: speculative decoding needs --draft-model")
-    else:
-        spec_tokens = 4 if args.spec_tokens is None else args.spec_tokens
-        acceptance = 0.7 if args.spec_acceptance is None else args.spec_acceptance
-        try:
-            draft = resolve_model(args.draft_model)
-        except TrnsimError as exc:
-            raise UsageError(f"--draft-model {args.draft_model}: {exc}") from None
-        spec = Speculative(draft, spec_tokens, acceptance)
-        inputs.check_speculative(spec, draft, m, args.output_tokens)
+    spec = speculative_from_args(args, m)
     ranks = chips * args.ranks_per_chip
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
     chosen = None
@@ -136,6 +195,11 @@ def run(args: argparse.Namespace) -> int:
             plan.check_model(m)
         except ConfigError as exc:
             raise UsageError(f"plan flags: {exc}") from None
+    elif args.batch == "max":
+        raise UsageError(
+            "--batch max: give the plan (--tp/--pp/--ep); the planner searches plans at a "
+            "given batch"
+        )
     else:
         res = search_inference(
             m,
@@ -165,11 +229,32 @@ def run(args: argparse.Namespace) -> int:
             f"{res.considered} plans searched, {res.over_capacity} over capacity) because no "
             "plan flag (--tp/--pp/--ep/--pad-heads) was given"
         )
+    batch = args.batch
+    if batch == "max":
+        batch = max_batch(
+            m,
+            sysm,
+            plan,
+            input_tokens=args.input_tokens,
+            output_tokens=args.output_tokens,
+            precision_name=args.precision,
+            max_seq_len=args.max_seq_len,
+            speculative=spec,
+            kv_cache_dtype=args.kv_cache_dtype,
+        )
+        if batch < 1:
+            print(
+                f"trnsim infer: not one sequence of {args.input_tokens + args.output_tokens} "
+                f"tokens fits beside the weights of {m.name} with {plan.describe()} on "
+                f"{chips} chips of {sysm.name}",
+                file=sys.stderr,
+            )
+            return 1
     est = estimate_inference(
         m,
         sysm,
         plan,
-        batch=args.batch,
+        batch=batch,
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
         precision_name=args.precision,
@@ -179,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
         stack=args.stack,
         speculative=spec,
         prefix_hit=args.prefix_hit,
+        kv_cache_dtype=args.kv_cache_dtype,
     )
     if chosen:
         est.assumptions.insert(0, chosen)

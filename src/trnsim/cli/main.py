@@ -32,6 +32,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
+    "microbench": (
+        "microbench",
+        "single-chip GEMM, HBM STREAM and attention rates (core timing model on Trainium)",
+    ),
     "validate": (
         "validate",
         "perf model vs every calibration set (Trainium, H100, NCCL, TPU): per-row, MAPE",

@@ -15,6 +15,7 @@ from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
 from trnsim.perf import PRECISIONS, CostInputs, estimate_training, plan_for_chips
+from trnsim.perf.mlperf import estimate_time_to_train
 from trnsim.perf.plan import MOE_DISPATCHERS
 from trnsim.perf.planner import search_training
 from trnsim.perf.stacks import STACKS, resolve_stack
@@ -131,7 +132,8 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
         "--precision",
         default="bf16",
         choices=PRECISIONS.names(),
-        help="number format: bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8 (weight-only)",
+        help="number format: bf16, fp16, fp32, fp8, mxfp8, mxfp4, nvfp4, int8 (weight-only), "
+        "fp32-autocast (fp32 storage, bf16 matmuls)",
     )
 
 
@@ -236,6 +238,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tokens", type=rule_type("tokens"), help="tokens to train (time, cost, energy)"
+    )
+    parser.add_argument(
+        "--samples",
+        type=positive_float,
+        help="MLPerf time to train: samples (sequences) to converge; whole steps of "
+        "--global-batch (instead of --tokens)",
+    )
+    parser.add_argument(
+        "--eval-interval",
+        type=positive_float,
+        help="MLPerf: samples between quality evaluations; training runs to the first one at "
+        "or after --samples (needs --samples)",
     )
     g = parser.add_argument_group("pipeline, memory and MoE options of the plan")
     g.add_argument(
@@ -415,6 +429,7 @@ def default_to_context(args: argparse.Namespace, m: ModelArgs, defaults: dict) -
 
 
 def run(args: argparse.Namespace) -> int:
+    ttt_args = mlperf_args(args)
     m = model_from_args(args)
     default_to_context(args, m, {"seq_len": 4096})
     check_moe_imbalance(args, m)
@@ -510,6 +525,27 @@ def run(args: argparse.Namespace) -> int:
         compute_model=cm,
         stack=args.stack,
     )
+    ttt = None
+    if ttt_args is not None:  # MLPerf: whole steps to the first evaluation past convergence
+        ttt = estimate_time_to_train(est, *ttt_args)
+        est = estimate_training(
+            m,
+            sysm,
+            plan,
+            global_batch=est.global_batch,
+            seq_len=args.seq_len,
+            precision_name=args.precision,
+            cost_inputs=cost_inputs(args, sysm.chip),
+            tokens_to_train=ttt.samples_trained * args.seq_len,
+            compute_model=cm,
+            stack=args.stack,
+        )
+        est.assumptions.append(
+            f"MLPerf time to train: {ttt.samples_to_converge:,.0f} samples to converge"
+            + (f", evaluated every {ttt.eval_interval:,.0f}" if ttt.eval_interval else "")
+            + f" -> {ttt.steps:,} steps of {est.global_batch:,} = {ttt.samples_trained:,} "
+            "samples trained"
+        )
     if gb_note:
         est.assumptions.insert(0, gb_note)
     if sys_note:
@@ -517,10 +553,29 @@ def run(args: argparse.Namespace) -> int:
     if chosen:
         est.assumptions.insert(0, chosen)
     if args.json:
-        dump(est.as_dict())
+        doc = est.as_dict()
+        if ttt is not None:
+            doc["mlperf"] = ttt.as_dict()
+        dump(doc)
     else:
         show_training(Console(), est)
     return 0 if est.fits else 1
+
+
+def mlperf_args(args: argparse.Namespace) -> tuple[float, float | None] | None:
+    """(samples, eval_interval) of ``--samples`` / ``--eval-interval``, checked."""
+    samples = getattr(args, "samples", None)
+    interval = getattr(args, "eval_interval", None)
+    if samples is None:
+        if interval is not None:
+            raise UsageError(f"--eval-interval {interval:g}: needs --samples")
+        return None
+    if args.tokens is not None:
+        raise UsageError(
+            f"--samples {samples:g} and --tokens {args.tokens:g}: give one (samples x "
+            "--seq-len tokens are trained)"
+        )
+    return samples, interval
 
 
 def show_training(console: Console, est: Any) -> None:

@@ -128,12 +128,12 @@ def run(args: argparse.Namespace) -> int:
         tables.main(["build"])
     fitted: dict[str, calsets.StackFit] = {}
     if args.fit:
-        stacks = sorted(
-            {r.stack for r in calsets.rows(args.compute, sets)} & set(calsets.FIT_PARAMS)
-        )
+        mine = {r.stack for r in calsets.rows(args.compute, sets)}
+        mine |= {calsets.JOINT[s][0] for s in mine if s in calsets.JOINT}
+        stacks = sorted(mine & set(calsets.FIT_PARAMS))
         with progress("fitting stack profiles", total=len(stacks)) as bar:
             for name in stacks:
-                fitted[name] = calsets.fit_stack(name, args.compute)
+                fitted.update(calsets.fit_stacks(name, args.compute))
                 bar.advance()
     results = calsets.validate(args.compute, fitted, sets)
     summ = summary(results, sets)

@@ -406,15 +406,38 @@ FLAT: dict[str, Callable[[str, Group, float], list[Step]]] = {
 TORUS_FLAT_MAX = 64
 
 
-def rule(op: str, nbytes: float, levels: int) -> str:
-    """The default selection (Neuron runtime switch points, calibration section E)."""
+#: The largest torus ring that is a hypercube: RDH's distance-doubling partners are one hop
+#: apart only where each torus dimension holds at most 4 chips (a 4-ring is a 2-cube; the Trn
+#: 4x4 2D torus is "a 4D hyper-cube": aws-neuron-sdk neuron-runtime/explore/
+#: intranode-collective-comm.rst, "Recursive Doubling and Halving (RDH) Algorithm").
+RDH_MAX_RING = 4
+
+
+def rule(op: str, nbytes: float, levels: int, hypercube: bool = True) -> str:
+    """The default selection (Neuron runtime switch points, calibration section E).
+
+    The RDH band applies where the group's torus is a hypercube (``hypercube``: every torus
+    dimension of at most ``RDH_MAX_RING`` chips). On a longer ring (Inferentia2's 12-chip
+    NeuronLink ring) distance-doubling partners are several hops apart and share links, and
+    the runtime's RDH, built on the 2D torus's hypercube, does not exist: the ring runs there.
+    """
     if op in ("all-to-all", "permute"):
         return "direct"
     if levels > 1:
         return "hierarchical"
     if nbytes < MESH_MAX_BYTES:
         return "tree" if op == "broadcast" else "direct"
-    return "rdh" if nbytes <= RDH_MAX_BYTES else "ring"
+    return "rdh" if nbytes <= RDH_MAX_BYTES and hypercube else "ring"
+
+
+def level_is_hypercube(lv: LevelView) -> bool:
+    """True unless ``lv`` is a torus with a dimension of more than ``RDH_MAX_RING`` chips."""
+    return not lv.is_torus or all(k <= RDH_MAX_RING for k in lv.dims)
+
+
+def is_hypercube(g: Group) -> bool:
+    """True if every level of ``g`` is a hypercube for RDH (``level_is_hypercube``)."""
+    return all(level_is_hypercube(lv) for lv in g.levels)
 
 
 def units(g: Group) -> list[LevelView]:
@@ -466,7 +489,10 @@ def _hierarchical(
     subs = [Group(g.system, lv.n, g.placement, (replace(lv, inner=1),)) for lv in stages]
     steps: list[Step] = []
     for sub_op, i, size in hierarchical_plan(op, [lv.n for lv in stages], m):
-        algo = (stage_rule or rule)(sub_op, size, 1)
+        if stage_rule is None:
+            algo = rule(sub_op, size, 1, is_hypercube(subs[i]))
+        else:
+            algo = stage_rule(sub_op, size, 1)
         steps += FLAT[algo](sub_op, subs[i], size)
     return steps
 
@@ -521,6 +547,8 @@ def flow_overheads(system: SystemSpec | str, stack: str | None = None) -> Overhe
     if name == "nccl":
         simple = NCCL.protocol("Simple")
         return Overheads(software_s=simple.latency_s, link_efficiency=NCCL.ring_efficiency)
+    if name == "hccl":
+        return IDEAL_NCCL_GROUP  # no Gaudi constants fitted: no overhead, full port rate
     return TPU_ICI if name == "tpu-ici" else FITTED
 
 
@@ -648,7 +676,7 @@ def _cached(
         algo = "direct" if op == "permute" else "hierarchical"
     elif chosen == "auto":
         big_torus = g.levels[0].is_torus and g.levels[0].n > TORUS_FLAT_MAX
-        algo = rule(op, m, len(g.levels) + big_torus)
+        algo = rule(op, m, len(g.levels) + big_torus, is_hypercube(g))
     elif chosen == "best":
         cands = [(sum(s.time_s for s in _steps(op, a, g, m, stage_rule)), a) for a in spec.algos]
         algo = min(cands)[1]

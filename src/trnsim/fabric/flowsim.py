@@ -53,6 +53,7 @@ from trnsim.fabric.collectives import (
     canonical_algo,
     canonical_op,
     hierarchical_plan,
+    level_is_hypercube,
     resolve_system,
     rule,
     units,
@@ -282,7 +283,7 @@ def plan(
     out: list[Lifted] = []
     for sub_op, i, size in hierarchical_plan(op, [lv.n for lv in stages], nbytes):
         lv = stages[i]
-        sub_algo = rule(sub_op, size, 1)
+        sub_algo = rule(sub_op, size, 1, level_is_hypercube(lv))
         pattern = _symbolic_pattern(sub_op, sub_algo, lv.n, size)
         out += _lift(pattern, ranks, lv.n, lv.inner, f"{sub_op}@{lv.name}")
     return out

@@ -125,10 +125,17 @@ STACKS: dict[str, Stack] = {
             "none fitted (no TPU collective rows): zero software overhead, full ICI line rate "
             "(Google's per-pod all-reduce bandwidth figures)",
         ),
+        Stack(
+            "hccl",
+            "Intel Habana HCCL (Gaudi, collectives over the on-chip RoCE ports)",
+            "the generic family with the Neuron selection rule (direct below 1 MB, RDH to "
+            "56 MB, ring above; hierarchical across levels)",
+            "none fitted (no Gaudi collective rows): zero software overhead, full port rate",
+        ),
     )
 }
 
-VENDOR_STACK = {"AWS": "neuron", "NVIDIA": "nccl", "Google": "tpu-ici"}
+VENDOR_STACK = {"AWS": "neuron", "NVIDIA": "nccl", "Google": "tpu-ici", "Intel": "hccl"}
 
 
 def stack_for(system: SystemSpec) -> Stack:

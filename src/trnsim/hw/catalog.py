@@ -548,6 +548,180 @@ H200 = CHIPS.register(
 )
 
 
+def _dense(sparse: dict[str, float]) -> dict[str, float]:
+    """Dense peaks from a datasheet's 'with sparsity' figures (half of them)."""
+    return {k: v / 2 for k, v in sparse.items()}
+
+
+H100_PCIE = CHIPS.register(
+    "h100-pcie",
+    ChipSpec(
+        name="h100-pcie",
+        vendor="NVIDIA",
+        family="Hopper",
+        cores=114,
+        hbm_bytes=80 * GB,
+        hbm_bw=2 * TB,
+        tdp_w=350,
+        peak_flops={
+            **_dense(
+                {
+                    "fp8": 3026 * TFLOPS,
+                    "int8": 3026 * TFLOPS,
+                    "bf16": 1513 * TFLOPS,
+                    "fp16": 1513 * TFLOPS,
+                    "tf32": 756 * TFLOPS,
+                }
+            ),
+            "fp32": 51 * TFLOPS,
+        },
+        sparse_peak_flops={
+            "fp8": 3026 * TFLOPS,
+            "int8": 3026 * TFLOPS,
+            "bf16": 1513 * TFLOPS,
+            "fp16": 1513 * TFLOPS,
+            "tf32": 756 * TFLOPS,
+        },
+        link=LinkSpec(
+            name="NVLink bridge",
+            bw_per_chip=600 * GB,
+            links_per_chip=12,
+            latency_s=1 * US,
+            direction="bidirectional",
+            sources={
+                "bw_per_chip": S.NVIDIA_H100_PCIE_DATASHEET,
+                "links_per_chip": f"{S.DERIVED}: 600 GB/s / 50 GB/s per NVLink-4 link",
+                "latency_s": S.ASSUMED,
+            },
+            notes={"bw_per_chip": "a bridge joins 2 GPUs; others talk over PCIe Gen5"},
+        ),
+        dtypes=("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"),
+        sparsity_patterns=("2:4",),
+        process="TSMC 4N",
+        sources={
+            "cores": S.NVIDIA_HOPPER_WHITEPAPER,
+            "hbm_bytes": S.NVIDIA_H100_PCIE_DATASHEET,
+            "hbm_bw": S.NVIDIA_H100_PCIE_DATASHEET,
+            "tdp_w": S.NVIDIA_H100_PCIE_DATASHEET + " (the upper end of 300-350 W)",
+            "peak_flops": S.NVIDIA_H100_PCIE_DATASHEET + " (tensor figures: half the sparse ones)",
+            "sparse_peak_flops": S.NVIDIA_H100_PCIE_DATASHEET,
+        },
+        notes={"hbm_bw": "the Hopper whitepaper gives 2,039 GB/s (HBM2e)"},
+    ),
+    aliases=("h100-pcie-80gb",),
+)
+
+H800 = CHIPS.register(
+    "h800",
+    dataclasses.replace(
+        H100,
+        name="h800",
+        link=LinkSpec(
+            name="NVLink",
+            bw_per_chip=400 * GB,
+            links_per_chip=8,
+            latency_s=1 * US,
+            direction="bidirectional",
+            sources={
+                "bw_per_chip": S.NVIDIA_H800_DATASHEET,
+                "links_per_chip": f"{S.DERIVED}: 400 GB/s / 50 GB/s per NVLink-4 link",
+                "latency_s": S.ASSUMED,
+            },
+            notes={"latency_s": "assumed ~1 us one NVSwitch hop; no figure in the sources"},
+        ),
+        sources={
+            "cores": S.NVIDIA_HOPPER_WHITEPAPER + " (the GH100 of H100 SXM5: 132 SMs)",
+            **{
+                k: S.NVIDIA_H800_DATASHEET
+                for k in ("hbm_bytes", "hbm_bw", "tdp_w", "peak_flops", "sparse_peak_flops")
+            },
+        },
+        notes={
+            **_HOPPER_NOTES,
+            "link": "the export variant of H100 SXM: NVLink cut to 400 GB/s, FP64 to 1 TF",
+        },
+    ),
+    aliases=("h800-sxm",),
+)
+
+_H20_PEAKS = {
+    "fp8": 296 * TFLOPS,
+    "int8": 296 * TFLOPS,
+    "bf16": 148 * TFLOPS,
+    "fp16": 148 * TFLOPS,
+    "tf32": 74 * TFLOPS,
+    "fp32": 44 * TFLOPS,
+}
+H20 = CHIPS.register(
+    "h20",
+    ChipSpec(
+        name="h20",
+        vendor="NVIDIA",
+        family="Hopper",
+        cores=78,
+        hbm_bytes=96 * GB,
+        hbm_bw=4.0 * TB,
+        tdp_w=400,
+        peak_flops=_H20_PEAKS,
+        link=_nvlink(900 * GB, 18, S.NVIDIA_H20_BRIEF),
+        dtypes=("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"),
+        process="TSMC 4N",
+        sources={
+            "cores": S.TECHPOWERUP_H20,
+            **{k: S.NVIDIA_H20_BRIEF for k in ("hbm_bytes", "hbm_bw", "tdp_w", "peak_flops")},
+        },
+        notes={
+            "peak_flops": "dense figures; the export-limited Hopper (about 15 % of H100's BF16)",
+        },
+    ),
+    aliases=("hgx-h20-gpu",),
+)
+
+GAUDI2 = CHIPS.register(
+    "gaudi2",
+    ChipSpec(
+        name="gaudi2",
+        vendor="Intel",
+        family="Gaudi",
+        cores=24,
+        hbm_bytes=96 * GB,
+        hbm_bw=2.45 * TB,
+        tdp_w=600,
+        peak_flops={"bf16": 432 * TFLOPS, "fp8": 865 * TFLOPS},
+        link=LinkSpec(
+            name="RoCE v2 (on-chip 100 GbE)",
+            bw_per_chip=24 * 100e9 / 8,
+            links_per_chip=24,
+            latency_s=2 * US,
+            direction="per-direction",
+            sources={
+                "bw_per_chip": f"{S.DERIVED}: 24 x 100 Gb/s ports ({S.HABANA_GAUDI2_WHITEPAPER})",
+                "links_per_chip": S.HABANA_GAUDI2_WHITEPAPER,
+                "latency_s": S.ASSUMED,
+            },
+            notes={
+                "direction": "Ethernet port rates are per direction",
+                "latency_s": "assumed ~2 us per RoCE hop (NIC to NIC); no figure in the sources",
+            },
+        ),
+        dtypes=("fp32", "tf32", "bf16", "fp16", "fp8"),
+        process="TSMC 7 nm",
+        sources={
+            "cores": S.HABANA_GAUDI2_WHITEPAPER + " (24 tensor processor cores; plus 2 MMEs)",
+            "hbm_bytes": S.HABANA_GAUDI2_WHITEPAPER,
+            "hbm_bw": S.HABANA_GAUDI2_WHITEPAPER,
+            "tdp_w": S.HABANA_GAUDI2_WHITEPAPER,
+            "peak_flops": S.INTEL_GAUDI3_WHITEPAPER,
+        },
+        notes={
+            "peak_flops": "matrix (MME) peaks; Intel publishes no FP16/TF32/FP32 MME figure, "
+            "so those dtypes fall back to BF16's",
+        },
+    ),
+    aliases=("gaudi-2", "hl-225"),
+)
+
+
 def _blackwell(name: str, peaks: dict, hbm: float, tdp: float) -> ChipSpec:
     return ChipSpec(
         name=name,
@@ -1405,6 +1579,112 @@ DGX_B300 = _node(
     },
 )  # fmt: skip
 
+HGX_H800 = _node(
+    "hgx-h800", H800, _ib(400, S.DEEPSEEK_V3_REPORT), S.DEEPSEEK_V3_REPORT,
+    "2 x CPU (not stated)", "8 H800 on NVSwitch (NVLink 400 GB/s), InfiniBand 400 Gb/s per "
+    "GPU (DeepSeek-V3's nodes)", ("h800-node", "8xh800"),
+)  # fmt: skip
+HGX_H20 = _node(
+    "hgx-h20", H20, _ib(400, S.ASSUMED + " (400 Gb/s per GPU, as HGX H100 nodes)"),
+    S.NVIDIA_H20_BRIEF, "2 x CPU (not stated)", "HGX H20: 8 H20 on NVSwitch (NVLink 900 GB/s); "
+    "scale-out NIC assumed 400 Gb/s per GPU", ("h20-node", "8xh20"),
+)  # fmt: skip
+
+SYSTEMS.register(
+    "h100-pcie-server",
+    SystemSpec(
+        name="h100-pcie-server",
+        kind="server",
+        chip=H100_PCIE,
+        chips=8,
+        chips_per_server=8,
+        host_cpu="2 x CPU (PCIe Gen5 host)",
+        levels=(
+            FabricLevel(
+                name="nvlink-bridge",
+                kind="switch",
+                span=2,
+                bw_per_chip=600 * GB,
+                latency_s=1 * US,
+                direction="bidirectional",
+                sources={
+                    "span": S.NVIDIA_H100_PCIE_DATASHEET + " (a bridge joins a pair of GPUs)",
+                    "bw_per_chip": S.NVIDIA_H100_PCIE_DATASHEET,
+                    "latency_s": S.ASSUMED,
+                },
+            ),
+            FabricLevel(
+                name="pcie",
+                kind="switch",
+                span=8,
+                bw_per_chip=128 * GB,
+                latency_s=2 * US,
+                direction="bidirectional",
+                sources={
+                    "span": S.ASSUMED + " (8 GPUs behind the host's PCIe Gen5 switches)",
+                    "bw_per_chip": S.NVIDIA_H100_PCIE_DATASHEET + " (PCIe Gen5 128 GB/s)",
+                    "latency_s": S.ASSUMED,
+                },
+                notes={"latency_s": "assumed ~2 us through a PCIe switch; no figure"},
+            ),
+        ),
+        description="8 H100 PCIe in one server: NVLink bridges join pairs (600 GB/s), PCIe "
+        "Gen5 joins the pairs (128 GB/s per GPU); no scale-out network modelled",
+        sources={
+            "chips": S.ASSUMED + " (a typical 8-GPU PCIe server)",
+            "chips_per_server": S.ASSUMED,
+        },
+    ),
+    aliases=("8xh100-pcie", "h100-pcie-8"),
+)
+
+_GAUDI2_MESH_BW = 21 * 100e9 / 8  # 21 of the 24 ports join the 8 Gaudi2 of a server
+SYSTEMS.register(
+    "hls-gaudi2",
+    SystemSpec(
+        name="hls-gaudi2",
+        kind="server",
+        chip=GAUDI2,
+        chips=8,
+        chips_per_server=8,
+        host_cpu="2 x Intel Xeon",
+        levels=(
+            FabricLevel(
+                name="roce-mesh",
+                kind="switch",
+                span=8,
+                bw_per_chip=_GAUDI2_MESH_BW,
+                latency_s=2 * US,
+                direction="per-direction",
+                links_per_chip=21,
+                sources={
+                    "span": S.HABANA_GAUDI2_WHITEPAPER,
+                    "bw_per_chip": f"{S.DERIVED}: 21 x 100 Gb/s ({S.HABANA_GAUDI2_WHITEPAPER})",
+                    "latency_s": S.ASSUMED,
+                    "links_per_chip": S.HABANA_GAUDI2_WHITEPAPER,
+                },
+                notes={
+                    "kind": "a full mesh (3 x 100 GbE to each of the 7 peers) modelled as a "
+                    "switch: all of it is reached by exchanges with every peer at once, a "
+                    "ring over neighbours reaches 3 ports of it",
+                },
+            ),
+            _roce(
+                300,
+                f"{S.DERIVED}: 3 x 100 Gb/s scale-out ports per Gaudi2 "
+                f"({S.HABANA_GAUDI2_WHITEPAPER})",
+            ),
+        ),
+        description="HLS-Gaudi2: 8 Gaudi2 joined all-to-all by 21 of their 100 GbE ports, 3 "
+        "ports each to a RoCE scale-out network (2.4 Tb/s per server)",
+        sources={
+            "chips": S.HABANA_GAUDI2_WHITEPAPER,
+            "chips_per_server": S.HABANA_GAUDI2_WHITEPAPER,
+        },
+    ),
+    aliases=("gaudi2-server", "8xgaudi2"),
+)
+
 _GB200_NVL = _nvswitch(GB200, 72, S.NVIDIA_GB200_PAGE)
 _GB200_IB = _ib(400, S.NVIDIA_GB200_SUPERPOD, rails=4)  # one rail per GPU of a compute tray
 
@@ -1481,6 +1761,11 @@ _cluster(
     24_576, S.META_GENAI_INFRA + "; " + S.LLAMA3_PAPER, "8-GPU H100 nodes on a 400 Gbps RoCE "
     "three-layer Clos (Meta's 24,576-GPU RoCE cluster; Llama 3 trained on 16K of it)",
     ("h100-roce", "meta-roce-24k"),
+)  # fmt: skip
+_cluster(
+    "h800-ib-cluster", HGX_H800, _ib(400, S.DEEPSEEK_V3_REPORT), 2048, S.DEEPSEEK_V3_REPORT,
+    "HGX H800 nodes on a 400 Gb/s-per-GPU InfiniBand fat-tree (DeepSeek-V3's 2,048-GPU "
+    "cluster)", ("h800-cluster", "deepseek-cluster"),
 )  # fmt: skip
 _cluster(
     "p5-ultracluster", P5, P5.levels[-1], EFA_GPU_CLUSTER_MAX, S.AWS_P5_PAGE,

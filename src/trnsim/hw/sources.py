@@ -33,6 +33,38 @@ NEURON_COLLECTIVES = "aws-neuron-sdk neuron-runtime/about/collectives.rst"
 NVIDIA_H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com, SXM5 column)"
 NVIDIA_H200_DATASHEET = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com, SXM column)"
 NVIDIA_GB300_PAGE = "NVIDIA GB300 NVL72 product page (nvidia.com, per-GPU and rack figures)"
+NVIDIA_H100_PCIE_DATASHEET = (
+    "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com, 2023 edition, PCIe column: FP32 51 TF, "
+    "TF32 756, BF16/FP16 1,513, FP8/INT8 3,026 TF with sparsity, 80 GB, 2 TB/s, 300-350 W, "
+    "NVLink bridge 600 GB/s, PCIe Gen5 128 GB/s)"
+)
+NVIDIA_HOPPER_WHITEPAPER = (
+    "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), table 'NVIDIA data center "
+    "GPUs compared' (H100 PCIe: 114 SMs)"
+)
+NVIDIA_H800_DATASHEET = (
+    "NVIDIA H800 Tensor Core GPU datasheet (nvidia.cn, SXM column: FP64 1 TF, FP32 67 TF, "
+    "TF32 989, BF16/FP16 1,979, FP8/INT8 3,958 TF with sparsity, 80 GB, 3.35 TB/s, 700 W, "
+    "NVLink 400 GB/s)"
+)
+NVIDIA_H20_BRIEF = (
+    "NVIDIA HGX H20 product brief (nvidia.cn, 2024: 96 GB HBM3 at 4.0 TB/s, FP8 296 TF, "
+    "BF16/FP16 148 TF, TF32 74 TF, FP32 44 TF, INT8 296 TOPS dense, NVLink 900 GB/s, 400 W)"
+)
+TECHPOWERUP_H20 = "TechPowerUp GPU database, NVIDIA H20 (78 SMs; not in NVIDIA's brief)"
+DEEPSEEK_V3_REPORT = (
+    "arXiv:2412.19437 'DeepSeek-V3 Technical Report' section 3.1 (2,048 H800 GPUs, 8 per node "
+    "on NVLink and NVSwitch, InfiniBand across nodes) and 3.2.2 (IB 50 GB/s per GPU)"
+)
+HABANA_GAUDI2_WHITEPAPER = (
+    "Habana Gaudi2 White Paper (habana.ai, May 2022: 24 TPCs, 2 MMEs, 96 GB HBM2E at "
+    "2.45 TB/s, 48 MB SRAM, 24 x 100 GbE RoCE on chip, 600 W; HLS-Gaudi2 server: 8 Gaudi2, 21 "
+    "ports in an all-to-all among the 8, 3 ports each for scale-out)"
+)
+INTEL_GAUDI3_WHITEPAPER = (
+    "Intel Gaudi 3 AI Accelerator White Paper (2024), Gaudi 2 vs Gaudi 3 table (Gaudi 2 MME "
+    "BF16 432 TFLOPS, FP8 865 TFLOPS)"
+)
 GOOGLE_IRONWOOD_BLOG = "Google Cloud blog 'Ironwood: the first Google TPU for the age of inference'"
 
 DERIVED = "derived"

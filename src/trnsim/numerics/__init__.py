@@ -2,9 +2,11 @@
 
 Imports nothing of trnsim but ``trnsim.errors``. See ``formats`` (the one table of formats),
 ``rounding`` (cast, RNE and stochastic rounding), ``packing`` (NKI x4 types), ``mx`` (OCP MX
-quantize / dequantize / matmul golden) and ``sparsity`` (Trainium M:N patterns).
+quantize / dequantize / matmul golden), ``nvfp4`` (NVIDIA NVFP4 quantize / dequantize) and
+``sparsity`` (Trainium M:N patterns).
 """
 
+from trnsim.numerics import nvfp4
 from trnsim.numerics.formats import ALIASES, ALL_FORMATS, FORMATS, Format, get_format
 from trnsim.numerics.mx import MXArray, dequantize, mx_matmul, quantize
 from trnsim.numerics.packing import pack_x4, unpack_x4
@@ -39,6 +41,7 @@ __all__ = [
     "expand",
     "get_format",
     "mx_matmul",
+    "nvfp4",
     "pack_x4",
     "prune",
     "quantize",

@@ -14,8 +14,9 @@ from trnsim.perf.compute import (
     RooflineComputeModel,
 )
 from trnsim.perf.cost import DEFAULT_PRICES, CostEstimate, CostInputs, run_cost
-from trnsim.perf.infer import InferEstimate, Speculative, estimate_inference
+from trnsim.perf.infer import InferEstimate, Speculative, estimate_inference, max_batch
 from trnsim.perf.memory import MemoryBreakdown, MemoryParams, infer_memory, train_memory
+from trnsim.perf.mlperf import TimeToTrain, estimate_time_to_train, time_to_train
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import PRECISIONS, Precision, precision
 from trnsim.perf.train import TrainEstimate, estimate_training, plan_for_chips
@@ -37,12 +38,16 @@ __all__ = [
     "RankWork",
     "RooflineComputeModel",
     "Speculative",
+    "TimeToTrain",
     "TrainEstimate",
     "estimate_inference",
+    "estimate_time_to_train",
     "estimate_training",
     "infer_memory",
+    "max_batch",
     "plan_for_chips",
     "precision",
     "run_cost",
+    "time_to_train",
     "train_memory",
 ]

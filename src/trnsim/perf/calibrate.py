@@ -14,8 +14,18 @@ table says) and none for NeMo-Megatron. The calibration tables count NeuronCores
 ``ranks_per_chip = 2`` on Trn1. Llama-2-13B and CodeLlama-13B have 40 heads on TP 32:
 Transformers-NeuronX pads heads to a multiple of TP (``pad_heads``).
 
-Left out: the BERT-Large and ViT rows of section B (encoder models, not in ``workloads``), and
-the TTFT/TPOT p99 and throughput columns of C (p50 is fitted; throughput is reported).
+The C rows carry the attention layout of the sample that produced them (a configuration, not
+a fit): the Llama-3 rows come from ``meta-llama-3-{8b,70b}-sampling.ipynb``, whose
+``NeuronConfig`` sets ``attention_layout='BSH'`` (with ``fuse_qkv``); the Llama-2, Mistral and
+CodeLlama samples give no ``NeuronConfig`` and run the library's default HSB layout
+(aws-neuron/aws-neuron-samples torch-neuronx/transformers-neuronx/inference/). Each layout is
+its own stack (``transformers-neuronx``, ``transformers-neuronx-hsb``); the Transformers-NeuronX
+developer guide says BSH "often achieves better performance since it can enable better
+overlapping of compute with collectives and can reduce transposes".
+
+Left out: the TTFT/TPOT p99 and throughput columns of C (p50 is fitted; throughput is
+reported). The BERT-Large and ViT rows of section B are encoder training rows of another stack
+(HF Trainer on torch-neuronx): ``trnsim.perf.calsets`` set BE.
 """
 
 from __future__ import annotations
@@ -88,6 +98,15 @@ class InferRow:
     ttft_ms: float
     tpot_ms: float
     sdk: str
+
+    @property
+    def layout(self) -> str:
+        """The sample's attention layout: BSH for the Llama-3 samples, else the default HSB."""
+        return "BSH" if self.model.startswith("llama-3") else "HSB"
+
+    @property
+    def stack(self) -> str:
+        return "transformers-neuronx" if self.layout == "BSH" else "transformers-neuronx-hsb"
 
     @property
     def label(self) -> str:

@@ -29,7 +29,7 @@ from trnsim.hw import system
 from trnsim.perf import calibrate
 from trnsim.perf.calibrate import nelder_mead
 from trnsim.perf.compute import ComputeModel, Efficiency, RooflineComputeModel
-from trnsim.perf.infer import estimate_inference
+from trnsim.perf.infer import Speculative, estimate_inference, max_batch
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.stacks import STACKS
 from trnsim.perf.table_model import compute_model
@@ -92,6 +92,7 @@ class RowResult:
 SETS = {
     "B": "Trn1 training, current table (trainium.md B)",
     "B2": "Trn1 training, older rows (trainium.md B2)",
+    "BE": "Trn1 encoder training, HF Trainer on torch-neuronx (trainium.md B: BERT, ViT)",
     "C": "Trn1 serving, Transformers-NeuronX (trainium.md C)",
     "F": "Megatron-Core weak scaling on H100 (peers.md F)",
     "G": "NCCL all-reduce, 8x H100 NVLS (peers.md G; fit: trnsim.fabric.nccl_calibration)",
@@ -99,6 +100,9 @@ SETS = {
     "I": "MaxText synthetic dense models on TPU v5p and v5e (peers.md I)",
     "J": "NeMo 25.11 pre-training on DGX-GB200 and DGX-H100, dense and MoE (peers.md J)",
     "X": "held-out checks, never fitted: Trn2 serving in the vLLM-Neuron EAGLE3 tutorials",
+    "S": "Trn2 speculative decoding (EAGLE-3), NxD Inference behind vLLM: the vLLM-Neuron EAGLE3 "
+    "tutorials' TPOT with their measured acceptance",
+    "K2": "TensorRT-LLM trtllm-bench maximum throughput on H100, H200, B200 (serving.md K2)",
     "JC": "held-out checks, never fitted: NeMo 25.11 on DGX-GB300 and DGX-B200 (same page as J)",
 }
 # Sets whose rows check the model and are never fitted to (``fit_stack`` skips them).
@@ -130,13 +134,49 @@ def _trn1_rows(cm: ComputeModel) -> list[CalRow]:
             rows.append(
                 CalRow(
                     "C",
-                    "transformers-neuronx",
+                    r.stack,
                     r.label,
                     metric,
                     meas,
                     lambda eff, r=r, i=i: calibrate.predict_infer(r, eff, cm)[i] * 1e3,
                 )
             )
+    return rows
+
+
+# --- BE: the encoder rows of trainium.md B ----------------------------------------------------
+
+# about-neuron/benchmarks/trn1/training_data_encoder.csv and training_data_vision_transformers.csv
+# (aws-neuron-sdk): model, trn1.32xlarge nodes (16 chips, 32 NeuronCores each, all data
+# parallel), micro-batch, global batch, sequence (ViT-B/16 at 224 x 224: 197 tokens),
+# precision (BF16 autocast; "FP32": fp32 storage with neuronx-cc's default matmul auto-cast to
+# bf16), measured sequences/s. HF Trainer: plain DDP (no ZeRO), no activation checkpointing.
+BE_ROWS = (
+    ("bert-large", 16, 16, 1048576, 128, "bf16", 57407.92, "2.28.0, LAMB"),
+    ("bert-large", 16, 8, 1048576, 128, "fp32-autocast", 32362.67, "2.28.0, LAMB"),
+    ("bert-large", 1, 16, 16384, 128, "bf16", 3826.61, "2.28.0, AdamW"),
+    ("vit-base-16", 1, 64, 2048, 197, "bf16", 6587.25, "2.25.0, AdamW, fine-tuning"),
+)
+
+
+def _be_rows(cm: ComputeModel) -> list[CalRow]:
+    rows = []
+    for name, nodes, mb, gb, seq, prec, sps, note in BE_ROWS:
+        ranks = nodes * calibrate.CORES_PER_NODE
+        plan = ParallelPlan(
+            dp=ranks, micro_batch=mb, zero=0, recompute="none",
+            ranks_per_chip=calibrate.RANKS_PER_CHIP,
+        )  # fmt: skip
+
+        def predict(eff: Efficiency, name=name, plan=plan, gb=gb, seq=seq, prec=prec) -> float:
+            est = estimate_training(
+                name, calibrate.SYSTEM, plan, global_batch=gb, seq_len=seq,
+                precision_name=prec, eff=eff, compute_model=cm,
+            )  # fmt: skip
+            return est.seq_per_s
+
+        label = f"{name} {nodes}n DP{ranks} mb{mb} s{seq} {prec} ({note})"
+        rows.append(CalRow("BE", "hf-neuronx", label, "seq/s", sps, predict))
     return rows
 
 
@@ -213,6 +253,45 @@ X_ROWS = (
 )
 
 
+# S: the same tutorials' EAGLE-3 runs (aws-neuron-sdk @ 81ce03ae vllm-neuron/docs/tutorials/
+# tutorial-eagle3-speculative-decoding-{llama-3-1,gpt-oss}.md): model, TP, batch, input, output,
+# draft tokens per step, the run's measured per-position acceptance (an input, as the batch is),
+# median TPOT ms. They fix the stack's draft_step_overhead_s (one parameter, two rows).
+S_ROWS = (
+    ("llama-3.1-8b", 8, 2, 512, 128, 3, (0.865, 0.725, 0.635), 6.41),
+    ("gpt-oss-120b", 16, 1, 512, 128, 1, (0.69,), 5.82),
+)
+
+
+def _s_rows(cm_name: str) -> list[CalRow]:
+    sysm = system(H_SYSTEM)
+    cm = compute_model(cm_name, sysm.chip, H_RANKS_PER_CHIP)
+    rows = []
+    for name, tp, batch, n_in, n_out, k, positions, tpot in S_ROWS:
+        plan = ParallelPlan(tp=tp, zero=0, recompute="none", ranks_per_chip=H_RANKS_PER_CHIP)
+        spec = Speculative("eagle3", k, per_position=positions)
+
+        def run(eff: Efficiency, name=name, plan=plan, batch=batch, n_in=n_in, n_out=n_out,
+                spec=spec) -> float:  # fmt: skip
+            est = estimate_inference(
+                name,
+                sysm,
+                plan,
+                batch=batch,
+                input_tokens=n_in,
+                output_tokens=n_out,
+                eff=eff,
+                compute_model=cm,
+                stack="nxd-inference",
+                speculative=spec,
+            )
+            return est.tpot_s * 1e3
+
+        label = f"{name} TP{tp} b{batch} in{n_in} out{n_out} eagle3 k{k}"
+        rows.append(CalRow("S", "nxd-inference", label, "TPOT ms", tpot, run))
+    return rows
+
+
 def _h_rows(cm_name: str, set_name: str = "H", table: tuple = H_ROWS) -> list[CalRow]:
     sysm = system(H_SYSTEM)
     cm = compute_model(cm_name, sysm.chip, H_RANKS_PER_CHIP)
@@ -256,6 +335,94 @@ def _h_rows(cm_name: str, set_name: str = "H", table: tuple = H_ROWS) -> list[Ca
                     lambda e, f=run: f(e).tpot_s * 1e3,
                 )
             )
+    return rows
+
+
+# --- K2: TensorRT-LLM maximum throughput ---------------------------------------------------------
+
+# shared/calibration/serving.md K2 (NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md
+# @ 00f37686): model, system, GPUs (TP), precision, total output tokens/s at ISL/OSL 1000/1000.
+# The checkpoints are NVIDIA's ModelOpt FP8 / NVFP4 ones, whose KV cache is FP8
+# (kv_cache_quant_algo FP8). trtllm-bench runs an offline maximum-throughput scenario: every
+# request queued at once, the batch sized from the KV cache the free memory holds (capped at
+# 4,096; tensorrt_llm/bench/build/tuning.py); in-flight batching keeps that many in flight, so
+# each takes a prefill of 1,000 tokens and 1,000 decode steps at that batch
+# (``infer.max_batch``, ``throughput_tokens_per_s``).
+K2_ISL = K2_OSL = 1000
+
+
+def trtllm_bench_settings(requests: float, isl: int, osl: int, pp: int = 1) -> tuple[int, int]:
+    """(max batch size, max num tokens) as ``trtllm-bench`` tunes them from the requests its KV
+    cache holds (NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py ``finetune_setting``,
+    optimistic tuning): the batch capped at 4,096 / pp and rounded up (to 32 below 256, 128
+    below 1,024, else 256; at least 64); the tokens per pass batch x (1 + ISL / OSL), capped at
+    32,768, rounded up (to 256 below 4,096, 512 below 8,192, else 1,024; at least 2,048)."""
+    raw_bs = min(requests, 4096) / pp
+    raw_token = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_token < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_token / 256))
+    elif raw_token < 8192:
+        tokens = 512 * math.ceil(raw_token / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_token / 1024)
+    return bs, tokens
+
+
+def trtllm_bench_batch(
+    name: str, sysm, plan: ParallelPlan, isl: int, osl: int, prec: str
+) -> tuple[int, int]:
+    """(batch, max num tokens) of a trtllm-bench maximum-throughput run: the requests the KV
+    cache holds (``infer.max_batch``, FP8 KV cache), at most the engine's tuned batch size."""
+    kw = dict(input_tokens=isl, output_tokens=osl, precision_name=prec, kv_cache_dtype="fp8")
+    first = max_batch(name, sysm, plan, max_prefill_tokens=2048, **kw)
+    bs, tokens = trtllm_bench_settings(first, isl, osl, plan.pp)
+    fits = max_batch(name, sysm, plan, max_prefill_tokens=tokens, **kw)
+    return min(fits, bs), tokens
+
+
+K2_ROWS = (
+    ("llama-3.3-70b", "dgx-h100", 2, "fp8", 4205),
+    ("llama-3.3-70b", "dgx-h200", 1, "fp8", 2909),
+    ("llama-3.3-70b", "dgx-b200", 1, "nvfp4", 7007),
+    ("llama-3.1-8b", "dgx-h100", 1, "fp8", 15220),
+    ("llama-3.1-8b", "dgx-h200", 1, "fp8", 17744),
+)
+
+
+def _k2_rows() -> list[CalRow]:
+    cm = RooflineComputeModel()
+    rows = []
+    for name, sys_name, tp, prec, tok_s in K2_ROWS:
+        sysm = system(sys_name)
+        plan = ParallelPlan(tp=tp, zero=0, recompute="none")
+        batch, tokens = trtllm_bench_batch(name, sysm, plan, K2_ISL, K2_OSL, prec)
+
+        def predict(eff: Efficiency, name=name, sysm=sysm, plan=plan, prec=prec, b=batch,
+                    tokens=tokens) -> float:  # fmt: skip
+            est = estimate_inference(
+                name,
+                sysm,
+                plan,
+                batch=b,
+                input_tokens=K2_ISL,
+                output_tokens=K2_OSL,
+                precision_name=prec,
+                eff=eff,
+                compute_model=cm,
+                stack="trt-llm",
+                kv_cache_dtype="fp8",
+                max_prefill_tokens=tokens,
+            )
+            return est.throughput_tokens_per_s
+
+        label = f"{name} {sys_name.removeprefix('dgx-')} TP{tp} {prec} b{batch}"
+        rows.append(CalRow("K2", "trt-llm", label, "output tok/s", tok_s, predict))
     return rows
 
 
@@ -528,6 +695,8 @@ def rows(compute: str = "auto", sets: Iterable[str] | None = None) -> list[CalRo
     out: list[CalRow] = []
     if want & {"B", "B2", "C"}:
         out += [r for r in _trn1_rows(calibrate.model_for(compute)) if r.set in want]
+    if "BE" in want:
+        out += _be_rows(calibrate.model_for(compute))
     if "F" in want:
         out += _f_rows()
     if "H" in want:
@@ -540,6 +709,10 @@ def rows(compute: str = "auto", sets: Iterable[str] | None = None) -> list[CalRo
         out += _nemo_rows("J", J_ROWS)
     if "JC" in want:
         out += _nemo_rows("JC", JC_ROWS)
+    if "S" in want:
+        out += _s_rows(compute)
+    if "K2" in want:
+        out += _k2_rows()
     return out
 
 
@@ -648,18 +821,20 @@ FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
         "tp_overlap": (0.0, 0.99),
     },
     "nemo-neuron": {"kernel_matmul": (0.05, 1.0)},
+    "hf-neuronx": {"kernel_matmul": (0.05, 1.0), "hbm": (0.05, 1.0)},
     "transformers-neuronx": {
         "kernel_matmul": (0.01, 1.0),
-        "attention": (0.02, 1.0),
         "hbm": (0.05, 1.0),
         "kv_hbm": (0.005, 1.0),
-        "op_overhead_s": (0.0, 1e-3),
-        "comm_overlap": (0.0, 0.99),
+        "op_overhead_s": (0.0, 1e-4),
+        "score_bytes": (0.0, 1024.0),
+        "prefill_overhead_s": (0.0, 0.03),
     },
     "nxd-inference": {
         "kernel_matmul": (0.05, 1.0),
         "attention": (0.02, 1.0),
         "hbm": (0.05, 1.0),
+        "draft_step_overhead_s": (0.0, 0.02),
     },
     # Megatron-Core / NeMo (F + J, 24 rows): the base (Hopper BF16) matmul; per generation and
     # precision the matmul of Hopper FP8, Blackwell FP8 and Blackwell MXFP8 and Blackwell's
@@ -675,11 +850,92 @@ FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
         "moe_sync_s": (0.0, 5e-3),
         "expert_overhead_s": (0.0, 2e-4),
     },
+    "trt-llm": {"matmul": (0.05, 1.0), "hbm": (0.05, 1.0), "kv_hbm": (0.05, 1.0)},
     "maxtext": {"matmul": (0.2, 1.0), "tp_overlap": (0.0, 0.99)},
 }
 
 
+# Stacks fitted jointly with another: member -> (the stack whose profile it shares, the
+# parameters it has of its own, with bounds). A member's profile is the parent's with those
+# parameters replaced; ``fit_stacks(parent)`` fits both on the rows of both.
+JOINT: dict[str, tuple[str, dict[str, tuple[float, float]]]] = {
+    "transformers-neuronx-hsb": ("transformers-neuronx", {"score_bytes": (0.0, 1024.0)}),
+}
+
+
+def fit_stacks(
+    stack: str, compute: str = "auto", iters: int = 200, advance: Callable[[], None] | None = None
+) -> dict[str, StackFit]:
+    """Fit one profile of ``stack`` (and of the stacks ``JOINT`` ties to it) to all their rows
+    (mean |log error|; module docstring). Returns each fitted stack's profile."""
+    members = {m: own for m, (parent, own) in JOINT.items() if parent == stack}
+    if not members:
+        return {stack: _fit_one(stack, compute, iters, advance)}
+    bounds = dict(FIT_PARAMS[stack])
+    table = compute != "roofline" and STACKS[stack].table is not None
+    if not table and "kernel_matmul" in bounds:
+        bounds = {"matmul": bounds.pop("kernel_matmul"), **bounds}
+    for m, own in members.items():
+        bounds.update({f"{m}.{k}": v for k, v in own.items()})
+    group = {stack, *members}
+    mine = [r for r in rows(compute) if r.stack in group and r.set not in CHECK_SETS]
+    base = _profile(stack, compute)
+    names = list(bounds)
+    # the members' own parameters start from their stored values
+    stored = {
+        f"{m}.{k}": getattr(_profile(m, compute), k) for m, own in members.items() for k in own
+    }
+
+    def profiles(x: np.ndarray) -> dict[str, Efficiency]:
+        vals = dict(zip(names, _values(names, bounds, x), strict=True))
+        own_vals = {n: v for n, v in vals.items() if "." in n}
+        shared = replace(base, **{n: v for n, v in vals.items() if "." not in n})
+        out = {stack: shared}
+        for m, own in members.items():
+            out[m] = replace(shared, **{k: own_vals[f"{m}.{k}"] for k in own})
+        return out
+
+    def loss(x: np.ndarray) -> float:
+        if advance:
+            advance()
+        effs = profiles(x)
+        return float(np.mean([abs(math.log(r.predict(effs[r.stack]) / r.measured)) for r in mine]))
+
+    # Start inside the bounds (a parameter stored at a bound, such as an overhead of 0, would
+    # start the simplex where the logistic map is flat and never leave it).
+    x0 = np.clip(_from_values(names, bounds, {**base.as_dict(), **stored}), -3.0, 3.0)
+    x = nelder_mead(loss, x0, iters=iters)
+    return {name: StackFit(eff) for name, eff in profiles(x).items()}
+
+
+def _values(names: list[str], bounds: dict, x: np.ndarray) -> list[float]:
+    """The logistic map of ``calibrate._to_eff``: each coordinate into its bounds."""
+    out = []
+    for n, xi in zip(names, x, strict=True):
+        lo, hi = bounds[n]
+        out.append(lo + (hi - lo) / (1 + math.exp(-xi)))
+    return out
+
+
+def _from_values(names: list[str], bounds: dict, values: dict[str, float]) -> np.ndarray:
+    out = []
+    for n in names:
+        lo, hi = bounds[n]
+        f = min(max((values[n] - lo) / (hi - lo), 1e-4), 1 - 1e-4)
+        out.append(math.log(f / (1 - f)))
+    return np.array(out)
+
+
 def fit_stack(
+    stack: str, compute: str = "auto", iters: int = 200, advance: Callable[[], None] | None = None
+) -> StackFit:
+    """Fit one profile of ``stack`` to all its rows (``fit_stacks``; a ``JOINT`` member is
+    fitted with its parent)."""
+    parent = JOINT[stack][0] if stack in JOINT else stack
+    return fit_stacks(parent, compute, iters, advance)[stack]
+
+
+def _fit_one(
     stack: str, compute: str = "auto", iters: int = 200, advance: Callable[[], None] | None = None
 ) -> StackFit:
     """Fit one profile of ``stack`` to all its rows (mean |log error|; module docstring).

@@ -73,6 +73,12 @@ class Efficiency:
             ``matmul`` and ``half_rows`` instead).
         step_overhead_s: fixed time per serving forward pass (prefill or one decode step): the
             serving stack's host work (scheduling, sampling, graph launch). Inference only.
+        prefill_overhead_s: fixed time a prefill (context-encoding) pass adds beyond
+            ``step_overhead_s``: the host preparing and copying the prompt, running a separate
+            context-encoding graph, sampling the first token. Inference only.
+        draft_step_overhead_s: fixed time of each draft step of speculative decoding beyond
+            the draft's own ops and collectives (an EAGLE head or draft model invoked once per
+            proposed token: its launch, hidden-state hand-over and sampling). Inference only.
         tp_overlap, ep_overlap, cp_overlap, pp_overlap: (training) the fraction of the
             tensor-, expert-, context- and pipeline-parallel communication the stack can run
             concurrently with compute. What it hides is also capped by the compute it can
@@ -108,6 +114,8 @@ class Efficiency:
     grouped: float = 1.0
     moe_sync_s: float = 0.0
     expert_overhead_s: float = 0.0
+    prefill_overhead_s: float = 0.0
+    draft_step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("matmul", "attention", "hbm", "kv_hbm", "kernel_matmul", "grouped"):
@@ -125,6 +133,8 @@ class Efficiency:
             "step_overhead_s",
             "moe_sync_s",
             "expert_overhead_s",
+            "prefill_overhead_s",
+            "draft_step_overhead_s",
         )
         for f in nonneg:
             v = getattr(self, f)

@@ -30,54 +30,168 @@ provisioned blocks, padding included, are all computed (``trnsim.perf.compute.mo
 
 - **Prefix caching** (``prefix_hit``: the fraction of each prompt already in the KV cache): the
   prefill computes only the uncached ``(1 - hit) x input`` tokens, attending to the whole prompt.
-- **Speculative decoding** (``Speculative``: a draft model proposes ``tokens`` tokens per step,
-  each accepted with probability ``acceptance``): one step is ``tokens`` draft decode steps plus
-  one target forward over ``tokens + 1`` positions, and yields
-  ``(1 - a^(tokens+1)) / (1 - a)`` tokens on average (Leviathan et al. 2023, eq. 1), so
-  TPOT = step time / expected tokens. The draft runs on the same ranks with the same TP, and
-  its KV cache and weights are added to memory; the verify step's logits are counted for the
-  last position only (the LM head is weight-bound at these sizes).
+- **Speculative decoding** (``Speculative``): a draft proposes ``tokens`` tokens per step and
+  the target verifies them in one forward pass over ``tokens + 1`` positions. The draft is a
+  separate model (``draft``), an EAGLE-3 head on the target (``"eagle3"``: one decoder layer
+  fed the fused hidden states of three target layers, ``trnsim.workloads.eagle3_head``) or
+  the target's own multi-token-prediction modules (``"mtp"``, DeepSeek-V3). Acceptance is a
+  modelled quantity: the draft's i-th token is accepted with probability ``p_i`` (all before it
+  accepted), and a step yields ``1 + sum_i p_i`` tokens (the bonus token included; vLLM's
+  "acceptance length"). Given one per-token rate ``a``, ``p_i = a^i``: ``(1 - a^(g+1)) /
+  (1 - a)`` (Leviathan et al. 2023, eq. 1); given measured per-position rates (vLLM's
+  "per-position acceptance"), those. Without either, the method's sourced rate
+  (``ACCEPTANCE``). One step costs ``tokens`` draft steps (each its ops and collectives plus
+  the stack's ``draft_step_overhead_s``: the launch, hidden-state hand-over and sampling of an
+  EAGLE-style draft), then the verify pass; TPOT = step time / expected tokens. The draft also
+  runs its own prefill over the prompt (TTFT). It runs on the same ranks with the same TP, and
+  its weights (an MTP module's shared embedding and head excluded) and KV cache are added to
+  memory; the verify step's logits are counted for the last position only (the LM head is
+  weight-bound at these sizes).
+- **Maximum-throughput batch** (``max_batch``): the largest batch whose weights, KV cache for
+  ``input + output`` tokens and prefill working set fit, capped at ``MAX_BATCH_CAP`` (as
+  ``trtllm-bench`` sizes its batch from the KV cache the free memory holds).
+
+Encoders (BERT, ViT) have no autoregressive decoding: ``estimate_inference`` refuses them.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from trnsim import inputs
+from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
 from trnsim.perf import comm
 from trnsim.perf.compute import ComputeModel, Efficiency, pass_time
 from trnsim.perf.cost import CostInputs, power_line, price_line, run_cost
 from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
 from trnsim.perf.plan import ParallelPlan
-from trnsim.perf.precision import Precision, compute_dtype, precision
+from trnsim.perf.precision import Precision, compute_dtype, precision, with_kv_cache
 from trnsim.perf.stacks import SoftwareStack, resolve_stack
 from trnsim.perf.table_model import default_model
 from trnsim.perf.train import _resolve_system
-from trnsim.workloads import ModelArgs, forward_graph, resolve_model
+from trnsim.workloads import ModelArgs, eagle3_head, forward_graph, mtp_module, resolve_model
 
 DECODE_POINTS = 4
+#: The largest batch ``max_batch`` returns (``trtllm-bench`` caps its batch at 4,096:
+#: NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py ``finetune_setting``).
+MAX_BATCH_CAP = 4096
+
+SpecMethod = Literal["draft", "eagle3", "mtp"]
+SPEC_METHODS: tuple[str, ...] = ("eagle3", "mtp")  # draft names that are methods, not models
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """A per-token acceptance rate of a speculative method, and where it comes from."""
+
+    rate: float
+    source: str
+
+
+_NEURON_SDK = "aws-neuron-sdk @ 81ce03ae vllm-neuron/docs/tutorials/"
+#: Per-token acceptance rates by method (the conditional probability that the next proposed
+#: token is accepted when all before it were).
+ACCEPTANCE: dict[str, Acceptance] = {
+    "eagle3": Acceptance(
+        0.86,
+        _NEURON_SDK + "tutorial-eagle3-speculative-decoding-llama-3-1.md (Llama-3.1-8B-Instruct "
+        "with the RedHatAI EAGLE3 head, 3 tokens: per-position acceptance 86.5 / 72.5 / 63.5 %, "
+        "= a, a^2, a^3 with a = 0.635^(1/3) = 0.86, derived)",
+    ),
+    "mtp": Acceptance(
+        0.875,
+        "DeepSeek-V3 Technical Report (arXiv 2412.19437) section 5.4.3: the acceptance rate of "
+        "the second token's prediction is 85-90 % (midpoint)",
+    ),
+    "draft": Acceptance(
+        0.7,
+        "assumed: no published acceptance for an arbitrary draft/target pair (give the rate "
+        "measured for the pair)",
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Speculative:
-    """Speculative decoding inputs: the draft model, tokens it proposes per step, and the
-    probability that each proposed token is accepted."""
+    """Speculative decoding inputs (module docstring).
+
+    Attributes:
+        draft: the draft model (a preset, a config path or ``ModelArgs``), ``"eagle3"`` (an
+            EAGLE-3 head on the target) or ``"mtp"`` (the target's MTP modules).
+        tokens: tokens the draft proposes per step (at most the MTP modules for ``"mtp"``).
+        acceptance: per-token acceptance rate ``a`` (None: the method's, ``ACCEPTANCE``).
+        per_position: measured probabilities that position 1..``tokens`` is accepted (vLLM's
+            per-position acceptance); overrides ``acceptance``.
+    """
 
     draft: ModelArgs | str
     tokens: int = 4
-    acceptance: float = 0.7
+    acceptance: float | None = None
+    per_position: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         inputs.check("spec-tokens", self.tokens)
-        inputs.check("spec-acceptance", self.acceptance)
+        inputs.check_optional("spec-acceptance", self.acceptance)
+        p = tuple(self.per_position)
+        if p:
+            if len(p) != self.tokens:
+                raise ConfigError(
+                    f"speculative: per_position gives {len(p)} rates for {self.tokens} tokens"
+                )
+            if not all(isinstance(x, int | float) and 0 <= x <= 1 for x in p):
+                raise ConfigError(f"speculative: per_position rates must be in [0, 1], got {p}")
+            if any(b > a_ + 1e-12 for a_, b in itertools.pairwise(p)):
+                raise ConfigError(
+                    "speculative: per_position rates must not increase (position i is accepted "
+                    f"only if every earlier one is), got {p}"
+                )
+
+    @property
+    def method(self) -> SpecMethod:
+        """``eagle3``, ``mtp`` or ``draft`` (a separate draft model)."""
+        d = self.draft
+        return d if isinstance(d, str) and d in SPEC_METHODS else "draft"  # type: ignore[return-value]
+
+    @property
+    def rate(self) -> float:
+        """The per-token acceptance rate in use (given, or the method's)."""
+        return ACCEPTANCE[self.method].rate if self.acceptance is None else self.acceptance
+
+    @property
+    def positions(self) -> tuple[float, ...]:
+        """P(position i accepted), i = 1..tokens: measured, or a^i."""
+        if self.per_position:
+            return tuple(float(x) for x in self.per_position)
+        return tuple(self.rate**i for i in range(1, self.tokens + 1))
 
     @property
     def expected_tokens(self) -> float:
-        """Tokens produced per step: sum of a^i for i = 0..tokens (the bonus token included)."""
-        a, g = self.acceptance, self.tokens
-        return float(g + 1) if a >= 1 else (1 - a ** (g + 1)) / (1 - a)
+        """Tokens produced per step: 1 (the target's own token) + sum of P(position i)."""
+        return 1.0 + sum(self.positions)
+
+    @property
+    def acceptance_source(self) -> str:
+        if self.per_position:
+            return "measured per-position acceptance (given)"
+        if self.acceptance is not None:
+            return "given"
+        return ACCEPTANCE[self.method].source
+
+    def draft_model(self, target: ModelArgs) -> ModelArgs:
+        """The draft's architecture: the given model, an EAGLE-3 head, or one MTP module."""
+        if self.method == "eagle3":
+            return eagle3_head(target)
+        if self.method == "mtp":
+            if self.tokens > target.n_mtp_modules:
+                raise ConfigError(
+                    f"speculative: mtp drafts one token per MTP module; {target.name} has "
+                    f"{target.n_mtp_modules}, asked for {self.tokens} tokens per step"
+                )
+            return mtp_module(target)
+        return resolve_model(self.draft)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +299,23 @@ def estimate_inference(
     stack: str | SoftwareStack | None = None,
     speculative: Speculative | None = None,
     prefix_hit: float = 0.0,
+    kv_cache_dtype: str | None = None,
+    max_prefill_tokens: int | None = None,
 ) -> InferEstimate:
-    """Estimate serving ``model`` on ``plan.chips`` chips of ``system`` (see module doc)."""
+    """Estimate serving ``model`` on ``plan.chips`` chips of ``system`` (see module doc);
+    ``kv_cache_dtype`` (bf16, fp16, fp8; None: the precision's) stores the KV cache apart;
+    ``max_prefill_tokens`` (an engine's token budget per forward pass, TensorRT-LLM's
+    ``max_num_tokens``; None: the whole batch's prompts at once) bounds the prefill working set
+    held in memory (the prefill's time is the same work in chunks)."""
     m = resolve_model(model)
     sysm = _resolve_system(system)
-    prec = precision(precision_name)
+    prec = with_kv_cache(precision(precision_name), kv_cache_dtype)
+    if not m.causal:
+        raise ConfigError(
+            f"inference: {m.name} is an encoder (bidirectional attention): it has no "
+            "autoregressive decoding to estimate (time its forward pass with trnsim train's "
+            "graph, or serve a decoder)"
+        )
     if validate:
         inputs.check_inference(
             m,
@@ -217,27 +343,38 @@ def estimate_inference(
         )
         return pt.layers + pt.pre + pt.post
 
+    def exposed(c: tuple[float, float, float]) -> float:
+        """TP and EP communication not hidden under compute, plus the pipeline sends."""
+        return (c[0] + c[1]) * (1 - eff.comm_overlap) + c[2]
+
+    draft = speculative.draft_model(m) if speculative else None
+    if draft is not None and validate:
+        if speculative.method == "draft":  # smaller, the same vocabulary (rule draft-model)
+            inputs.check_speculative(speculative, draft, m, output_tokens)
+        plan.check_model(draft)
     new_tokens = max(1, round(input_tokens * (1 - prefix_hit)))
     pre_g = forward_graph(m, batch, new_tokens, input_tokens, phase="prefill")
     t_pre = pass_total(pre_g, sp, sw.moe_prefill_block)
     pre_plan = plan.replace(sequence_parallel=sp)
     tp_c, ep_c, pp_c = _comm_per_pass(m, pre_plan, sysm, batch * new_tokens, prec)
-    ttft = t_pre + (tp_c + ep_c) * (1 - eff.comm_overlap) + pp_c + eff.step_overhead_s
+    ttft = t_pre + exposed((tp_c, ep_c, pp_c)) + eff.step_overhead_s + eff.prefill_overhead_s
+    t_draft_pre = 0.0
+    if draft is not None:  # the draft runs over the prompt too (its KV cache, its features)
+        dg = forward_graph(draft, batch, new_tokens, input_tokens, phase="prefill")
+        t_draft_pre = pass_total(dg, sp) + exposed(
+            _comm_per_pass(draft, pre_plan, sysm, batch * new_tokens, prec)
+        )
+        ttft += t_draft_pre
 
     steps = []
-    d_tp, d_ep, d_pp = _comm_per_pass(m, plan_nosp, sysm, batch, prec)
-    d_comm = (d_tp + d_ep) * (1 - eff.comm_overlap) + d_pp
-    d_compute = 0.0
-    draft = resolve_model(speculative.draft) if speculative else None
-    if draft is not None and validate:
-        inputs.check_speculative(speculative, draft, m, output_tokens)
-        plan.check_model(draft)
     q = speculative.tokens + 1 if speculative else 1
+    d_tp, d_ep, d_pp = _comm_per_pass(m, plan_nosp, sysm, batch * q, prec)
+    d_comm = exposed((d_tp, d_ep, d_pp))
     if speculative:
-        d_tp, d_ep, d_pp = _comm_per_pass(m, plan_nosp, sysm, batch * q, prec)
-        d_comm = (d_tp + d_ep) * (1 - eff.comm_overlap) + d_pp
+        g = speculative.tokens
         dr = _comm_per_pass(draft, plan_nosp, sysm, batch, prec)
-        d_comm += speculative.tokens * ((dr[0] + dr[1]) * (1 - eff.comm_overlap) + dr[2])
+        d_comm += g * (exposed(dr) + eff.draft_step_overhead_s)
+    d_compute = 0.0
     for i in range(DECODE_POINTS):
         ctx = input_tokens + 1 + round((i + 0.5) * (output_tokens - 1) / DECODE_POINTS)
         t = pass_total(forward_graph(m, batch, q, max(ctx, q), phase="decode"))
@@ -252,12 +389,15 @@ def estimate_inference(
     thr = plan.dp * batch * output_tokens / e2e
     dec = plan.dp * batch / tpot
     context = max_seq_len or input_tokens + output_tokens
-    mem = infer_memory(m, plan, chip, batch, context, input_tokens, prec, memory_params)
+    work = _prefill_tokens_per_seq(batch, input_tokens, max_prefill_tokens)
+    mem = infer_memory(m, plan, chip, batch, context, work, prec, memory_params)
     if draft is not None:
         dmem = infer_memory(draft, plan, chip, batch, context, 1, prec, memory_params)
-        mem = replace(
-            mem, weights=mem.weights + dmem.weights, kv_cache=mem.kv_cache + dmem.kv_cache
-        )
+        dw = dmem.weights
+        if speculative.method == "mtp":  # the MTP module shares the target's embedding/head
+            shared = draft.embedding_params + draft.head_params
+            dw *= 1 - shared / draft.n_params
+        mem = replace(mem, weights=mem.weights + dw, kv_cache=mem.kv_cache + dmem.kv_cache)
     ci = cost_inputs or CostInputs()
     cost = run_cost(chip, plan.chips, 1.0, ci)  # one second of the whole deployment
     usd_m = cost.usd / thr * 1e6 if cost.usd is not None else None
@@ -267,6 +407,8 @@ def estimate_inference(
         "prefill_tp_comm": tp_c,
         "prefill_ep_comm": ep_c,
         "prefill_pp_p2p": pp_c,
+        "prefill_overhead": eff.step_overhead_s + eff.prefill_overhead_s,
+        "draft_prefill": t_draft_pre,
         "decode_compute": d_compute,
         "decode_tp_comm": d_tp,
         "decode_ep_comm": d_ep,
@@ -288,9 +430,16 @@ def estimate_inference(
             f"{input_tokens} tokens prefilled"
         )
     if speculative:
+        acc = (
+            "per-position acceptance " + "/".join(f"{x:g}" for x in speculative.positions)
+            if speculative.per_position
+            else f"acceptance {speculative.rate:g} per token"
+        )
         assumptions.append(
-            f"speculative decoding: draft {draft.name}, {speculative.tokens} tokens per step, "
-            f"acceptance {speculative.acceptance:g} -> {per_step:.2f} tokens per step"
+            f"speculative decoding: draft {draft.name} ({speculative.method}), "
+            f"{speculative.tokens} tokens per step, {acc} -> {per_step:.2f} tokens per step "
+            f"(acceptance: {speculative.acceptance_source}); draft step overhead "
+            f"{eff.draft_step_overhead_s * 1e3:g} ms"
         )
     if not mem.fits:
         assumptions.insert(0, "OVER CAPACITY: " + mem.explain())
@@ -316,3 +465,60 @@ def estimate_inference(
         assumptions=assumptions,
         stack=sw.name,
     )
+
+
+def max_batch(
+    model: ModelArgs | str,
+    system: SystemSpec | str,
+    plan: ParallelPlan,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    precision_name: str | Precision = "bf16",
+    max_seq_len: int | None = None,
+    memory_params: MemoryParams = DEFAULT_MEMORY,
+    speculative: Speculative | None = None,
+    cap: int = MAX_BATCH_CAP,
+    kv_cache_dtype: str | None = None,
+    max_prefill_tokens: int | None = None,
+) -> int:
+    """The largest batch (at most ``cap``) whose weights, KV cache for ``input + output``
+    tokens (or ``max_seq_len``) and prefill working set fit in the usable HBM of every rank;
+    0 if not even one sequence fits. The maximum-throughput batch of an engine that sizes its
+    batch from the KV cache the free memory holds (``trtllm-bench``: NVIDIA/TensorRT-LLM
+    tensorrt_llm/bench/build/tuning.py ``calc_engine_setting``)."""
+    m = resolve_model(model)
+    sysm = _resolve_system(system)
+    prec = with_kv_cache(precision(precision_name), kv_cache_dtype)
+    context = max_seq_len or input_tokens + output_tokens
+    draft = speculative.draft_model(m) if speculative else None
+
+    def fits(b: int) -> bool:
+        work = _prefill_tokens_per_seq(b, input_tokens, max_prefill_tokens)
+        mem = infer_memory(m, plan, sysm.chip, b, context, work, prec, memory_params)
+        extra = 0.0
+        if draft is not None:
+            dmem = infer_memory(draft, plan, sysm.chip, b, context, 1, prec, memory_params)
+            extra = dmem.weights + dmem.kv_cache
+        return mem.total + extra <= mem.usable
+
+    if cap < 1 or not fits(1):
+        return 0
+    lo, hi = 1, cap
+    while lo < hi:  # the largest b with fits(b): memory grows with b
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _prefill_tokens_per_seq(batch: int, input_tokens: int, budget: int | None) -> float:
+    """Prompt tokens per sequence in the prefill working set: all of them, or the budget's
+    share when the engine prefills at most ``budget`` tokens per pass."""
+    if budget is None:
+        return input_tokens
+    if budget < 1:
+        raise ConfigError(f"inference: max_prefill_tokens must be >= 1, got {budget}")
+    return min(input_tokens, max(budget / batch, 1 / batch))

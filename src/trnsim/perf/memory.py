@@ -111,28 +111,31 @@ def layers_per_stage(m: ModelArgs, plan: ParallelPlan) -> int:
     return max(plan.stage_layers(m))
 
 
-def _stage_params(m: ModelArgs, plan: ParallelPlan, stage: int) -> tuple[float, float]:
-    """(non-expert, routed-expert) parameters held by one rank of pipeline stage ``stage``."""
+def _stage_params(
+    m: ModelArgs, plan: ParallelPlan, stage: int, mtp: bool = False
+) -> tuple[float, float]:
+    """(non-expert, routed-expert) parameters held by one rank of pipeline stage ``stage``
+    (``mtp``: the multi-token-prediction modules on the last stage, with the head)."""
     layers = plan.stage_layers(m)[stage]
     expert_per_layer = m.expert_params_total / m.n_layers
     other_per_layer = m.layer_params / m.n_layers - expert_per_layer
+    head = m.head_params + (m.n_mtp_params if mtp else 0)
     if plan.pp == 1:
-        ends = m.embedding_params + m.head_params
+        ends = m.embedding_params + head
     else:
-        ends = (m.embedding_params if stage == 0 else 0) + (
-            m.head_params if stage == plan.pp - 1 else 0
-        )
+        ends = (m.embedding_params if stage == 0 else 0) + (head if stage == plan.pp - 1 else 0)
     dense = (layers * other_per_layer + ends) / plan.tp
     experts = layers * expert_per_layer / (plan.expert_tp * plan.ep)
     return dense, experts
 
 
-def params_per_rank(m: ModelArgs, plan: ParallelPlan) -> tuple[float, float]:
+def params_per_rank(m: ModelArgs, plan: ParallelPlan, mtp: bool = False) -> tuple[float, float]:
     """(non-expert, routed-expert) parameters held by one rank of the stage that holds the
     most. Non-expert weights are split over TP; routed experts over expert-TP x EP (``etp x
-    ep``, ``ParallelPlan.expert_tp``)."""
+    ep``, ``ParallelPlan.expert_tp``). ``mtp`` (training): the multi-token-prediction modules
+    sit with the head on the last stage."""
     return max(
-        (_stage_params(m, plan, i) for i in plan.distinct_stages(m)),
+        (_stage_params(m, plan, i, mtp) for i in plan.distinct_stages(m)),
         key=lambda de: de[0] + de[1],
     )
 
@@ -231,7 +234,7 @@ def _stage_memory(
     params: MemoryParams,
     stage: int,
 ) -> MemoryBreakdown:
-    dense, experts = _stage_params(m, plan, stage)
+    dense, experts = _stage_params(m, plan, stage, mtp=True)
     n = dense + experts
     shard = plan.dp * plan.cp
     eshard = plan.expert_dp

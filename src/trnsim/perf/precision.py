@@ -2,7 +2,11 @@
 Tensor-engine dtype the matmuls run in.
 
 MX formats carry one 8-bit E8M0 scale per block of 32 elements (OCP MX v1.0, section 5), so an
-MXFP8 weight is 1 + 1/32 bytes and an MXFP4 weight 0.5 + 1/32 bytes. ``int8`` is weight-only
+MXFP8 weight is 1 + 1/32 bytes and an MXFP4 weight 0.5 + 1/32 bytes. NVIDIA's NVFP4 carries one
+FP8 E4M3 scale per block of 16 E2M1 elements and one fp32 scale per tensor (NVIDIA,
+"Pretraining Large Language Models with NVFP4", arXiv 2509.25149, section 2;
+``trnsim.numerics.nvfp4``): 0.5 + 1/16 bytes per weight; its matmuls run on the FP4 tensor
+cores (the chip's ``fp4`` peak). ``int8`` is weight-only
 quantisation as in the Transformers-NeuronX rows of the calibration data: weights are stored
 in int8 and dequantised to bf16 before the matmul, so the matmuls run at the bf16 rate and only
 weight traffic shrinks.
@@ -27,13 +31,14 @@ Low-precision training (Transformer Engine's recipes, which NeMo and Megatron-Co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trnsim.errors import UnknownNameError
 from trnsim.hw import ChipSpec
 from trnsim.hw.registry import Registry
 
 MX_SCALE_BYTES = 1 / 32  # one E8M0 byte per 32-element block
+NVFP4_SCALE_BYTES = 1 / 16  # one E4M3 byte per 16-element block (plus one fp32 per tensor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +113,25 @@ for _p in (
         saved_gemm_bytes=0.5 + MX_SCALE_BYTES,
     ),
     Precision("int8", 1, 2, 2, "bf16", note="int8 weight-only; dequantised to bf16 for matmul"),
+    Precision(
+        "nvfp4",
+        0.5 + NVFP4_SCALE_BYTES,
+        2,
+        2,
+        "fp4",
+        note="NVIDIA NVFP4 (E2M1, 16-blocks with E4M3 scales, W4A4 on FP4 tensor cores)",
+    ),
+    Precision(
+        "fp32-autocast",
+        4,
+        4,
+        4,
+        "bf16",
+        grad_bytes=4,
+        master_bytes=0,
+        note="fp32 weights and activations, matmuls auto-cast to bf16 (neuronx-cc's default "
+        "--auto-cast matmult)",
+    ),
 ):
     PRECISIONS.register(_p.name, _p)
 
@@ -124,8 +148,28 @@ FALLBACK: dict[str, tuple[str, ...]] = {
 
 
 def precision(name: str | Precision) -> Precision:
-    """A precision by name (bf16, fp16, fp32, fp8, mxfp8, mxfp4, int8)."""
+    """A precision by name (bf16, fp16, fp32, fp8, mxfp8, mxfp4, nvfp4, int8, fp32-autocast)."""
     return name if isinstance(name, Precision) else PRECISIONS.get(name)
+
+
+#: KV-cache element sizes a serving engine can store (``--kv-cache-dtype``).
+KV_CACHE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+
+
+def with_kv_cache(prec: Precision, dtype: str | None) -> Precision:
+    """``prec`` with its KV cache stored in ``dtype`` (None or ``auto``: unchanged), as vLLM's
+    and TensorRT-LLM's FP8 KV cache stores it beside weights of another precision."""
+    if dtype in (None, "auto"):
+        return prec
+    if dtype not in KV_CACHE_BYTES:
+        raise UnknownNameError(
+            f"no KV-cache dtype {dtype!r}; valid: auto, {', '.join(KV_CACHE_BYTES)}"
+        )
+    kv = KV_CACHE_BYTES[dtype]
+    if kv == prec.kv_bytes:
+        return prec
+    note = f"{prec.note}; KV cache {dtype}" if prec.note else f"KV cache {dtype}"
+    return replace(prec, name=f"{prec.name}+kv-{dtype}", kv_bytes=kv, note=note)
 
 
 def compute_dtype(chip: ChipSpec, dtype: str) -> tuple[str, str]:

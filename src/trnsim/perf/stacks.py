@@ -187,14 +187,67 @@ NEMO_NEURON = SoftwareStack(
     base=("Trainium", "bf16"),
     overlap=_NXD_OVERLAP,
 )
+# Transformers-NeuronX, one stack per attention layout (calibrate.InferRow.layout): the BSH
+# layout of the Llama-3 samples and the library's default HSB layout of the older samples,
+# fitted jointly to C: every parameter shared but the HBM bytes per attention score.
+# Fitted by `trnsim validate --fit` (calsets.fit_stacks; mean |log error| over the 72 numbers
+# of C): kernel_matmul (table) or matmul (roofline), hbm, kv_hbm, op_overhead_s, score_bytes
+# (BSH), prefill_overhead_s, and the HSB layout's score_bytes; attention and comm_overlap keep
+# the values of the earlier joint fit (compute.FITTED, table_model.FITTED_TABLE). A table
+# profile's ``matmul`` (the roofline fallback for matmuls without a kernel table) is the same
+# stack's roofline ``matmul``.
+_TNX_ROOF = replace(
+    FITTED.serve,
+    matmul=0.2599,
+    hbm=0.9214,
+    kv_hbm=0.6131,
+    op_overhead_s=5.166e-6,
+    score_bytes=40.76,
+    prefill_overhead_s=6.527e-3,
+)
+_TNX_TABLE = replace(
+    FITTED_TABLE.serve,
+    matmul=_TNX_ROOF.matmul,
+    kernel_matmul=0.3155,
+    hbm=0.8245,
+    kv_hbm=0.63,
+    op_overhead_s=3.8e-6,
+    score_bytes=35.84,
+    prefill_overhead_s=7.006e-3,
+)
+TNX_HSB_SCORE_BYTES = (287.6, 252.5)  # (roofline, table) profile: HBM bytes per score, HSB
+# Hugging Face Trainer on torch-neuronx (PyTorch/XLA, plain data parallelism): the encoder rows
+# of trainium.md B (set BE: BERT-Large phase-1 pre-training, ViT-Base fine-tuning). Fitted: the
+# table kernel's matmul fraction and the HBM efficiency (2 parameters, 4 rows); the others are
+# NxD Training's.
+HF_NEURONX = SoftwareStack(
+    name="hf-neuronx",
+    title="Hugging Face Trainer on torch-neuronx (PyTorch/XLA) on Trainium",
+    vendor="AWS",
+    mode="train",
+    roofline=replace(_NXD_ROOF, matmul=0.5367, hbm=0.3421),
+    table=replace(_NXD_TABLE, kernel_matmul=0.5473, hbm=0.3421, matmul=0.5367),
+    source=f"fitted to {_B} B encoder rows (set BE: BERT-Large, ViT-Base; 4 rows, 2 "
+    "parameters: matmul and HBM efficiency)",
+)
 TRANSFORMERS_NEURONX = SoftwareStack(
     name="transformers-neuronx",
-    title="Transformers-NeuronX on Trainium/Inferentia",
+    title="Transformers-NeuronX on Trainium/Inferentia (BSH attention layout)",
     vendor="AWS",
     mode="serve",
-    roofline=FITTED.serve,
-    table=FITTED_TABLE.serve,
-    source=f"fitted to {_B} C (Trn1 TTFT and TPOT p50, 36 rows)",
+    roofline=_TNX_ROOF,
+    table=_TNX_TABLE,
+    source=f"fitted to {_B} C (Trn1 TTFT and TPOT p50, 36 rows; jointly with the HSB layout)",
+)
+TRANSFORMERS_NEURONX_HSB = SoftwareStack(
+    name="transformers-neuronx-hsb",
+    title="Transformers-NeuronX on Trainium/Inferentia (HSB attention layout, the default)",
+    vendor="AWS",
+    mode="serve",
+    roofline=replace(_TNX_ROOF, score_bytes=TNX_HSB_SCORE_BYTES[0]),
+    table=replace(_TNX_TABLE, score_bytes=TNX_HSB_SCORE_BYTES[1]),
+    source=f"fitted to {_B} C jointly with transformers-neuronx: its own HBM bytes per "
+    "attention score (the HSB-layout rows: Llama-2, Mistral, CodeLlama samples)",
 )
 NXD_INFERENCE = SoftwareStack(
     name="nxd-inference",
@@ -202,18 +255,28 @@ NXD_INFERENCE = SoftwareStack(
     vendor="AWS",
     mode="serve",
     # Flash-style attention (no score traffic to HBM); the Transformers-NeuronX profile with
-    # matmul, attention and HBM efficiency fitted to the 3 published numbers of H (so H is
-    # reproduced by construction: other Trn2 serving measurements are the real check).
-    roofline=replace(FITTED.serve, score_bytes=0.0, matmul=0.2698, attention=0.07449, hbm=0.4459),
+    # matmul, attention and HBM efficiency and the draft step overhead fitted to the 3
+    # published numbers of H and the 2 EAGLE-3 TPOTs of S (so H is reproduced by
+    # construction: other Trn2 serving measurements, set X, are the real check).
+    roofline=replace(
+        FITTED.serve,
+        score_bytes=0.0,
+        matmul=0.2737,
+        attention=0.07125,
+        hbm=0.4459,
+        draft_step_overhead_s=2.613e-3,
+    ),
     table=replace(
         FITTED_TABLE.serve,
         score_bytes=0.0,
-        kernel_matmul=0.3079,
-        attention=0.1049,
+        kernel_matmul=0.3257,
+        attention=0.08246,
         hbm=0.4090,
-        matmul=0.2698,
+        matmul=0.2737,
+        draft_step_overhead_s=2.58e-3,
     ),
-    source=f"fitted to {_P} H (trn2.48xlarge, NxD Inference behind vLLM)",
+    source=f"fitted to {_P} H (trn2.48xlarge, NxD Inference behind vLLM) and the EAGLE-3 "
+    "runs of its tutorials (set S)",
     sequence_parallel_prefill=True,
     # Dropless MoE prefill as a blockwise matmul of 512-token blocks (the Trn2 GPT-OSS
     # configuration of aws-neuron-sdk libraries/nxd-inference/developer_guides/
@@ -323,6 +386,20 @@ VLLM_GPU = SoftwareStack(
     source="not fitted: no vLLM GPU serving rows in the calibration data (Efficiency defaults)",
     sequence_parallel_prefill=False,
 )
+# TensorRT-LLM (PyTorch backend, v1.0) on NVIDIA GPUs: fitted to the 5 trtllm-bench maximum-
+# throughput rows of shared/calibration/serving.md K2 (Llama-3.1-8B and Llama-3.3-70B, ISL/OSL
+# 1000/1000, FP8 on H100/H200, NVFP4 on B200; batch as trtllm-bench sizes it,
+# ``infer.max_batch``). Flash attention (no score traffic), in-flight batching, CUDA graphs.
+TRT_LLM = SoftwareStack(
+    name="trt-llm",
+    title="TensorRT-LLM on NVIDIA GPUs",
+    vendor="NVIDIA",
+    mode="serve",
+    # attention and the overheads are the Efficiency defaults (not determined by K2)
+    roofline=Efficiency(matmul=0.809, hbm=0.6562, kv_hbm=0.7302, comm_overlap=0.0),
+    source="fitted to shared/calibration/serving.md K2 (trtllm-bench maximum throughput, "
+    "5 rows: matmul, HBM and KV-cache efficiency; one matmul efficiency for FP8 and NVFP4)",
+)
 MAXTEXT = SoftwareStack(
     name="maxtext",
     title="MaxText (JAX/XLA) on TPU",
@@ -352,17 +429,39 @@ MAXTEXT_SERVE = SoftwareStack(
     source="not fitted: no TPU serving rows in the calibration data (Efficiency defaults)",
 )
 
+OPTIMUM_HABANA = SoftwareStack(
+    name="optimum-habana",
+    title="Optimum Habana (Hugging Face on SynapseAI) on Gaudi",
+    vendor="Intel",
+    mode="train",
+    roofline=UNFITTED,
+    source="not fitted: no Gaudi training rows in the calibration data (Efficiency defaults)",
+)
+OPTIMUM_HABANA_SERVE = SoftwareStack(
+    name="optimum-habana-serve",
+    title="vLLM / Optimum Habana serving on Gaudi",
+    vendor="Intel",
+    mode="serve",
+    roofline=UNFITTED,
+    source="not fitted: no Gaudi serving rows in the calibration data (Efficiency defaults)",
+)
+
 STACKS: dict[str, SoftwareStack] = {
     s.name: s
     for s in (
         NXD_TRAINING,
         NEMO_NEURON,
+        HF_NEURONX,
         TRANSFORMERS_NEURONX,
+        TRANSFORMERS_NEURONX_HSB,
         NXD_INFERENCE,
         MEGATRON_CORE,
         VLLM_GPU,
+        TRT_LLM,
         MAXTEXT,
         MAXTEXT_SERVE,
+        OPTIMUM_HABANA,
+        OPTIMUM_HABANA_SERVE,
     )
 }
 
@@ -372,7 +471,8 @@ def default_stack(chip: ChipSpec, mode: Mode) -> SoftwareStack:
 
     Trainium trains with NxD Training; Trn1 serves with Transformers-NeuronX (the stack of the
     Trn1 tables), Trn2, Trn3 and Inferentia2 with NxD Inference (AWS's current serving stack);
-    NVIDIA GPUs train with Megatron-Core and serve with vLLM; TPUs run MaxText."""
+    NVIDIA GPUs train with Megatron-Core and serve with vLLM; TPUs run MaxText; Gaudi runs
+    Optimum Habana."""
     if chip.vendor == "AWS":
         if mode == "train":
             return STACKS["nxd-training"]
@@ -381,6 +481,8 @@ def default_stack(chip: ChipSpec, mode: Mode) -> SoftwareStack:
         return STACKS["megatron-core" if mode == "train" else "vllm-gpu"]
     if chip.vendor == "Google":
         return STACKS["maxtext" if mode == "train" else "maxtext-serve"]
+    if chip.vendor == "Intel":
+        return STACKS["optimum-habana" if mode == "train" else "optimum-habana-serve"]
     raise ConfigError(f"no software stack for {chip.name} (vendor {chip.vendor})")
 
 

@@ -325,7 +325,7 @@ def step_model(
         send = act / (plan.tp if plan.sequence_parallel else 1)
         p2p = 2 * plan.chunks * comm.pp_time(send, plan, sysm)
 
-    dense, experts = params_per_rank(m, plan)
+    dense, experts = params_per_rank(m, plan, mtp=True)
     fsdp_layer = fsdp_first = 0.0
     if plan.zero >= 3:
         # Per layer and micro-batch: all-gather the layer's weights in the forward and in the

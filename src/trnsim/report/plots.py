@@ -271,3 +271,48 @@ def draw_timeline(profile: Any, order: Sequence[int], width_px: int = 1600) -> A
         ncol=1 if len(families) <= 16 else 2,
     )
     return fig
+
+
+def microbench_chart(results: Sequence[Any], path: str | os.PathLike[str]) -> Path:
+    """One panel per benchmark (``trnsim.perf.microbench.MicroResult``): GEMM TFLOP/s against
+    size, one line per target and dtype; STREAM TB/s and attention TFLOP/s as bars; published
+    measurements as black marks."""
+    benches = [b for b in ("gemm", "stream", "attention") if any(r.bench == b for r in results)]
+    fig, axes = plt.subplots(
+        1, len(benches), figsize=(4.6 * len(benches), 4.2), layout="constrained", squeeze=False
+    )
+    for ax, bench in zip(axes[0], benches, strict=True):
+        mine = [r for r in results if r.bench == bench]
+        scale, unit = (1e12, "TB/s") if bench == "stream" else (1e12, "TFLOP/s")
+        if bench == "gemm":
+            keys = list(dict.fromkeys((r.target, r.dtype) for r in mine))
+            for colour, key in zip(palette(len(keys)), keys, strict=True):
+                pts = sorted(
+                    (int(r.shape.split("x")[0]), r.rate / scale, r) for r in mine
+                    if (r.target, r.dtype) == key
+                )  # fmt: skip
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=colour,
+                        label=f"{key[0]} {key[1]}")  # fmt: skip
+                for x, _, r in pts:
+                    if r.published:
+                        ax.plot([x], [r.published.value / scale], "k_", markersize=14)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("M = N = K")
+            ax.legend(fontsize=7)
+        else:
+            names = [r.target for r in mine]
+            bars = ax.bar(range(len(mine)), [r.rate / scale for r in mine],
+                          color=palette(len(mine)))  # fmt: skip
+            ax.set_xticks(range(len(mine)), names, rotation=30, ha="right", fontsize=8)
+            for b, r in zip(bars, mine, strict=True):
+                ax.annotate(value_label(r.rate / scale),
+                            (b.get_x() + b.get_width() / 2, r.rate / scale),
+                            ha="center", va="bottom", fontsize=7)  # fmt: skip
+                if r.published:
+                    ax.plot([b.get_x() + b.get_width() / 2], [r.published.value / scale], "k_",
+                            markersize=18)  # fmt: skip
+        ax.set_title(bench if bench != "gemm" else "GEMM", fontsize=10)
+        ax.set_ylabel(unit)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("single-chip microbenchmarks (black marks: published measurements)", fontsize=11)
+    return save(fig, path, "--png")

@@ -11,7 +11,14 @@ from trnsim.workloads.graph import (
     train_flops_per_token,
 )
 from trnsim.workloads.hf_config import resolve_model
-from trnsim.workloads.transformer import MODELS, MLAArgs, ModelArgs, model
+from trnsim.workloads.transformer import (
+    MODELS,
+    MLAArgs,
+    ModelArgs,
+    eagle3_head,
+    model,
+    mtp_module,
+)
 
 __all__ = [
     "MODELS",
@@ -21,9 +28,11 @@ __all__ = [
     "ModelArgs",
     "Op",
     "attention_pairs",
+    "eagle3_head",
     "expected_experts_touched",
     "forward_graph",
     "model",
+    "mtp_module",
     "resolve_model",
     "train_flops_per_token",
 ]

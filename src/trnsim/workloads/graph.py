@@ -36,7 +36,15 @@ Derivations (forward pass, T tokens, d = d_model):
   matmul FLOPs.
 - **Embedding** is a gather (T x d elements read), not a matmul; the LM head is a d x vocab
   matmul on the tokens whose logits are needed (all tokens in training, the last per sequence
-  at inference).
+  at inference). A vision transformer's patch embedding is a matmul (T x patch_dim x d); a
+  classifier's head runs on one token per sequence (the class token) in every phase.
+- **Encoders** (BERT, ViT) attend to all s x s pairs (no causal mask) and have no decode phase.
+- **Multi-token prediction** (DeepSeek-V3, section 2.2): in training, each MTP module runs on
+  every token: two norms, the (2d x d) projection of [hidden; next token's embedding], one
+  block, and the shared output head again (``mtp`` layer group and ``mtp_head`` ops). Serving
+  runs the modules only as a speculative draft (``trnsim.perf.infer``).
+- **Input fusion** (draft heads: EAGLE-3): a (k d x d) projection of k concatenated hidden
+  states before the first block (``fusion_proj``).
 """
 
 from __future__ import annotations
@@ -165,6 +173,14 @@ def attention_pairs(q_len: int, context: int, window: int | None) -> float:
     return (first + window) * ramp / 2 + window * (q_len - ramp)
 
 
+def visible_pairs(m: ModelArgs, q_len: int, context: int, window: int | None) -> float:
+    """(query, key) pairs one sequence's new queries attend to: every pair of the context for
+    an encoder, else ``attention_pairs`` (causal, windowed)."""
+    if not m.causal:
+        return float(q_len * context)
+    return attention_pairs(q_len, context, window)
+
+
 def expected_experts_touched(assignments: float, n_experts: int, top_k: int) -> float:
     """Expected distinct experts chosen by ``assignments / top_k`` tokens picking ``top_k`` each.
 
@@ -249,7 +265,7 @@ def _attention_ops(
             vector_elems=T * (m.q_dim + m.kv_dim),
         )
     )
-    pairs = batch * attention_pairs(q_len, context, window)
+    pairs = batch * visible_pairs(m, q_len, context, window)
     # Scores and P.V: 2 * (d_qk + d_v) FLOPs per visible pair per head (see module docstring).
     attn_flops = 2 * (d_qk + d_v) * m.n_heads * pairs
     # Decode reads the cached keys/values of the whole (windowed) context; prefill and training
@@ -388,8 +404,13 @@ def forward_graph(
         raise ConfigError(f"forward_graph: context ({context}) must be >= q_len ({q_len})")
     if phase not in ("train", "prefill", "decode"):
         raise ConfigError(f"forward_graph: phase must be train, prefill or decode, got {phase!r}")
+    if phase == "decode" and not m.causal:
+        raise ConfigError(
+            f"forward_graph: {m.name} is an encoder (bidirectional attention): it has no "
+            "autoregressive decode phase"
+        )
     T, d = batch * q_len, m.d_model
-    pre = (Op("embedding", "gather", "none", weight_elems=T * d, act_elems=T * d),)
+    pre = _embedding_ops(m, T)
     groups: list[LayerGroup] = []
     local = m.n_local_layers
     attn_kinds = [("global", m.n_layers - local, None)]
@@ -405,27 +426,99 @@ def forward_graph(
             if count:
                 ops = tuple(attn + _ffn_ops(m, T, is_moe, phase))
                 groups.append(LayerGroup(f"{a_name}-{f_name}", count, ops))
-    logit_tokens = T if phase == "train" else batch
-    V = m.vocab
-    post = (
+    logit_tokens = T if (phase == "train" and m.head_per_token) else batch
+    post = _head_ops(m, logit_tokens, "")
+    if phase == "train" and m.n_mtp_modules:
+        # Each MTP module: the norms of [hidden; next embedding] and their (2d x d) projection,
+        # one block like the last ones (attention + MoE or dense FFN), then the shared head.
+        is_moe = m.is_moe
+        mtp = [
+            Op("mtp_norms", "vector", "seq", act_elems=4 * T * d, vector_elems=2 * T * d),
+            Op(
+                "mtp_proj",
+                "matmul",
+                "none",
+                flops=2 * T * 2 * d * d,
+                weight_elems=2 * d * d,
+                act_elems=T * 3 * d,
+            ),
+            *_attention_ops(m, T, batch, q_len, context, None, phase),
+            *_ffn_ops(m, T, is_moe),
+        ]
+        groups.append(LayerGroup("mtp", m.n_mtp_modules, tuple(mtp)))
+        post = post + _head_ops(m, T, "mtp_") * m.n_mtp_modules
+    return Graph(m, phase, batch, T, context, pre, tuple(groups), post)
+
+
+def _embedding_ops(m: ModelArgs, T: int) -> tuple[Op, ...]:
+    """The embedding: a gather of T rows (token, position and type embeddings), or a vision
+    model's patch projection (a T x patch_dim x d matmul); the embedding norm (BERT); a draft
+    head's input-fusion projection (k d x d)."""
+    d = m.d_model
+    if m.patch_dim:
+        p = m.patch_dim
+        ops = [
+            Op(
+                "patch_embedding",
+                "matmul",
+                "none",
+                flops=2 * T * p * d,
+                weight_elems=p * d,
+                act_elems=T * (p + d),
+            )
+        ]
+    else:
+        ops = [Op("embedding", "gather", "none", weight_elems=T * d, act_elems=T * d)]
+    if m.embedding_norm:
+        ops.append(Op("embedding_norm", "vector", "seq", act_elems=2 * T * d, vector_elems=T * d))
+    if m.input_fusion:
+        k = m.input_fusion
+        ops.append(
+            Op(
+                "fusion_proj",
+                "matmul",
+                "none",
+                flops=2 * T * k * d * d,
+                weight_elems=k * d * d,
+                act_elems=T * (k + 1) * d,
+            )
+        )
+    return tuple(ops)
+
+
+def _head_ops(m: ModelArgs, tokens: int, prefix: str) -> tuple[Op, ...]:
+    """The final norm (if any), BERT's head transform, and the output layer on ``tokens``."""
+    d, V = m.d_model, m.vocab
+    ops = []
+    if m.final_norm:
+        ops.append(
+            Op(f"{prefix}final_norm", "vector", "seq", act_elems=2 * tokens * d,
+               vector_elems=tokens * d)
+        )  # fmt: skip
+    if m.head_transform:
+        ops.append(
+            Op(
+                f"{prefix}head_transform",
+                "matmul",
+                "tp",
+                flops=2 * tokens * d * d,
+                weight_elems=d * d,
+                act_elems=2 * tokens * d,
+                vector_elems=2 * tokens * d,
+            )
+        )
+    ops.append(
         Op(
-            "final_norm",
-            "vector",
-            "seq",
-            act_elems=2 * logit_tokens * d,
-            vector_elems=logit_tokens * d,
-        ),
-        Op(
-            "lm_head",
+            f"{prefix}lm_head",
             "matmul",
             "tp",
-            flops=2 * logit_tokens * d * V,
+            flops=2 * tokens * d * V,
             weight_elems=d * V,
-            act_elems=logit_tokens * (d + V),
-            vector_elems=logit_tokens * V,
-        ),
+            act_elems=tokens * (d + V),
+            vector_elems=tokens * V,
+        )
     )
-    return Graph(m, phase, batch, T, context, pre, tuple(groups), post)
+    return tuple(ops)
 
 
 def train_flops_per_token(m: ModelArgs, seq_len: int, include_attention: bool = True) -> float:

@@ -223,6 +223,8 @@ def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
             kw["n_shared_experts"] = opt(fam.shared_experts)
         if fam.dense_layers:
             kw["n_dense_layers"] = opt(fam.dense_layers)
+    if mtype.startswith("deepseek"):
+        kw["n_mtp_modules"] = opt("num_nextn_predict_layers")
     if fam.mla:
         kw["mla"] = MLAArgs(
             q_lora_rank=need("q_lora_rank"),

@@ -16,10 +16,28 @@ against its published size. Conventions:
   DeepSeek Multi-head Latent Attention (low-rank query and joint key/value compression).
 - ``sliding_window``: the window of local-attention layers; ``local_layers_every``: every k-th
   layer is local (GPT-OSS alternates local and global: 2; Mistral-7B v0.1: all local: 1).
+- Encoders (``causal=False``: BERT, ViT) attend to every position of the sequence; they have
+  no autoregressive decoding. BERT adds token-type embeddings and an embedding LayerNorm, has
+  no final norm (each post-LN block ends with its own), and its masked-LM head is a d x d
+  transform and LayerNorm before the output layer tied to the word embeddings (the pooler and
+  next-sentence classifier, 1 M parameters on one token per sequence, are not counted). A
+  vision transformer (``patch_dim``) embeds each patch with a ``patch_dim`` x d linear layer
+  (the class token's row included, 1 of 197 rows), adds a class token and learned positions,
+  and classifies from the class token alone (``head_per_token=False``; ``vocab`` counts the
+  classes).
+- ``n_mtp_modules``: DeepSeek multi-token prediction (DeepSeek-V3 report, section 2.2): module
+  k predicts token t + k + 1 from the previous depth's hidden state and the next token's
+  embedding: two RMSNorms, a (2d x d) projection, one transformer block like the model's last
+  ones, and the shared embedding and output head. The model's own size (``n_params``) does not
+  count it (DeepSeek-V3's 671 B); ``n_mtp_params`` does. Training runs it on every token, so
+  its matmuls and its second pass through the shared head are in ``n_matmul_params_active``.
+- ``input_fusion`` (draft heads): the first layer's input is the concatenation of this many
+  hidden states of the target, fused by a (k d x d) projection (EAGLE-3: 3).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -85,6 +103,21 @@ class ModelArgs:
         local_layers_every: every k-th layer is local when ``sliding_window`` is set.
         max_seq_len: the context length the model was trained for.
         source: where the figures come from.
+        causal: a decoder (causal attention); False: an encoder (every position sees every
+            other; no autoregressive decoding).
+        type_vocab: token-type (segment) embedding rows (BERT: 2).
+        embedding_norm: a norm after the embeddings (BERT).
+        final_norm: a norm after the last block (pre-LN models); False for post-LN BERT.
+        head_transform: a d x d linear layer and a norm before the output layer (BERT's MLM
+            head); its output-layer bias (``vocab``) is counted when ``bias`` is set.
+        patch_dim: vision: input elements per patch (ViT-B/16: 3 x 16 x 16 = 768); the token
+            embedding is a ``patch_dim`` x d linear layer plus a class token, and ``vocab``
+            counts output classes.
+        head_per_token: the output head runs on every token (language models, masked LM);
+            False: on one token per sequence (a classifier on the class token).
+        n_mtp_modules: multi-token-prediction modules (DeepSeek-V3: 1).
+        input_fusion: hidden states concatenated into the first layer and fused by a
+            (k d x d) projection (0: none; draft heads such as EAGLE-3: 3).
     """
 
     name: str
@@ -110,6 +143,15 @@ class ModelArgs:
     local_layers_every: int = 1
     max_seq_len: int = 4096
     source: str = ""
+    causal: bool = True
+    type_vocab: int = 0
+    embedding_norm: bool = False
+    final_norm: bool = True
+    head_transform: bool = False
+    patch_dim: int = 0
+    head_per_token: bool = True
+    n_mtp_modules: int = 0
+    input_fusion: int = 0
 
     def __post_init__(self) -> None:
         positive = ("d_model", "n_layers", "n_heads", "n_kv_heads", "vocab", "max_seq_len")
@@ -153,6 +195,20 @@ class ModelArgs:
             raise ConfigError(f"model {self.name!r}: a dense model needs d_ff >= 1")
         if self.sliding_window is not None and self.sliding_window < 1:
             raise ConfigError(f"model {self.name!r}: sliding_window must be >= 1")
+        for name in ("type_vocab", "patch_dim", "n_mtp_modules", "input_fusion", "learned_pos"):
+            if getattr(self, name) < 0:
+                raise ConfigError(
+                    f"model {self.name!r}: {name} must be >= 0, got {getattr(self, name)}"
+                )
+        if self.input_fusion == 1:
+            raise ConfigError(
+                f"model {self.name!r}: input_fusion fuses k >= 2 hidden states (0: none), got 1"
+            )
+        if not self.causal and (self.n_experts or self.n_mtp_modules or self.sliding_window):
+            raise ConfigError(
+                f"model {self.name!r}: an encoder (causal=False) has no experts, MTP modules "
+                "or sliding-window layers here"
+            )
 
     # --- shape ----------------------------------------------------------------------------
 
@@ -259,15 +315,62 @@ class ModelArgs:
         return self.attn_params + router + experts + self.norm_params_per_layer
 
     @property
+    def _norm_params(self) -> int:
+        """One norm: d (RMSNorm scale) or 2d (LayerNorm scale and bias)."""
+        return self.d_model * (2 if self.norm == "layernorm" else 1)
+
+    @property
+    def patch_embedding_params(self) -> int:
+        """Vision: the patch projection (patch_dim x d, with its bias if ``bias``)."""
+        if not self.patch_dim:
+            return 0
+        return (self.patch_dim + (1 if self.bias else 0)) * self.d_model
+
+    @property
     def embedding_params(self) -> int:
-        """Token embedding (vocab x d) plus learned positions (learned_pos x d)."""
-        return (self.vocab + self.learned_pos) * self.d_model
+        """Token embedding (vocab x d; vision: the patch projection and a class token) plus
+        learned positions (learned_pos x d), token types (type_vocab x d) and the embedding
+        norm."""
+        d = self.d_model
+        tokens = self.patch_embedding_params + d if self.patch_dim else self.vocab * d
+        norm = self._norm_params if self.embedding_norm else 0
+        return tokens + (self.learned_pos + self.type_vocab) * d + norm
+
+    @property
+    def head_transform_params(self) -> int:
+        """BERT's MLM transform: a d x d linear layer (and bias) and a norm."""
+        if not self.head_transform:
+            return 0
+        return self.d_model * self.d_model + (self.d_model if self.bias else 0) + self._norm_params
 
     @property
     def head_params(self) -> int:
-        """The LM head (d x vocab), 0 when tied, plus the final norm."""
-        final_norm = self.d_model * (2 if self.norm == "layernorm" else 1)
-        return (0 if self.tied_embeddings else self.vocab * self.d_model) + final_norm
+        """The output head (d x vocab, 0 when tied; its bias with ``bias`` on encoders), the
+        final norm and the head transform."""
+        d, v = self.d_model, self.vocab
+        weights = 0 if (self.tied_embeddings and not self.patch_dim) else v * d
+        out_bias = v if (self.bias and not self.causal) else 0
+        final = self._norm_params if self.final_norm else 0
+        return weights + out_bias + final + self.head_transform_params
+
+    @property
+    def mtp_module_params(self) -> int:
+        """One multi-token-prediction module: two norms (d each), the (2d x d) projection, one
+        transformer block like the model's last ones, and its output norm (the embedding and
+        the head are shared)."""
+        d = self.d_model
+        block = self.moe_layer_params if self.is_moe else self.dense_layer_params
+        return 2 * d + 2 * d * d + block + d
+
+    @property
+    def n_mtp_params(self) -> int:
+        """Derived: parameters of all MTP modules (not in ``n_params``)."""
+        return self.n_mtp_modules * self.mtp_module_params
+
+    @property
+    def fusion_params(self) -> int:
+        """The input-fusion projection of a draft head (k d x d), 0 without one."""
+        return self.input_fusion * self.d_model * self.d_model
 
     @property
     def n_dense_ffn_layers(self) -> int:
@@ -288,8 +391,9 @@ class ModelArgs:
 
     @property
     def n_params(self) -> int:
-        """Derived: total parameters (embeddings, blocks, head)."""
-        return self.embedding_params + self.layer_params + self.head_params
+        """Derived: total parameters (embeddings, fusion projection, blocks, head; MTP
+        modules are counted apart, ``n_mtp_params``)."""
+        return self.embedding_params + self.fusion_params + self.layer_params + self.head_params
 
     @property
     def n_active_params(self) -> int:
@@ -301,23 +405,64 @@ class ModelArgs:
     def n_matmul_params_active(self) -> int:
         """Derived: active parameters that multiply activations (the N of '6N').
 
-        The embedding lookup (and learned positions) is a gather, not a matmul: excluded. The LM
-        head is a matmul: included (with tied embeddings it is the embedding matrix, used once as
-        a matmul). Norm scales and biases are elementwise: excluded (they are < 0.1%).
+        The embedding lookup (and learned positions) is a gather, not a matmul: excluded (a
+        vision model's patch projection is a matmul: included). The LM head is a matmul:
+        included (with tied embeddings it is the embedding matrix, used once as a matmul), and
+        so is BERT's head transform. Norm scales and biases are elementwise: excluded (they are
+        < 0.1%). MTP modules (trained on every token): their projection and block, and one more
+        pass through the shared head each.
         """
-        norms = self.n_layers * self.norm_params_per_layer + self.d_model * (
-            2 if self.norm == "layernorm" else 1
-        )
+        d = self.d_model
+        norms = self.n_layers * self.norm_params_per_layer
+        norms += self._norm_params * int(self.final_norm)  # the embedding norm left with it
         if self.mla:  # the latent norms of MLA (q_lora_rank + kv_lora_rank scales per layer)
             norms += self.n_layers * (self.mla.q_lora_rank + self.mla.kv_lora_rank)
-        head = self.vocab * self.d_model
-        return (
+        head = self.vocab * d
+        transform = d * d if self.head_transform else 0
+        out_bias = self.vocab if (self.bias and not self.causal) else 0
+        patch = self.patch_dim * d
+        n = (
             self.n_active_params
             - self.embedding_params
+            + patch
             - norms
-            + (head if self.tied_embeddings else 0)
+            - (self.head_transform_params - transform)
+            - out_bias
+            + (head if (self.tied_embeddings and not self.patch_dim) else 0)
             - self._bias_params_active
         )
+        return n + self.n_mtp_modules * self.mtp_matmul_params
+
+    @property
+    def mtp_matmul_params(self) -> int:
+        """Matmul parameters one MTP module multiplies per token: its projection, its block's
+        active matmuls, and the shared output head once more."""
+        if not self.n_mtp_modules:
+            return 0
+        d = self.d_model
+        layer = self.n_matmul_params_per_layer(moe=self.is_moe)
+        return 2 * d * d + layer + self.vocab * d
+
+    def n_matmul_params_per_layer(self, moe: bool) -> int:
+        """Active matmul parameters of one block (attention, router and experts or FFN),
+        without biases."""
+        d = self.d_model
+        if self.mla:
+            a = self.mla
+            attn = d * a.q_lora_rank + a.q_lora_rank * self.q_dim
+            attn += d * (a.kv_lora_rank + a.qk_rope_head_dim)
+            attn += a.kv_lora_rank * self.n_heads * (a.qk_nope_head_dim + a.v_head_dim)
+            attn += self.attn_out_dim * d
+        else:
+            attn = d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d
+        mats = 3 if self.ffn == "swiglu" else 2
+        if moe:
+            ffn = d * self.n_experts + (self.top_k + self.n_shared_experts) * mats * d * (
+                self.d_ff_expert
+            )
+        else:
+            ffn = mats * d * self.d_ff
+        return attn + ffn
 
     @property
     def _bias_params_active(self) -> int:
@@ -671,10 +816,121 @@ _register(
             v_head_dim=128,
         ),
         max_seq_len=131072,
-        source=_HF + "deepseek-ai/DeepSeek-V3 (the multi-token-prediction module is not counted)",
+        n_mtp_modules=1,
+        source=_HF + "deepseek-ai/DeepSeek-V3 (num_nextn_predict_layers 1: one multi-token-"
+        "prediction module, counted apart in n_mtp_params; DeepSeek-V3 report section 2.2)",
     ),
     "deepseek-v3-671b",
 )
+
+# --- encoders ---------------------------------------------------------------------------------
+
+
+def _bert(name: str, d: int, layers: int, heads: int, hf: str) -> ModelArgs:
+    """BERT (Devlin et al. 2019) as HF ``BertForPreTraining`` runs it: post-LN blocks, GELU FFN
+    of 4d, biases, 512 learned positions, 2 token types, an embedding LayerNorm, and the masked-
+    LM head (d x d transform, LayerNorm, output layer tied to the word embeddings, with bias)
+    on every token. Vocabulary 30,522 (uncased WordPiece)."""
+    return _register(
+        ModelArgs(
+            name=name,
+            d_model=d,
+            n_layers=layers,
+            n_heads=heads,
+            n_kv_heads=heads,
+            d_ff=4 * d,
+            vocab=30522,
+            ffn="gelu",
+            norm="layernorm",
+            tied_embeddings=True,
+            learned_pos=512,
+            bias=True,
+            max_seq_len=512,
+            causal=False,
+            type_vocab=2,
+            embedding_norm=True,
+            final_norm=False,
+            head_transform=True,
+            source=_HF + hf + " (pooler and next-sentence head not counted)",
+        )
+    )
+
+
+_bert("bert-large", 1024, 24, 16, "google-bert/bert-large-uncased")
+_bert("bert-base", 768, 12, 12, "google-bert/bert-base-uncased")
+
+_register(
+    ModelArgs(
+        name="vit-base-16",
+        d_model=768,
+        n_layers=12,
+        n_heads=12,
+        n_kv_heads=12,
+        d_ff=3072,
+        vocab=1000,
+        ffn="gelu",
+        norm="layernorm",
+        learned_pos=197,
+        bias=True,
+        max_seq_len=197,
+        causal=False,
+        patch_dim=3 * 16 * 16,
+        head_per_token=False,
+        source=_HF + "google/vit-base-patch16-224 (224 x 224 images in 16 x 16 patches: 196 "
+        "patches + a class token = 197 positions; ImageNet-1k head of 1,000 classes)",
+    ),
+    "vit-base",
+    "vit-b-16",
+)
+
+
+# --- draft heads derived from a target ---------------------------------------------------------
+
+#: EAGLE-3 heads predict over a reduced vocabulary mapped onto the target's (speculators
+#: ``Eagle3SpeculatorConfig``, draft_vocab_size 32,000 for the Llama-3 heads).
+EAGLE3_DRAFT_VOCAB = 32000
+
+
+def eagle3_head(target: ModelArgs, vocab: int = EAGLE3_DRAFT_VOCAB) -> ModelArgs:
+    """An EAGLE-3 draft head for ``target`` (Li et al. 2025, arXiv 2503.01840; aws-neuron-sdk
+    vllm-neuron/docs/design/speculation/speculative_decoding_design.md): one decoder layer of
+    the target's width, heads and dense FFN, fed the hidden states of three target layers fused
+    by a (3d x d) projection, with its own output layer over ``vocab`` tokens. (Its attention
+    also reads the token embedding beside the fused state, a second d-wide input to the QKV
+    projection that is not counted.)"""
+    return ModelArgs(
+        name=f"{target.name}-eagle3",
+        d_model=target.d_model,
+        n_layers=1,
+        n_heads=target.n_heads,
+        n_kv_heads=target.n_kv_heads,
+        head_dim=target.head_dim,
+        d_ff=target.d_ff,
+        vocab=min(vocab, target.vocab),
+        ffn=target.ffn,
+        norm=target.norm,
+        max_seq_len=target.max_seq_len,
+        input_fusion=3,
+        source=f"EAGLE-3 head derived from {target.name} (arXiv 2503.01840)",
+    )
+
+
+def mtp_module(target: ModelArgs) -> ModelArgs:
+    """One multi-token-prediction module of ``target`` as a one-layer model (DeepSeek-V3 report
+    section 2.2): the (2d x d) projection of [hidden; embedding], one block like the target's
+    last ones (its MoE included), and the shared output head. Its ``n_params`` counts the
+    shared embedding and head, which serving already holds."""
+    if not target.n_mtp_modules:
+        raise ConfigError(f"model {target.name!r} has no multi-token-prediction modules")
+    return dataclasses.replace(
+        target,
+        name=f"{target.name}-mtp",
+        n_layers=1,
+        n_dense_layers=0 if target.is_moe else target.n_dense_layers,
+        n_mtp_modules=0,
+        input_fusion=2,
+        source=f"the multi-token-prediction module of {target.name}",
+    )
 
 
 def model(name: str) -> ModelArgs:
