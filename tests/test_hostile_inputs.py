@@ -27,6 +27,8 @@ KERNELS = ROOT / "examples" / "kernels"
 SOFTMAX = str(KERNELS / "softmax.py")
 HBM_COPY = str(KERNELS / "timing" / "hbm_copy.py")
 SMALL_COPY = ["--arg", "rows=256", "--arg", "cols=256"]
+DRA = ROOT / "examples" / "dra"
+DRA_FLEET = ["--fleet", "trn2.48xlarge=2"]
 
 # A cheap, valid command per verb; the hostile value replaces one of its flags or is added.
 BASES: dict[str, list[str]] = {
@@ -47,6 +49,10 @@ BASES: dict[str, list[str]] = {
         "4",
     ],
     "validate": ["validate", "--sets", "F"],
+    # a verb of sub-commands: one base each ("dra allocate", ...)
+    "dra allocate": ["dra", "allocate", str(DRA / "claims" / "connected-4.yaml"), *DRA_FLEET],
+    "dra simulate": ["dra", "simulate", "synthetic:8", *DRA_FLEET],
+    "dra slices": ["dra", "slices", *DRA_FLEET],
     "microbench": [
         "microbench",
         "h100-sxm",
@@ -67,11 +73,11 @@ BASES: dict[str, list[str]] = {
 NUMBERS = ["abc", "-1", "nan", "inf", "-inf", "1e300", "9" * 5000, "", "0", "1.5", "0x10"]
 NAMES = ["nosuch", "", "-", "5", "x" * 5000, "llama-3.1-8b/../../etc/passwd"]
 # Paths read (a device must not be read until memory runs out) ...
-PATHS = ["", "/", "/dev/zero", "/nonexistent/dir/file", "/proc/self/x.png"]
+PATHS = ["", "/", "/dev/zero", "/nonexistent/dir/file", "/proc/self/x.png", "x" * 5000]
 INPUT_FLAGS = {"--model", "--draft-model"}
 # ... and paths written. Never a real device here: a writer that renamed its file over one
 # would replace it (as root, /dev/zero itself); a FIFO made in the test's directory stands in.
-OUTPUTS = ["", "/", "/nonexistent/dir/file", "/proc/self/x.png", "FIFO"]
+OUTPUTS = ["", "/", "/nonexistent/dir/file", "/proc/self/x.png", "FIFO", "x" * 5000]
 OUTPUT_FLAGS = {"--png", "--plot", "--trace", "--out-dir"}
 # Flags whose hostile values would start minutes of legitimate work (a full demo, a refit):
 # their values are covered where they are cheap.
@@ -97,30 +103,41 @@ def _replace(base: list[str], flag: str, value: str) -> list[str]:
     return [*out, f"{flag}={value}"]
 
 
+def _parser_cases(verb: str, parser: argparse.ArgumentParser, depth: int):
+    """(verb, argv) for one parser: each of its flags, then its positional, made hostile."""
+    base = BASES[verb]
+    for action in parser._actions:
+        if not action.option_strings or action.nargs == 0 or "--help" in action.option_strings:
+            continue
+        flag = action.option_strings[-1]
+        if (verb, flag) in SKIP:
+            continue
+        if flag in OUTPUT_FLAGS:
+            values = OUTPUTS
+        elif flag in INPUT_FLAGS:
+            values = PATHS
+        elif action.type is not None and not action.choices:
+            values = NUMBERS
+        else:
+            values = NAMES
+        for value in values:
+            yield verb, _replace(base, flag, value)
+    positionals = [a for a in parser._actions if not a.option_strings and a.dest != "help"]
+    if positionals:  # the first positional is base[depth]
+        for value in (*PATHS, *NAMES[:2]):
+            yield verb, [*base[:depth], value, *base[depth + 1 :]]
+
+
 def _cases():
     for verb, parser in _parsers().items():
-        base = BASES[verb]
-        for action in parser._actions:
-            if not action.option_strings or action.nargs == 0 or "--help" in action.option_strings:
-                continue
-            flag = action.option_strings[-1]
-            if (verb, flag) in SKIP:
-                continue
-            if flag in OUTPUT_FLAGS:
-                values = OUTPUTS
-            elif flag in INPUT_FLAGS:
-                values = PATHS
-            elif action.type is not None and not action.choices:
-                values = NUMBERS
-            else:
-                values = NAMES
-            for value in values:
-                yield verb, _replace(base, flag, value)
-        positionals = [a for a in parser._actions if not a.option_strings and a.dest != "help"]
-        if positionals:
-            first = 1  # the positional is base[1]
-            for value in (*PATHS, *NAMES[:2]):
-                yield verb, [base[0], value, *base[first + 1 :]]
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if nested:  # a verb of sub-commands: each sub-command's flags, and a bad sub-command
+            for sub, subparser in nested[0].choices.items():
+                yield from _parser_cases(f"{verb} {sub}", subparser, 2)
+            for value in NAMES[:2]:
+                yield f"{verb} {next(iter(nested[0].choices))}", [verb, value]
+            continue
+        yield from _parser_cases(verb, parser, 1)
 
 
 CASES = list(_cases())
@@ -149,7 +166,8 @@ def test_the_readme_table_is_the_cli_s():
 
 def test_every_verb_and_flag_is_covered():
     verbs = {v for v, _ in CASES}
-    assert verbs == set(_parsers()) == set(BASES)
+    assert verbs == set(BASES)
+    assert {v.split()[0] for v in verbs} == set(_parsers())
     assert len(CASES) > 400
 
 
@@ -161,7 +179,7 @@ def _quiet(monkeypatch, tmp_path):
 
 
 # Verbs whose legal values run an estimate or the demo (seconds each over ~100 values).
-SLOW = {"train", "infer", "plan", "compare-workload", "demo"}
+SLOW = {"train", "infer", "plan", "compare-workload", "demo", "dra simulate"}
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,14 @@ VERBS = {
     "compare-workload": ["compare-workload", "--model", "llama-3.1-8b"],
     "compare-workload infer": ["compare-workload", "--model", "gpt-oss-120b", "--mode", "infer"],
     "validate": ["validate"],
+    "dra allocate": [
+        "dra",
+        "allocate",
+        str(ROOT / "examples" / "dra" / "claims" / "connected-4.yaml"),
+        "--fleet",
+        "trn2.48xlarge=2",
+    ],
+    "dra simulate": ["dra", "simulate", "synthetic:20", "--fleet", "trn2.48xlarge=4"],
     "microbench": [
         "microbench",
         "trn3",

@@ -610,3 +610,46 @@ def check_speculative(spec, draft, target, output_tokens: int) -> None:
         k,
         output_tokens,
     )
+
+
+# --- files the user names ------------------------------------------------------------------------
+
+#: The largest text file trnsim reads on a user's word (a manifest, a trace, a fleet): 64 MiB.
+MAX_TEXT_BYTES = 64 * 2**20
+
+
+def read_text(path, what: str = "file", limit: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of the regular file ``path``, read within ``limit`` bytes (rule
+    input-file). A device, a FIFO or a directory is refused before it is opened (``/dev/zero``
+    would be read until memory runs out, a FIFO until a writer comes); so is a larger file.
+    Errors are ``InputError`` naming ``what`` and the path (``FileNotFoundError`` is raised as
+    is, for callers that name a missing file their own way)."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    where = f"{what} {shown(str(p))}"
+    try:
+        if not p.exists():
+            raise FileNotFoundError(2, "No such file or directory", str(p))
+        if not p.is_file():
+            raise InputError(f"{where}: not a regular file (rule input-file)")
+        with open(p, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise InputError(
+            f"{where}: cannot read ({exc.strerror or exc}) (rule input-file)"
+        ) from None
+    if len(data) > limit:
+        raise InputError(
+            f"{where}: larger than {limit // 2**20:,} MiB (rule input-file; "
+            f"{os.path.basename(str(p))[:40]} is not the {what} trnsim reads)"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}) (rule input-file)"
+        ) from None

@@ -43,6 +43,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
+    "dra": ("dra", "Kubernetes DRA of Trainium devices: allocate claims, simulate a fleet"),
 }
 
 
@@ -132,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except OSError as exc:
+        if exc.errno in USER_PATH:
+            name = clip(str(exc.filename)) if exc.filename is not None else "a path"
+            _say(f"{prefix} error: {name}: {exc.strerror} (errno {exc.errno})")
+            return EXIT_USAGE
         if exc.errno not in OUT_OF_SPACE:
             return _internal(prefix, exc)
         _quiet_stdout()  # the final flush would fail again
@@ -170,6 +175,9 @@ def _warning_printer(prefix: str):
 # A full disk or a failing device under stdout or an output file: the user's environment, not
 # a bug (exit 2, one line), unlike any other OSError that escapes the checks before work.
 OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
+# A path the user gave that no file system takes (a name longer than 255 bytes): whichever
+# check met it first (``Path.is_file`` raises it), it is bad input (exit 2), not a bug.
+USER_PATH = (errno.ENAMETOOLONG,)
 
 
 def _internal(prefix: str, exc: Exception) -> int:

@@ -146,3 +146,14 @@ GOOGLE_TPU_V6E = (
     "1,640 GB/s, 800 GB/s bidirectional ICI, 4 ICI ports, 8 chips per host, 2D torus, "
     "256-chip pod)"
 )
+
+# --- Neuron DRA and UltraServer scheduling on Kubernetes (aws-neuron-sdk main, 81ce03a) -------
+NEURON_DRA = "aws-neuron-sdk deploy/eks/dra.rst (commit 81ce03a)"
+NEURON_US_OPERATOR = "aws-neuron-sdk deploy/eks/ultraserver-operator.rst (commit 81ce03a)"
+NEURON_US_K8S = "aws-neuron-sdk deploy/eks/ultraserver.rst (commit 81ce03a)"
+NEURON_US_INIT = "aws-neuron-sdk src/k8/k8s-ultraserver-init-script.sh (commit 81ce03a)"
+NEURON_LNC = "aws-neuron-sdk about-neuron/arch/neuron-features/logical-neuroncore-config.rst"
+AWS_TRN1_2XL = (
+    "https://aws.amazon.com/ec2/instance-types/trn1/ (trn1.2xlarge: 1 Trainium chip, up to "
+    "12.5 Gbps networking, no EFA)"
+)

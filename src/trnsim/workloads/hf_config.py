@@ -77,7 +77,12 @@ FAMILIES["deepseek_v2"] = FAMILIES["deepseek_v3"]
 
 def looks_like_path(spec: str) -> bool:
     """True when ``spec`` names a file rather than a preset (ends in .json or exists)."""
-    return spec.endswith(".json") or os.sep in spec or Path(spec).is_file()
+    if spec.endswith(".json") or os.sep in spec:
+        return True
+    try:
+        return Path(spec).is_file()
+    except OSError:  # a name no file system takes (ENAMETOOLONG): not a file, so a preset name
+        return False
 
 
 # Limits of a config.json, read before anything else (a Hugging Face config is a few KB, nested
@@ -98,33 +103,22 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)
     where = f"model config {str(p)!r}"
     try:
-        if not p.exists():
-            raise ConfigError(f"{where}: no such file")
-        if not p.is_file():
-            raise ConfigError(f"{where}: not a regular file")
-        with open(p, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"{where}: larger than {MAX_CONFIG_BYTES // 2**20} MiB (a config.json is a few KB)"
-        )
+        text = inputs.read_text(p, "model config", MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
 
-    def parse_int(text: str) -> int:
-        if len(text.lstrip("-")) > MAX_INT_DIGITS:
+    def parse_int(literal: str) -> int:
+        digits = len(literal.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
             raise ConfigError(
-                f"{where}: an integer of {len(text.lstrip('-')):,} digits (at most "
-                f"{MAX_INT_DIGITS})"
+                f"{where}: an integer of {digits:,} digits (at most {MAX_INT_DIGITS})"
             )
-        return int(text)
+        return int(literal)
 
     try:
-        cfg = json.loads(data.decode("utf-8"), parse_int=parse_int)
+        cfg = json.loads(text, parse_int=parse_int)
     except ConfigError:
         raise
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
         raise ConfigError(f"{where}: nested deeper than {MAX_CONFIG_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
