@@ -53,6 +53,17 @@ BASES: dict[str, list[str]] = {
     "dra allocate": ["dra", "allocate", str(DRA / "claims" / "connected-4.yaml"), *DRA_FLEET],
     "dra simulate": ["dra", "simulate", "synthetic:8", *DRA_FLEET],
     "dra slices": ["dra", "slices", *DRA_FLEET],
+    "serve": [
+        "serve",
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "trn2.48xlarge",
+        "--tp",
+        "8",
+        "--requests",
+        "20",
+    ],
     "microbench": [
         "microbench",
         "h100-sxm",
@@ -179,7 +190,7 @@ def _quiet(monkeypatch, tmp_path):
 
 
 # Verbs whose legal values run an estimate or the demo (seconds each over ~100 values).
-SLOW = {"train", "infer", "plan", "compare-workload", "demo", "dra simulate"}
+SLOW = {"train", "infer", "plan", "compare-workload", "demo", "dra simulate", "serve"}
 
 
 @pytest.mark.parametrize(

@@ -70,6 +70,17 @@ VERBS = {
         "trn2.48xlarge=2",
     ],
     "dra simulate": ["dra", "simulate", "synthetic:20", "--fleet", "trn2.48xlarge=4"],
+    "serve": [
+        "serve",
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "trn2.48xlarge",
+        "--tp",
+        "8",
+        "--requests",
+        "40",
+    ],
     "microbench": [
         "microbench",
         "trn3",

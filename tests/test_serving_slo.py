@@ -27,7 +27,7 @@ def test_the_default_bound_is_mlperfs_and_says_so():
     assert (DEFAULT_SLO.ttft_s, DEFAULT_SLO.tpot_s) == (2.0, 0.2)
     assert "MLPerf" in DEFAULT_SLO.source and "inference_rules.adoc" in DEFAULT_SLO.source
     assert "TTFT <= 2,000 ms, TPOT <= 200 ms" in DEFAULT_SLO.describe()
-    with pytest.raises(InputError, match="rule ttft-slo"):
+    with pytest.raises(InputError, match="rule slo-ttft"):
         ServingSLO(ttft_s=0)
 
 
@@ -44,7 +44,7 @@ def test_compare_workload_serving_rows_meet_the_bound(capsys):
 def test_the_bound_is_printed_with_the_result(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
     argv = ["compare-workload", "--model", "llama-3.1-8b", "--mode", "infer"]
-    assert main([*argv, "--systems", "trn3-gen2", "--ttft-slo", "0.5"]) == 0
+    assert main([*argv, "--systems", "trn3-gen2", "--slo-ttft", "0.5"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "latency bound: TTFT <= 500 ms, TPOT <= 200 ms" in out
     assert "TTFT given; the other: MLPerf" in out

@@ -86,22 +86,26 @@ def bounded_int(low: int, high: int):
     return check
 
 
-def rule_type(name: str):
+def rule_type(name: str, base=None):
     """An argparse type checking the value against rule ``name`` of ``trnsim.inputs`` (the
     same rule the library functions check): ``'1e20': sequences per step must be a whole
-    number >= 1 and <= 16,777,216 (...) (rule global-batch)``."""
+    number >= 1 and <= 16,777,216 (...) (rule global-batch)``. ``base`` (a type of this
+    module, such as ``positive_int``) parses first, with its own message."""
     from trnsim import inputs
 
     rule = inputs.RULES[name]
 
     def check(text: str) -> int | float:
         value: int | float
-        try:
-            value = int(text, 0)
-        except (TypeError, ValueError):
-            value = _number(text, "a number")  # refuses NaN and inf too
-            if rule.integral and value == int(value):
-                value = int(value)
+        if base is not None:
+            value = base(text)
+        else:
+            try:
+                value = int(text, 0)
+            except (TypeError, ValueError):
+                value = _number(text, "a number")  # refuses NaN and inf too
+                if rule.integral and value == int(value):
+                    value = int(value)
         why = inputs.problem(name, value)
         if why is not None:
             raise argparse.ArgumentTypeError(f"{text!r}: {why}")

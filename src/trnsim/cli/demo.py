@@ -24,6 +24,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Timing model and profiles", "trnsim.cli.demo_timing:section"),
     ("Fabric and collectives", "trnsim.cli.demo_fabric:section"),
     ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
+    ("Serving under load", "trnsim.cli.demo_serve:section"),
     ("Kubernetes DRA on a Trainium fleet", "trnsim.cli.demo_dra:section"),
 ]
 

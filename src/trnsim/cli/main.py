@@ -30,6 +30,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "collective": ("collective", "time a collective on a system (closed form or flow simulation)"),
     "train": ("train", "estimate LLM training: step time, tokens/s, MFU, memory, cost"),
     "infer": ("infer", "estimate LLM serving: TTFT, TPOT, throughput, KV cache, cost"),
+    "serve": ("serve", "simulate serving under load: latency percentiles, throughput, SLO rate"),
     "plan": ("plan", "search parallel plans for the best one that fits"),
     "compare-workload": ("compare_workload", "one workload on several systems, with a chart"),
     "microbench": (

@@ -70,17 +70,17 @@ def apply_mode_defaults(args: argparse.Namespace, defaults: dict[str, int | None
 
 
 def add_slo_flags(parser: argparse.ArgumentParser) -> None:
-    """``--ttft-slo`` and ``--tpot-slo``: the serving latency bound (``trnsim.perf.slo``)."""
+    """``--slo-ttft`` and ``--slo-tpot``: the serving latency bound (``trnsim.perf.slo``)."""
     parser.add_argument(
-        "--ttft-slo",
-        type=rule_type("ttft-slo"),
+        "--slo-ttft",
+        type=rule_type("slo-ttft"),
         metavar="SECONDS",
         help=f"serving: time to first token a plan must meet (default {DEFAULT_SLO.ttft_s:g} s, "
         "MLPerf Inference's server-scenario bound)",
     )
     parser.add_argument(
-        "--tpot-slo",
-        type=rule_type("tpot-slo"),
+        "--slo-tpot",
+        type=rule_type("slo-tpot"),
         metavar="SECONDS",
         help=f"serving: time per output token a plan must meet (default {DEFAULT_SLO.tpot_s:g} "
         "s, MLPerf Inference's server-scenario bound)",
@@ -88,9 +88,9 @@ def add_slo_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def slo_from_args(args: argparse.Namespace, mode: str = "infer") -> ServingSLO | None:
-    """The latency bound of ``--ttft-slo`` / ``--tpot-slo`` (defaults: ``DEFAULT_SLO``); None
+    """The latency bound of ``--slo-ttft`` / ``--slo-tpot`` (defaults: ``DEFAULT_SLO``); None
     in training mode, where the flags are refused (they would be ignored)."""
-    given = [f for f in ("ttft_slo", "tpot_slo") if getattr(args, f, None) is not None]
+    given = [f for f in ("slo_ttft", "slo_tpot") if getattr(args, f, None) is not None]
     if mode != "infer":
         if given:
             flags = ", ".join(f"--{f.replace('_', '-')}" for f in given)
@@ -99,12 +99,12 @@ def slo_from_args(args: argparse.Namespace, mode: str = "infer") -> ServingSLO |
         return None
     if not given:
         return DEFAULT_SLO
-    source = "given" if len(given) == 2 else f"{given[0].split('_')[0].upper()} given; the other: "
+    source = "given" if len(given) == 2 else f"{given[0].split('_')[1].upper()} given; the other: "
     if len(given) == 1:
         source += DEFAULT_SLO.source
     return ServingSLO(
-        ttft_s=args.ttft_slo if args.ttft_slo is not None else DEFAULT_SLO.ttft_s,
-        tpot_s=args.tpot_slo if args.tpot_slo is not None else DEFAULT_SLO.tpot_s,
+        ttft_s=args.slo_ttft if args.slo_ttft is not None else DEFAULT_SLO.ttft_s,
+        tpot_s=args.slo_tpot if args.slo_tpot is not None else DEFAULT_SLO.tpot_s,
         source=source,
     )
 

@@ -1,6 +1,7 @@
 """``trnsim validate``: the performance model against every calibration set (Trn1 training B/B2
 and serving C, H100 Megatron-Core F, NCCL on H100 G, Trn2 serving H, MaxText on TPU I, NeMo
-25.11 on H100/GB200 J; checks X and JC), each row predicted with
+25.11 on H100/GB200 J; checks X and JC; and serving under load L: ``trnsim.serve.calibration``,
+each row a simulation of the published run), each row predicted with
 its own software stack's stored profile: every row's error and each set's MAPE; a training
 row whose published plan does not fit in memory in the model is flagged DOES NOT FIT. ``--fit``
 refits each stack's profile to its own rows and reports with the fitted values;
@@ -24,9 +25,19 @@ from trnsim.perf.table_model import COMPUTE_MODELS
 from trnsim.report.progress import progress
 from trnsim.report.tables import fit, prose
 from trnsim.report.units import plain
+from trnsim.serve import calibration as serving
 
 TARGET = 0.15  # issue 15: MAPE <= 15 % on each set
 TRAIN_TARGET = 0.12  # issue 22: MAPE <= 12 % on every training set
+# The sets: the performance model's (trnsim.perf.calsets) and serving under load (L, issue 23:
+# p50/mean TTFT, TPOT and throughput within 20 % per row; p99 rows reported, not judged).
+SETS = {**calsets.SETS, serving.SET: serving.SET_TITLE}
+
+
+def target(set_name: str) -> float:
+    if set_name == serving.SET:
+        return serving.TARGET
+    return TRAIN_TARGET if set_name in calsets.TRAINING_SETS else TARGET
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sets",
-        help=f"comma-separated calibration sets (default all: {','.join(calsets.SETS)})",
+        help=f"comma-separated calibration sets (default all: {','.join(SETS)})",
     )
     parser.add_argument(
         "--build-tables",
@@ -56,12 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _sets(text: str | None) -> list[str]:
     if text is None:
-        return list(calsets.SETS)
+        return list(SETS)
     names = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in names if s not in calsets.SETS]
+    bad = [s for s in names if s not in SETS]
     if not names or bad:
         raise UsageError(
-            f"--sets {text!r}: valid sets are {', '.join(calsets.SETS)}"
+            f"--sets {text!r}: valid sets are {', '.join(SETS)}"
             + (f" (unknown: {', '.join(bad)})" if bad else "")
         )
     return names
@@ -69,7 +80,13 @@ def _sets(text: str | None) -> list[str]:
 
 def summary(results: list[calsets.RowResult], sets: list[str]) -> dict[str, float]:
     """MAPE per set (and per metric of C and H), with the keys of earlier versions."""
-    out = {f"mape_{s}": calsets.mape(results, s) for s in sets}
+    out = {f"mape_{s}": calsets.mape(results, s) for s in sets if s != serving.SET}
+    if serving.SET in sets:
+        judged = serving.judged(results)
+        out[f"mape_{serving.SET}"] = calsets.mape(judged, serving.SET)
+        inside = [abs(r.error) <= serving.TARGET for r in judged if r.set == serving.SET]
+        if inside:
+            out[f"within_20pct_{serving.SET}"] = sum(inside) / len(inside)
     for s in ("C", "H", "X"):
         if s in sets:
             out[f"mape_{s}_ttft"] = calsets.mape(results, s, "TTFT ms")
@@ -81,8 +98,8 @@ def summary(results: list[calsets.RowResult], sets: list[str]) -> dict[str, floa
 
 
 def _set_of(key: str) -> str:
-    """The set of a summary key: mape_C_ttft -> C, mape_B_all -> B."""
-    return key.split("_")[1]
+    """The set of a summary key: mape_C_ttft -> C, mape_B_all -> B, within_20pct_L -> L."""
+    return key.rsplit("_", 1)[1] if key.startswith("within_") else key.split("_")[1]
 
 
 def markdown(results: list[calsets.RowResult], sets: list[str], compute: str) -> str:
@@ -91,7 +108,7 @@ def markdown(results: list[calsets.RowResult], sets: list[str], compute: str) ->
         mine = [r for r in results if r.set == s]
         lines += [
             "",
-            f"Set {s}: {calsets.SETS[s]} ({KIND_TEXT[set_kind(s)]})",
+            f"Set {s}: {SETS[s]} ({KIND_TEXT[set_kind(s)]})",
             "",
             "| row | stack | metric | measured | trnsim | error |",
             "|---|---|---|---|---|---|",
@@ -102,6 +119,14 @@ def markdown(results: list[calsets.RowResult], sets: list[str], compute: str) ->
                 f"| {r.label}{flag} | {r.stack} | {r.metric} | {r.measured:,.4g} | "
                 f"{r.predicted:,.4g} | {r.error:+.1%} |"
             )
+        if s == serving.SET:
+            judged = serving.judged(mine)
+            inside = sum(1 for r in judged if abs(r.error) <= serving.TARGET)
+            lines.append(
+                f"\nMAPE {s} (judged rows): **{calsets.mape(judged, s):.1%}**; within 20 %: "
+                f"{inside} of {len(judged)}"
+            )
+            continue
         lines.append(f"\nMAPE {s}: **{calsets.mape(results, s):.1%}**")
     return "\n".join(lines)
 
@@ -109,13 +134,17 @@ def markdown(results: list[calsets.RowResult], sets: list[str], compute: str) ->
 def set_kind(name: str) -> str:
     """``fit`` for a set its stack's profile was fitted to (its error says how well the fit
     reproduces its own rows, not how well the model predicts), ``validation`` for a held-out
-    set (``calsets.CHECK_SETS``: never fitted)."""
-    return "validation" if name in calsets.CHECK_SETS else "fit"
+    set (``calsets.CHECK_SETS``: never fitted), ``mixed`` for serving under load (L: a few
+    rows, marked [fit], fixed constants of ``trnsim.serve.fitted``; the others check them)."""
+    if name in calsets.CHECK_SETS:
+        return "validation"
+    return "mixed" if name == serving.SET else "fit"
 
 
 KIND_TEXT = {
     "fit": "fit: scored on the rows its stack's profile was fitted to (not a validation)",
     "validation": "validation: held out, never fitted to",
+    "mixed": "mixed: the rows marked [fit] were fitted to, the others check the fit",
 }
 
 
@@ -135,7 +164,12 @@ def run(args: argparse.Namespace) -> int:
             for name in stacks:
                 fitted.update(calsets.fit_stacks(name, args.compute))
                 bar.advance()
-    results = calsets.validate(args.compute, fitted, sets)
+    perf_sets = [x for x in sets if x != serving.SET]
+    results = calsets.validate(args.compute, fitted, perf_sets) if perf_sets else []
+    if serving.SET in sets:
+        n = len({r.scenario for r in serving.rows()})
+        with progress("simulating serving runs", total=n) as bar:
+            results += serving.validate(advance=bar.advance)
     summ = summary(results, sets)
     if args.json:
         profiles = {}
@@ -162,18 +196,15 @@ def run(args: argparse.Namespace) -> int:
         print(markdown(results, sets, args.compute))
         return 0
     console = Console()
-    fits = [x for x in sets if set_kind(x) == "fit"]
-    held = [x for x in sets if set_kind(x) == "validation"]
+    by_kind = {kind: [x for x in sets if set_kind(x) == kind] for kind in KIND_TEXT}
     uses = "; ".join(
-        f"{', '.join(names)}: {KIND_TEXT[kind]}"
-        for kind, names in (("fit", fits), ("validation", held))
-        if names
+        f"{', '.join(names)}: {KIND_TEXT[kind]}" for kind, names in by_kind.items() if names
     )
     table = Table(title=f"trnsim vs published measurements ({uses})", title_justify="left")
     for c in ("set", "stack", "row", "metric", "measured", "trnsim", "error"):
         table.add_column(c)
     for r in results:
-        style = "red" if abs(r.error) > TARGET else ""
+        style = "red" if abs(r.error) > target(r.set) else ""
         err = f"{r.error:+.1%}"
         table.add_row(
             r.set,
@@ -185,14 +216,17 @@ def run(args: argparse.Namespace) -> int:
             f"[{style}]{err}[/{style}]" if style else err,
         )
     console.print(fit(table))
-    for kind in ("fit", "validation"):
+    for kind in KIND_TEXT:
         mine = {k: v for k, v in summ.items() if set_kind(_set_of(k)) == kind}
         if not mine:
             continue
         console.print(prose(f"MAPE, {KIND_TEXT[kind]}:", style="bold"))
         for k, v in mine.items():
-            target = TRAIN_TARGET if k.removeprefix("mape_") in calsets.TRAINING_SETS else TARGET
-            flag = "" if v <= target else f" [red](> {target:.0%})[/red]"
+            if k.startswith("within_"):
+                console.print(f"  {k}: [bold]{v:.1%}[/bold] of the judged rows")
+                continue
+            t = target(k.removeprefix("mape_"))
+            flag = "" if v <= t else f" [red](> {t:.0%})[/red]"
             console.print(f"  {k}: [bold]{v:.1%}[/bold]{flag}")
     over = [r for r in results if r.fits is False]
     if over:

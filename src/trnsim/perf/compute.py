@@ -437,18 +437,8 @@ def pass_time(
     elements), recorded as kind ``quantize`` (the backward, taken as twice the forward,
     quantizes the output gradients likewise)."""
     cm = model or RooflineComputeModel(ranks_per_chip)
-    plan = ParallelPlan(
-        tp=tp,
-        dp=ep * (etp or tp),
-        ep=ep,
-        sequence_parallel=sequence_parallel,
-        ranks_per_chip=ranks_per_chip,
-        moe_imbalance=moe_imbalance,
-        etp=etp,
-        moe_capacity=moe_capacity,
-    )
-    # Tensor-engine tile of Trainium chips (chips without a NeuronCore spec: no tile padding).
-    tile = chip.core.tensor.rows if chip.core is not None else 0
+    plan = rank_plan(tp, ep, sequence_parallel, ranks_per_chip, moe_imbalance, etp, moe_capacity)
+    tile = chip_tile(chip)
     quant = prec.quantize_bytes if g.phase == "train" else 0.0
     by_kind: dict[str, float] = {}
     layers = 0.0
@@ -468,6 +458,52 @@ def pass_time(
     pre = sum(cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) for op in g.pre)
     post = sum(cm.op_time(rank_work(op, g, plan, prec, tile), chip, prec, eff) for op in g.post)
     return PassTime(layers, pre, post, tuple(sorted(by_kind.items())), n_ops / g.model.n_layers)
+
+
+@lru_cache(maxsize=256)
+def rank_plan(
+    tp: int,
+    ep: int,
+    sequence_parallel: bool,
+    ranks_per_chip: int,
+    moe_imbalance: float = 1.0,
+    etp: int | None = None,
+    moe_capacity: float = 0.0,
+) -> ParallelPlan:
+    """The plan ``rank_work`` splits ops by (only its TP, EP, expert grid, sequence
+    parallelism, ranks per chip, MoE imbalance and capacity matter for one rank's ops)."""
+    return ParallelPlan(
+        tp=tp,
+        dp=ep * (etp or tp),
+        ep=ep,
+        sequence_parallel=sequence_parallel,
+        ranks_per_chip=ranks_per_chip,
+        moe_imbalance=moe_imbalance,
+        etp=etp,
+        moe_capacity=moe_capacity,
+    )
+
+
+def chip_tile(chip: ChipSpec) -> int:
+    """Tensor-engine tile of Trainium chips (chips without a NeuronCore spec: no tile padding)."""
+    return chip.core.tensor.rows if chip.core is not None else 0
+
+
+def op_seconds(
+    op: Op,
+    g: Graph,
+    plan: ParallelPlan,
+    chip: ChipSpec,
+    prec: Precision,
+    eff: Efficiency,
+    model: ComputeModel,
+    moe_block: int = 0,
+) -> float:
+    """Seconds of one op of graph ``g`` on one rank, as ``pass_time`` times it (``plan`` from
+    ``rank_plan``): for callers that re-time one op of a pass whose other ops they keep (a
+    serving step's attention, the only op that depends on each sequence's context)."""
+    work = rank_work(op, g, plan, prec, chip_tile(chip), moe_block)
+    return model.op_time(work, chip, prec, eff)
 
 
 def quantize_time(

@@ -63,18 +63,18 @@ from typing import Any, Literal
 from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
-from trnsim.perf import comm
-from trnsim.perf.compute import ComputeModel, Efficiency, pass_time
+from trnsim.perf.compute import ComputeModel, Efficiency
 from trnsim.perf.cost import CostInputs, power_line, price_line, run_cost
 from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision, with_kv_cache
 from trnsim.perf.stacks import SoftwareStack, resolve_stack
+from trnsim.perf.step import StepCost, comm_parts, decode_offsets
 from trnsim.perf.table_model import default_model
 from trnsim.perf.train import _resolve_system
-from trnsim.workloads import ModelArgs, eagle3_head, forward_graph, mtp_module, resolve_model
+from trnsim.workloads import ModelArgs, eagle3_head, mtp_module, resolve_model
 
-DECODE_POINTS = 4
+_comm_per_pass = comm_parts  # its name before trnsim.perf.step held it
 #: The largest batch ``max_batch`` returns (``trtllm-bench`` caps its batch at 4,096:
 #: NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py ``finetune_setting``).
 MAX_BATCH_CAP = 4096
@@ -255,32 +255,6 @@ class InferEstimate:
         }
 
 
-def _comm_per_pass(
-    m: ModelArgs, plan: ParallelPlan, sysm: SystemSpec, tokens: int, prec: Precision
-) -> tuple[float, float, float]:
-    """(tp, ep, pp) communication seconds of one forward pass over ``tokens`` tokens."""
-    act = tokens * m.d_model * prec.act_bytes
-    tp_c = 0.0
-    if plan.tp > 1 and plan.sequence_parallel:
-        # sequence parallel: each all-reduce becomes a reduce-scatter and an all-gather
-        tp_c = (
-            2
-            * m.n_layers
-            * (
-                comm.tp_time("reduce-scatter", act, plan, sysm)
-                + comm.tp_time("all-gather", act, plan, sysm)
-            )
-        )
-    elif plan.tp > 1:
-        tp_c = 2 * m.n_layers * comm.tp_time("all-reduce", act, plan, sysm)
-    ep_c = 0.0
-    if m.is_moe and plan.ep > 1:
-        a2a = comm.moe_dispatch_bytes(tokens, m.top_k, m.d_model, prec.act_bytes, plan)
-        ep_c = 2 * m.n_moe_layers * comm.ep_time("all-to-all", a2a, plan, sysm)
-    pp_c = (plan.pp - 1) * comm.pp_time(act, plan, sysm)
-    return tp_c, ep_c, pp_c
-
-
 def estimate_inference(
     model: ModelArgs | str,
     system: SystemSpec | str,
@@ -333,58 +307,31 @@ def estimate_inference(
     stack_line = sw.describe() if eff is None else f"stack: {sw.name} with a given efficiency"
     eff = eff or sw.profile(cm)
     dtype, dtype_note = compute_dtype(chip, prec.compute)
-    plan_nosp = plan.replace(sequence_parallel=False)
-
-    sp = sw.sequence_parallel_prefill and plan.tp > 1 and input_tokens >= plan.tp
-
-    def pass_total(g, seq_par: bool = False, block: int = 0) -> float:
-        pt = pass_time(
-            g, plan.tp, plan.ep, seq_par, rpc, chip, prec, eff, cm, plan.moe_imbalance, block
-        )
-        return pt.layers + pt.pre + pt.post
-
-    def exposed(c: tuple[float, float, float]) -> float:
-        """TP and EP communication not hidden under compute, plus the pipeline sends."""
-        return (c[0] + c[1]) * (1 - eff.comm_overlap) + c[2]
-
     draft = speculative.draft_model(m) if speculative else None
     if draft is not None and validate:
         if speculative.method == "draft":  # smaller, the same vocabulary (rule draft-model)
             inputs.check_speculative(speculative, draft, m, output_tokens)
         plan.check_model(draft)
+    # One step model for TTFT and TPOT, the one trnsim.serve runs every step with.
+    sc = StepCost(
+        m, sysm, plan, prec=prec, stack=sw, eff=eff, compute_model=cm, speculative=speculative
+    )
     new_tokens = max(1, round(input_tokens * (1 - prefix_hit)))
-    pre_g = forward_graph(m, batch, new_tokens, input_tokens, phase="prefill")
-    t_pre = pass_total(pre_g, sp, sw.moe_prefill_block)
+    pre = sc.prefill(batch, new_tokens, input_tokens)
+    ttft = pre.total
+    t_pre = pre.compute
+    t_draft_pre = pre.draft + pre.draft_comm  # the draft runs over the prompt too
+    sp = sc.stack.sequence_parallel_prefill and plan.tp > 1 and input_tokens >= plan.tp
     pre_plan = plan.replace(sequence_parallel=sp)
-    tp_c, ep_c, pp_c = _comm_per_pass(m, pre_plan, sysm, batch * new_tokens, prec)
-    ttft = t_pre + exposed((tp_c, ep_c, pp_c)) + eff.step_overhead_s + eff.prefill_overhead_s
-    t_draft_pre = 0.0
-    if draft is not None:  # the draft runs over the prompt too (its KV cache, its features)
-        dg = forward_graph(draft, batch, new_tokens, input_tokens, phase="prefill")
-        t_draft_pre = pass_total(dg, sp) + exposed(
-            _comm_per_pass(draft, pre_plan, sysm, batch * new_tokens, prec)
-        )
-        ttft += t_draft_pre
+    tp_c, ep_c, pp_c = comm_parts(m, pre_plan, sysm, batch * new_tokens, prec)
 
-    steps = []
-    q = speculative.tokens + 1 if speculative else 1
-    d_tp, d_ep, d_pp = _comm_per_pass(m, plan_nosp, sysm, batch * q, prec)
-    d_comm = exposed((d_tp, d_ep, d_pp))
-    if speculative:
-        g = speculative.tokens
-        dr = _comm_per_pass(draft, plan_nosp, sysm, batch, prec)
-        d_comm += g * (exposed(dr) + eff.draft_step_overhead_s)
-    d_compute = 0.0
-    for i in range(DECODE_POINTS):
-        ctx = input_tokens + 1 + round((i + 0.5) * (output_tokens - 1) / DECODE_POINTS)
-        t = pass_total(forward_graph(m, batch, q, max(ctx, q), phase="decode"))
-        if speculative:
-            t += speculative.tokens * pass_total(forward_graph(draft, batch, 1, ctx, "decode"))
-        d_compute += t / DECODE_POINTS
-        steps.append(t + d_comm + eff.step_overhead_s)
-    per_step = speculative.expected_tokens if speculative else 1.0
-    tpot = sum(steps) / len(steps) / per_step
-    d_compute /= per_step
+    plan_nosp = plan.replace(sequence_parallel=False)
+    q = sc.spec_positions
+    d_tp, d_ep, d_pp = comm_parts(m, plan_nosp, sysm, batch * q, prec)
+    steps = [sc.decode(batch, input_tokens + 1 + off) for off in decode_offsets(output_tokens - 1)]
+    per_step = sc.tokens_per_decode
+    tpot = sum(s.total for s in steps) / len(steps) / per_step
+    d_compute = sum(s.compute + s.draft for s in steps) / len(steps) / per_step
     e2e = ttft + output_tokens * tpot
     thr = plan.dp * batch * output_tokens / e2e
     dec = plan.dp * batch / tpot

@@ -32,8 +32,8 @@ class ServingSLO:
     source: str = SLO_SOURCE
 
     def __post_init__(self) -> None:
-        inputs.check("ttft-slo", self.ttft_s)
-        inputs.check("tpot-slo", self.tpot_s)
+        inputs.check("slo-ttft", self.ttft_s)
+        inputs.check("slo-tpot", self.tpot_s)
 
     def met(self, ttft_s: float, tpot_s: float) -> bool:
         return ttft_s <= self.ttft_s and tpot_s <= self.tpot_s

@@ -5,9 +5,12 @@ from trnsim.workloads.graph import (
     Graph,
     LayerGroup,
     Op,
+    SeqGroup,
+    attention_op,
     attention_pairs,
     expected_experts_touched,
     forward_graph,
+    step_graph,
     train_flops_per_token,
 )
 from trnsim.workloads.hf_config import resolve_model
@@ -27,6 +30,8 @@ __all__ = [
     "MLAArgs",
     "ModelArgs",
     "Op",
+    "SeqGroup",
+    "attention_op",
     "attention_pairs",
     "eagle3_head",
     "expected_experts_touched",
@@ -34,5 +39,6 @@ __all__ = [
     "model",
     "mtp_module",
     "resolve_model",
+    "step_graph",
     "train_flops_per_token",
 ]

@@ -154,6 +154,20 @@ class Graph:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class SeqGroup:
+    """``count`` sequences of one step, each computing ``q_len`` new tokens at the end of
+    ``context`` tokens (the new ones included; a float for the mean context of a group of
+    decode sequences, whose attention is linear in it). ``decode``: the sequences read the KV
+    cache of their whole context (a decode step) rather than of the ``context - q_len`` tokens
+    before a prefill chunk."""
+
+    count: int
+    q_len: int
+    context: float
+    decode: bool
+
+
 def attention_pairs(q_len: int, context: int, window: int | None) -> float:
     """Visible (query, key) pairs for ``q_len`` new queries at the end of ``context`` tokens.
 
@@ -191,14 +205,45 @@ def expected_experts_touched(assignments: float, n_experts: int, top_k: int) -> 
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
+def _kv_per_token(m: ModelArgs) -> int:
+    """KV-cache elements per token and layer: the MLA latent plus its RoPE key, or K and V."""
+    if m.mla:
+        return m.mla.kv_lora_rank + m.mla.qk_rope_head_dim
+    return 2 * m.kv_dim
+
+
+def attention_op(m: ModelArgs, tokens: float, seqs: tuple[SeqGroup, ...], window: int | None) -> Op:
+    """The attention core (scores and P.V) of one layer over the sequences ``seqs`` (``tokens``
+    new tokens in all): 2 (d_qk + d_v) FLOPs per visible (query, key) pair per head (module
+    docstring; ``visible_pairs``: all of them for an encoder). Flash-style kernels keep the
+    scores on chip; the HBM traffic is Q, K, V and the
+    output for the new tokens plus the KV cache the sequences read: a decode step reads the
+    cached keys and values of its whole (windowed) context, a prefill chunk those of the
+    tokens before it (none for a whole prompt)."""
+    if m.mla:
+        d_qk, d_v = m.mla.qk_head_dim, m.mla.v_head_dim
+    else:
+        d_qk = d_v = m.head_dim
+    kv_per_token = _kv_per_token(m)
+    pairs = 0.0
+    kv_tokens = 0.0
+    for s in seqs:
+        pairs += s.count * visible_pairs(m, s.q_len, s.context, window)
+        cached = s.context if s.decode else s.context - s.q_len
+        kv_tokens += s.count * (min(cached, window) if window else cached)
+    return Op(
+        "attention",
+        "attention",
+        "tp",
+        flops=2 * (d_qk + d_v) * m.n_heads * pairs,
+        act_elems=tokens * (m.q_dim + kv_per_token + m.attn_out_dim),
+        kv_elems=kv_tokens * kv_per_token,
+        vector_elems=m.n_heads * pairs,
+    )
+
+
 def _attention_ops(
-    m: ModelArgs,
-    tokens: int,
-    batch: int,
-    q_len: int,
-    context: int,
-    window: int | None,
-    phase: Phase,
+    m: ModelArgs, tokens: int, seqs: tuple[SeqGroup, ...], window: int | None
 ) -> list[Op]:
     d, T = m.d_model, tokens
     ops: list[Op] = [Op("attn_norm", "vector", "seq", act_elems=2 * T * d, vector_elems=T * d)]
@@ -240,8 +285,6 @@ def _attention_ops(
                 act_elems=T * (a.kv_lora_rank + m.n_heads * (a.qk_nope_head_dim + a.v_head_dim)),
             )
         )
-        d_qk, d_v = a.qk_head_dim, a.v_head_dim
-        kv_per_token = a.kv_lora_rank + a.qk_rope_head_dim
     else:
         w = d * (m.q_dim + 2 * m.kv_dim)
         ops.append(
@@ -254,8 +297,6 @@ def _attention_ops(
                 act_elems=T * (d + m.q_dim + 2 * m.kv_dim),
             )
         )
-        d_qk = d_v = m.head_dim
-        kv_per_token = 2 * m.kv_dim
     ops.append(
         Op(
             "rope",
@@ -265,24 +306,7 @@ def _attention_ops(
             vector_elems=T * (m.q_dim + m.kv_dim),
         )
     )
-    pairs = batch * visible_pairs(m, q_len, context, window)
-    # Scores and P.V: 2 * (d_qk + d_v) FLOPs per visible pair per head (see module docstring).
-    attn_flops = 2 * (d_qk + d_v) * m.n_heads * pairs
-    # Decode reads the cached keys/values of the whole (windowed) context; prefill and training
-    # read Q, K, V once and write the output (flash attention keeps scores on chip).
-    seen = min(context, window) if window else context
-    kv_read = batch * seen * kv_per_token if phase == "decode" else 0.0
-    ops.append(
-        Op(
-            "attention",
-            "attention",
-            "tp",
-            flops=attn_flops,
-            act_elems=T * (m.q_dim + kv_per_token + m.attn_out_dim),
-            kv_elems=kv_read,
-            vector_elems=m.n_heads * pairs,
-        )
-    )
+    ops.append(attention_op(m, T, seqs, window))
     ops.append(
         Op(
             "o_proj",
@@ -395,7 +419,7 @@ def forward_graph(
 
     Training and prefill: ``q_len = context = s``; one decode step: ``q_len = 1`` and ``context``
     the tokens cached so far plus the new one. Logits: every token in training, the last token
-    of each sequence at inference.
+    of each sequence at inference. (``step_graph`` with one ``SeqGroup``.)
     """
     context = q_len if context is None else context
     if batch < 1 or q_len < 1:
@@ -409,17 +433,27 @@ def forward_graph(
             f"forward_graph: {m.name} is an encoder (bidirectional attention): it has no "
             "autoregressive decode phase"
         )
-    T, d = batch * q_len, m.d_model
+    return step_graph(m, (SeqGroup(batch, q_len, context, phase == "decode"),), phase)
+
+
+def step_graph(m: ModelArgs, seqs: tuple[SeqGroup, ...], phase: Phase = "prefill") -> Graph:
+    """The forward pass of one step over sequences of different shapes (``SeqGroup``s: a
+    serving engine's batch mixes prefill chunks and decode steps, each at its own context).
+    Every op but attention depends only on the tokens of the step (``sum(count x q_len)``);
+    attention sums its pairs and cached tokens over the groups (``attention_op``). Logits:
+    every token in training (of models with a per-token head), one per sequence otherwise.
+    ``Graph.batch`` is the number of sequences and ``Graph.context`` the longest context."""
+    if not seqs or any(s.count < 1 or s.q_len < 1 or s.context < s.q_len for s in seqs):
+        raise ConfigError(
+            f"step_graph: every group needs count >= 1, q_len >= 1, context >= q_len, got {seqs}"
+        )
+    batch = sum(s.count for s in seqs)
+    T, d = sum(s.count * s.q_len for s in seqs), m.d_model
+    context = max(s.context for s in seqs)
     pre = _embedding_ops(m, T)
     groups: list[LayerGroup] = []
-    local = m.n_local_layers
-    attn_kinds = [("global", m.n_layers - local, None)]
-    if local:
-        attn_kinds.append(("local", local, m.sliding_window))
-    # Split layers into (attention kind) x (ffn kind) groups, assuming local layers are spread
-    # evenly over dense and MoE layers (exact for every preset: none mixes both features).
-    for a_name, a_count, window in attn_kinds:
-        attn = _attention_ops(m, T, batch, q_len, context, window, phase)
+    for a_name, a_count, window in attention_kinds(m):
+        attn = _attention_ops(m, T, seqs, window)
         dense = m.n_dense_ffn_layers * a_count // m.n_layers
         moe = a_count - dense
         for f_name, count, is_moe in (("dense", dense, False), ("moe", moe, True)):
@@ -442,7 +476,7 @@ def forward_graph(
                 weight_elems=2 * d * d,
                 act_elems=T * 3 * d,
             ),
-            *_attention_ops(m, T, batch, q_len, context, None, phase),
+            *_attention_ops(m, T, seqs, None),
             *_ffn_ops(m, T, is_moe),
         ]
         groups.append(LayerGroup("mtp", m.n_mtp_modules, tuple(mtp)))
@@ -519,6 +553,18 @@ def _head_ops(m: ModelArgs, tokens: int, prefix: str) -> tuple[Op, ...]:
         )
     )
     return tuple(ops)
+
+
+def attention_kinds(m: ModelArgs) -> list[tuple[str, int, int | None]]:
+    """(name, layers, window) of the model's attention kinds: global layers (no window) and,
+    for sliding-window models, the local ones. Layers are split into (attention kind) x (ffn
+    kind) groups assuming local layers are spread evenly over dense and MoE layers (exact for
+    every preset: none mixes both features)."""
+    local = m.n_local_layers
+    kinds: list[tuple[str, int, int | None]] = [("global", m.n_layers - local, None)]
+    if local:
+        kinds.append(("local", local, m.sliding_window))
+    return kinds
 
 
 def train_flops_per_token(m: ModelArgs, seq_len: int, include_attention: bool = True) -> float:
