@@ -69,8 +69,9 @@ def test_sbuf_exhausted_by_live_allocations():
         third = nl.ndarray((128, 100 * 1024), nl.uint8, buffer=nl.sbuf, name="third")
         nisa.memset(third, 2)
         nisa.memset(keep[0], 3)  # keep0 lent its space to third: their lives interleave
-        return keep
+        kept.extend(keep)
 
+    kept: list = []
     expect("overlap", k, values=("'keep0'", "'third'", "used again"))
 
     def fine():
@@ -79,7 +80,7 @@ def test_sbuf_exhausted_by_live_allocations():
             nisa.memset(t, 1)
         third = nl.ndarray((128, 100 * 1024), nl.uint8, buffer=nl.sbuf)
         nisa.memset(third, 2)  # keep[0] is never used again: legal
-        return keep
+        kept.extend(keep)  # alive to the end of the kernel (a kernel returns HBM tensors only)
 
     run(fine)
 
@@ -110,8 +111,9 @@ def test_psum_allocations_start_on_bank_boundaries():
     def k():
         a = nl.ndarray((128, 4), nl.float32, buffer=nl.psum)
         b = nl.ndarray((128, 4), nl.float32, buffer=nl.psum)
-        return a, b
+        kept.extend((a, b))  # alive after the run (a kernel returns HBM tensors only)
 
+    kept: list = []
     res = nki.run(k)
     offs = sorted(a.byte_offset for a in res.cores[0].psum.live)
     assert offs == [] or offs[0] % 2048 == 0

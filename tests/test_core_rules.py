@@ -377,7 +377,7 @@ def test_rule_names_rule_values_and_line(rule_id, kernel, args, target, lnc, nam
     assert err.rule == name, str(err)
     for v in values:
         assert v in str(err), (v, str(err))
-    assert f"{HERE}:{LINE['at']}" in str(err), str(err)
+    assert f"{HERE}:{LINE.pop('def', None) or LINE['at']}" in str(err), str(err)
     # the rule that fired is the one this case is for
     fired = [r for r in rules.RULES if _id(r) == rule_id]
     assert fired and fired[0].name == name
@@ -758,6 +758,22 @@ def a_rounding():
     pass  # the core refuses the rounding mode before the kernel runs (the caller's line)
 
 
+# (the output rules are checked once the kernel has returned: at the kernel's def line)
+def a_output_not_hbm():
+    return sb((8, 4))
+
+
+def a_output_unwritten():
+    out = nl.ndarray((8, 4), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(out[0:4, :], sb((4, 4)))
+    return out
+
+
+def a_shape_dim():
+    mark()
+    nl.ndarray((128, 64.5), nl.float32, buffer=nl.sbuf)
+
+
 # (key, kernel, args, lnc, run keywords, rule name, values in the message)
 ARG_CASES = [
     ("engine-arg", a_engine_arg, (), 1, {}, "engine", ("'vector'",)),
@@ -844,6 +860,17 @@ ARG_CASES = [
     ("launch-grid", a_launch_grid, (), 1, {}, "lnc", ("(1, 2)",)),
     ("launch-lnc", a_launch_lnc, (), 1, {}, "lnc", ("got 4",)),
     ("argument-dtype", a_rounding, (np.zeros(2, np.complex64),), 1, {}, "dtype", ("complex64",)),
+    ("output-not-hbm", a_output_not_hbm, (), 1, {"at_def": True}, "output-not-hbm", ("SBUF",)),
+    (
+        "output-unwritten",
+        a_output_unwritten,
+        (),
+        1,
+        {"at_def": True},
+        "output-unwritten",
+        ("16 of 32 elements never written", "first at [4, 0]"),
+    ),
+    ("shape-dim", a_shape_dim, (), 1, {}, "shape", ("64.5",)),
     ("outside-kernel", a_outside_kernel, (), 1, {"outside": True}, "outside-kernel", ("nki.",)),
     ("rounding", a_rounding, (), 1, {"rounding": "nearest"}, "rounding", ("'nearest'",)),
     ("tensor-copy-dtype", a_tensor_copy_dtype, (), 1, {}, "dtype", ("'no-such-dtype'",)),
@@ -1447,6 +1474,9 @@ def test_every_arg_rule_has_a_case():
 
 @pytest.mark.parametrize(("key", "kernel", "args", "lnc", "kw", "name", "values"), ARG_CASES)
 def test_arg_rule_names_rule_values_and_line(key, kernel, args, lnc, kw, name, values):
+    if kw.get("at_def"):
+        kw = {k: v for k, v in kw.items() if k != "at_def"}
+        LINE["def"] = kernel.__code__.co_firstlineno
     with pytest.raises(KernelError) as info:
         if kw.get("outside"):
             kernel()
@@ -1458,4 +1488,4 @@ def test_arg_rule_names_rule_values_and_line(key, kernel, args, lnc, kw, name, v
     assert argrules.ARG_RULES[key].name == name
     for v in values:
         assert v in str(err), (v, str(err))
-    assert f"{HERE}:{LINE['at']}" in str(err), str(err)
+    assert f"{HERE}:{LINE.pop('def', None) or LINE['at']}" in str(err), str(err)

@@ -145,3 +145,139 @@ def test_exceptions_name_the_kernel_file_line(tmp_path):
         kf.run_file(write(tmp_path, body), "copy")
     with pytest.raises(UsageError, match=r"k\.py:2: SyntaxError"):
         kf.load_module(write(tmp_path, "x = 1\ny = (\n"))
+
+
+# ---- verdicts that cannot be fooled ---------------------------------------------------------
+
+IN_PLACE = """\
+import nki
+import nki.language as nl
+import numpy as np
+
+
+@nki.jit
+def double_in_place(x):
+    nl.store(x, nl.multiply(nl.load(x), 2.0))
+    return x
+
+
+@nki.jit
+def scribble(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    zero = nl.multiply(nl.load(x), 0.0)
+    nl.store(x, zero)  # overwrites its input...
+    nl.store(out, zero)  # ...and writes garbage that matches a golden of the new input
+    return out
+
+
+def make_inputs(rng):
+    return rng.standard_normal((128, 64)).astype(np.float32)
+
+
+def golden_double_in_place(x):
+    return x * 2
+
+
+def golden_scribble(x):
+    return x * 3
+"""
+
+
+def test_a_kernel_that_overwrites_its_input_cannot_fool_its_golden(tmp_path):
+    r = kf.run_file(write(tmp_path, IN_PLACE), "scribble")
+    assert r.passed is False and r.max_abs_err > 1
+
+
+def test_a_correct_in_place_kernel_passes(tmp_path):
+    r = kf.run_file(write(tmp_path, IN_PLACE), "double_in_place")
+    assert r.passed is True and r.max_abs_err == 0.0
+
+
+def test_the_golden_gets_the_inputs_make_inputs_made(tmp_path):
+    body = IN_PLACE + (
+        "\nSEEN = []\n\n\ndef golden(x):\n    SEEN.append(x.copy())\n    return x * 2\n"
+    )
+    body = body.replace("def golden_double_in_place", "def _unused")
+    path = write(tmp_path, body)
+    r = kf.run_file(path, "double_in_place")
+    made = np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32)
+    assert r.passed is True
+    np.testing.assert_array_equal(kf.load(path).make_inputs(np.random.default_rng(0)), made)
+
+
+HALF = KERNEL.replace(
+    "def unwritten(x):\n    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)\n",
+    "def unwritten(x):\n    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)\n"
+    "    nl.store(out[0:64, :], nl.load(x[0:64, :]))\n",
+)
+
+
+def test_unwritten_elements_fail_without_a_golden(tmp_path):
+    r = kf.run_file(write(tmp_path, HALF), "unwritten")
+    assert r.passed is False and r.unwritten_count == 64 * 64
+    d = r.to_dict()
+    assert d["unwritten"] == [
+        {
+            "output": 0,
+            "name": d["unwritten"][0]["name"],
+            "shape": [128, 64],
+            "dtype": "float32",
+            "unwritten": 4096,
+            "elements": 8192,
+            "first": [64, 0],
+        }
+    ]
+    assert d["passed"] is False and d["unwritten_declared"] is None
+
+
+def test_declared_unwritten_elements_pass_and_are_not_compared(tmp_path):
+    declared = HALF + "\nUNWRITTEN_unwritten = 'rows 64.. are padding the caller drops'\n"
+    r = kf.run_file(write(tmp_path, declared), "unwritten")
+    assert r.passed is None and r.unwritten_declared.startswith("rows 64..")
+    golden = "\n\ndef golden(x):\n    y = x.copy()\n    y[64:] = 7\n    return y\n"
+    r = kf.run_file(write(tmp_path, declared + golden), "unwritten")
+    assert r.passed is True and r.unwritten_count == 4096 and r.max_abs_err == 0.0
+    r = kf.run_file(write(tmp_path, HALF + golden), "unwritten")  # undeclared: fails
+    assert r.passed is False
+
+
+def test_a_returned_sbuf_tile_is_refused(tmp_path):
+    body = KERNEL + "\n\n@nki.jit\ndef tile(x):\n    return nl.load(x)\n"
+    with pytest.raises(KernelError, match=r"output-not-hbm.*SBUF"):
+        kf.run_file(write(tmp_path, body), "tile")
+
+
+def test_a_float_shape_is_refused_not_truncated(tmp_path):
+    body = KERNEL.replace("nl.ndarray(x.shape,", "nl.ndarray((128, 64.5),", 1)
+    with pytest.raises(KernelError, match=r"shape: tensor dimension 64\.5 .*k\.py:9"):
+        kf.run_file(write(tmp_path, body), "copy")
+
+
+# ---- the budget: every stage, and alive on long runs ----------------------------------------
+
+
+def test_a_long_run_says_where_it_is(tmp_path, monkeypatch):
+    from trnsim.nki import watchdog
+
+    monkeypatch.setattr(watchdog, "BEAT_FIRST_S", 0.05)
+    monkeypatch.setattr(watchdog, "BEAT_EVERY_S", 0.05)
+    body = KERNEL.replace("    t = nl.load(x)\n", "    while True:\n        t = nl.load(x)\n")
+    beats: list[str] = []
+    with pytest.raises(KernelError, match="timeout"):
+        kf.run_file(write(tmp_path, body), "copy", timeout=1.0, on_beat=beats.append)
+    assert beats, "no progress line"
+    assert any(
+        "still running after" in b and "kernel 'copy' at k.py:11" in b and "instructions" in b
+        for b in beats
+    ), beats
+
+
+def test_a_stop_the_file_catches_is_raised_again(tmp_path):
+    body = KERNEL.replace(
+        "def make_inputs(rng):\n",
+        "def make_inputs(rng):\n    for _ in range(3):\n        try:\n"
+        "            while True:\n                pass\n        except BaseException:\n"
+        "            pass\n",
+    )
+    with pytest.raises(KernelError, match=r"timeout.*make_inputs.*k\.py:2[0-9]"):
+        kf.run_file(write(tmp_path, body), "copy", timeout=0.3)

@@ -92,7 +92,9 @@ def test_mask_used_as_a_python_bool_warns_that_and_drops_a_condition() -> None:
     def k(a):
         i_p, i_f = nl.mgrid[0:128, 0:8]
         t = nl.load(a)
-        return nl.exp(t, mask=(i_p < 4 and i_f < 2))  # as in the SDK example
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.exp(t, mask=(i_p < 4 and i_f < 2)))  # as in the SDK example
+        return out
 
     with pytest.warns(KernelWarning, match="mask-bool.*'m1 and m2' is m2 alone"):
         k(_f32(128, 8))

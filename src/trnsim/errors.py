@@ -5,6 +5,8 @@ Every error is an explanation: it names the rule that was broken and the offendi
 errors also carry the kernel's own file and line.
 """
 
+from __future__ import annotations
+
 
 class TrnsimError(Exception):
     """Base class of every error trnsim raises on purpose."""
@@ -59,3 +61,44 @@ class InputError(UsageError, ConfigError):
     """A number given to trnsim (a flag, a function's argument) broke a rule of
     ``trnsim.inputs``: a usage error (exit status 2), and a ``ConfigError`` for callers that
     catch those."""
+
+
+class Stop(BaseException):
+    """trnsim stopping a run on purpose: a time limit, Ctrl-C or SIGTERM (``trnsim.nki.watchdog``).
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that a kernel file's ``except Exception``
+    does not swallow it. ``file`` / ``line``: where the user's code was when it came; ``stage``:
+    what the run was doing (``make_inputs``, ``kernel 'k'``...)."""
+
+    def __init__(
+        self, message: str = "", file: str | None = None, line: int | None = None, stage: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.message, self.file, self.line, self.stage = message, file, line, stage
+
+    @property
+    def where(self) -> str:
+        """`` (in make_inputs, k.py:12)``, or ``""`` when nothing is known."""
+        short = self.file.replace("\\", "/").rsplit("/", 1)[-1] if self.file else ""
+        parts = [f"in {self.stage}" if self.stage else "", f"{short}:{self.line}" if short else ""]
+        text = ", ".join(p for p in parts if p)
+        return f" ({text})" if text else ""
+
+    def again(self) -> Stop:
+        """A fresh instance of the same stop (raised again when user code caught the first)."""
+        return type(self)(self.message, self.file, self.line, self.stage)
+
+    def __str__(self) -> str:
+        return f"{self.message}{self.where}"
+
+
+class Deadline(Stop):
+    """The run's time limit (``--timeout``) passed."""
+
+
+class Interrupted(Stop, KeyboardInterrupt):
+    """Ctrl-C (SIGINT). A ``KeyboardInterrupt`` too, for code that cleans up on one."""
+
+
+class Terminated(Stop):
+    """SIGTERM, raised in the main thread so ``finally`` blocks remove temporary files."""

@@ -26,6 +26,11 @@ SECTIONS: list[tuple[str, str]] = [
     ("LLM training and inference performance", "trnsim.cli.demo_perf:section"),
     ("Serving under load", "trnsim.cli.demo_serve:section"),
     ("Kubernetes DRA on a Trainium fleet", "trnsim.cli.demo_dra:section"),
+    ("PyTorch on Trainium3", "trnsim.cli.demo_torch:section"),
+    (
+        "Sweeps on every core: serving at 30 points, the Pareto front",
+        "trnsim.cli.demo_sweep:section",
+    ),
 ]
 
 

@@ -10,17 +10,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import faulthandler
 import importlib
 import os
 import re
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import warnings
-from typing import NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 from trnsim import __version__, inputs
-from trnsim.errors import KernelError, TrnsimError
+from trnsim.errors import Deadline, Interrupted, KernelError, Stop, Terminated, TrnsimError
 
 # verb -> (module under trnsim.cli, help). Add a verb by adding a line here.
 VERBS: dict[str, tuple[str, str]] = {
@@ -44,7 +48,14 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
+    "torch-profile": (
+        "torch_profile",
+        "a PyTorch training step on Trn3: per-module time, FLOPs, MFU, layered trace",
+    ),
+    "torch-demo": ("torch_demo", "train a small GPT in FP32/BF16/MXFP8/MXFP4 Trn3 numerics"),
     "dra": ("dra", "Kubernetes DRA of Trainium devices: allocate claims, simulate a fleet"),
+    "sweep": ("sweep", "run a verb over a grid of points (pool or Ray), to one table, Pareto"),
+    "tune": ("tune", "autotune an NKI kernel's parameters: each candidate checked and timed"),
 }
 
 
@@ -71,10 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread so ``finally`` blocks remove temporary files."""
-
-
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_BROKEN_PIPE = 130, 143, 141  # 128 + signal number
 EXIT_INTERNAL = 3
@@ -86,8 +93,102 @@ def exit_status(exc: TrnsimError) -> int:
     return EXIT_CHECK_FAILED if isinstance(exc, KernelError) else EXIT_USAGE
 
 
+HARD_MARGIN_S = 2.0
+"""Seconds after the time limit and the watchdog's grace (``trnsim.nki.watchdog.GRACE_S``) at
+which ``hard_deadline`` ends a process whose Python cannot run any more."""
+
+_REPORT_STUCK = r"""
+dump=$(cat)
+[ -n "$dump" ] || exit 0
+line=$(printf '%s\n' "$dump" | grep -F "File \"$2\", line" | head -n 1 |
+       sed 's/.*, line \([0-9]*\).*/\1/')
+where="$3"
+[ -n "$line" ] && where="$3:$line"
+limit="ran longer than the time limit of $4 s (--timeout)"
+why="stuck in a call that never returned to Python, so trnsim ended the process"
+printf 'trnsim %s: error: timeout: kernel file %s (%s); %s\n' "$1" "$limit" "$where" "$why" >&2
+"""
+"""``sh -c`` script of the reporter: read the interpreter's stack dump (``faulthandler``) from
+stdin; empty (the run ended normally): say nothing; else one line naming the kernel file's
+innermost line (the dump lists the innermost frame first)."""
+
+
+@contextlib.contextmanager
+def hard_deadline(verb: str, path: str, seconds: float | None) -> Iterator[None]:
+    """The last resort of a kernel-file run's time limit, for code that never returns to the
+    interpreter (``sum(range(10**12))``, ``10**10**10``): such a call holds the interpreter
+    lock, so no Python (signal handler, thread) runs until it returns. ``faulthandler``'s
+    watchdog thread is C and needs no lock: armed at the limit plus the grace plus
+    ``HARD_MARGIN_S``, it writes the stack into a pipe and ends the process with status 1; a
+    ``sh`` reporter started here (a few milliseconds) turns the stack into the one-line error.
+    When the run ends before, the pipe closes empty and the reporter exits silently. POSIX, main
+    thread, CLI only (it ends the process)."""
+    sh = shutil.which("sh")
+    if not seconds or sh is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from trnsim.nki.watchdog import GRACE_S
+
+    read, write = os.pipe()
+    try:
+        reporter = subprocess.Popen(
+            [sh, "-c", _REPORT_STUCK, "sh", verb, os.path.abspath(path), os.path.basename(path),
+             f"{seconds:g}"],
+            stdin=read,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C at a terminal is the run's, not the reporter's
+        )  # fmt: skip
+    except OSError:
+        os.close(read)
+        os.close(write)
+        yield
+        return
+    os.close(read)
+    faulthandler.dump_traceback_later(seconds + GRACE_S + HARD_MARGIN_S, exit=True, file=write)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        os.close(write)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            reporter.wait(timeout=5)
+
+
+def stop_status(exc: BaseException) -> int:
+    """The exit status of a stop: 1 past the time limit, 130 Ctrl-C, 143 SIGTERM."""
+    if isinstance(exc, Deadline):
+        return EXIT_CHECK_FAILED
+    return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated
+    raise Terminated("terminated (SIGTERM)")
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    raise Interrupted("interrupted")
+
+
+def hard_stop(verb: str) -> Callable[[BaseException], NoReturn]:
+    """What a verb does when a kernel file's code keeps catching a stop (a time limit, Ctrl-C,
+    SIGTERM; ``trnsim.nki.watchdog``): print the one line it would have printed, and end the
+    process with the stop's status (no ``finally`` runs: no output file is being written then,
+    only the user's code runs)."""
+
+    def stop(exc: BaseException) -> NoReturn:
+        prefix = f"trnsim {verb}:"
+        caught = "; the kernel file's code kept catching the stop, so trnsim ended the process"
+        if isinstance(exc, TrnsimError):
+            _say(f"{prefix} error: {exc}{caught}")
+            code = exit_status(exc)
+        else:
+            _say(f"{prefix} {exc}{caught}")
+            code = stop_status(exc)
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os._exit(code)
+
+    return stop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     traceback with ``TRNSIM_TRACEBACK=1``), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM),
     141 stdout closed early (e.g. piped into ``head``). Errors are one line on stderr."""
     in_main = threading.current_thread() is threading.main_thread()
-    old_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    saved = _catch_signals() if in_main else {}
     try:  # Ctrl-C or SIGTERM while the verbs' modules load (a second or two): no traceback
         parser = build_parser()
     except KeyboardInterrupt:
@@ -106,13 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         _say("trnsim: terminated (SIGTERM)")
         return EXIT_TERMINATED
     finally:
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+        _restore(saved)
     args = parser.parse_args(argv)  # bad usage: argparse prints one line, exits 2
     if args.verb is None:
         parser.print_help()
         return EXIT_USAGE
-    old_term = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    saved = _catch_signals() if in_main else {}
     prefix = f"trnsim {args.verb}:"
     try:
         with inputs.flag_names(), warnings.catch_warnings():
@@ -122,14 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     except TrnsimError as exc:
         _say(f"{prefix} error: {clip(str(exc))}")
         return exit_status(exc)
+    except Stop as exc:  # a time limit, Ctrl-C or SIGTERM, with where the user's code was
+        _stop_kernel_threads(type(exc))
+        _say(f"{prefix} {exc}")
+        return stop_status(exc)
     except KeyboardInterrupt:
         _stop_kernel_threads(KeyboardInterrupt)
         _say(f"{prefix} interrupted")
         return EXIT_INTERRUPTED
-    except Terminated:
-        _stop_kernel_threads(Terminated)
-        _say(f"{prefix} terminated (SIGTERM)")
-        return EXIT_TERMINATED
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
@@ -147,11 +247,35 @@ def main(argv: list[str] | None = None) -> int:
         if exc.code == 1 and _stdout_is_devnull():
             return EXIT_BROKEN_PIPE
         raise
-    except Exception as exc:
+    except BaseException as exc:  # GeneratorExit and the like, escaped from trnsim itself
         return _internal(prefix, exc)
     finally:
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+        _restore(saved)
+
+
+def _catch_signals() -> dict[int, Any]:
+    """SIGTERM and SIGINT raise ``Terminated`` / ``Interrupted`` in the main thread (so files
+    being written are removed, and a kernel file's ``except Exception`` cannot swallow them);
+    returns the handlers to restore. An ignored SIGINT (a background job) stays ignored."""
+    saved = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm),
+        # a kernel-file run's watch thread signals the main thread with SIGALRM
+        # (trnsim.nki.watchdog): one that comes late is answered by a no-op, never by SIGALRM's
+        # default action, which ends the process
+        signal.SIGALRM: signal.signal(signal.SIGALRM, _late_alarm),
+    }
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        saved[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
+    return saved
+
+
+def _late_alarm(signum: int, frame: object) -> None:
+    pass
+
+
+def _restore(saved: dict[int, Any]) -> None:
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
 
 
 def _warning_printer(prefix: str):
@@ -181,10 +305,13 @@ OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
 USER_PATH = (errno.ENAMETOOLONG,)
 
 
-def _internal(prefix: str, exc: Exception) -> int:
+def _internal(prefix: str, exc: BaseException) -> int:
     if os.environ.get("TRNSIM_TRACEBACK") == "1":
         raise exc
-    text = (str(exc).strip().splitlines() or [""])[0]
+    try:
+        text = (str(exc).strip().splitlines() or [""])[0]
+    except Exception:
+        text = "(its message cannot be printed)"
     _say(
         f"{prefix} internal error: {type(exc).__name__}: {text} (a bug in trnsim; "
         "TRNSIM_TRACEBACK=1 shows the traceback)"
@@ -194,8 +321,8 @@ def _internal(prefix: str, exc: Exception) -> int:
 
 def _stop_kernel_threads(exc_type: type[BaseException]) -> None:
     """The programs of an interrupted LNC=2 kernel run stop too (else the exit waits)."""
-    if "trnsim.nki.kernelfile" in sys.modules:
-        from trnsim.nki.kernelfile import stop_kernel_threads
+    if "trnsim.nki.watchdog" in sys.modules:
+        from trnsim.nki.watchdog import stop_kernel_threads
 
         stop_kernel_threads(exc_type)
 

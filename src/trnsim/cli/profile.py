@@ -14,6 +14,8 @@ into ``--out-dir`` (default: the current directory) or to ``--trace``/``--png``.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,14 +32,14 @@ from trnsim.nki.kernelfile import (
     DEFAULT_TIMEOUT_S,
     MAX_TIMEOUT_S,
     MIN_TIMEOUT_S,
+    budget,
     inputs_for,
     load,
     parse_args,
     pick_kernel,
     run_kernel,
-    time_limit,
 )
-from trnsim.report.output import output_path, print_json
+from trnsim.report.output import distinct_outputs, output_path, print_json
 from trnsim.report.progress import progress
 from trnsim.report.tables import fit, prose
 
@@ -84,6 +86,21 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def heartbeat(verb: str, bar: Any) -> Callable[[str], None] | None:
+    """Where a long kernel-file run's "still running" lines go (``trnsim.nki.watchdog``): the
+    progress bar's text on a terminal; else plain lines on stderr, unless
+    ``TRNSIM_PROGRESS=0``."""
+    if hasattr(bar, "update") and type(bar).__name__ != "_Quiet":
+        return lambda text: bar.update(description=text)
+    if os.environ.get("TRNSIM_PROGRESS", "") == "0":
+        return None
+
+    def say(text: str) -> None:
+        print(f"trnsim {verb}: {text}", file=sys.stderr, flush=True)
+
+    return say
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="kernel file (the 'trnsim run' convention)")
     parser.add_argument(
@@ -110,18 +127,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_active_cores(target: str, active_cores: int | None) -> None:
     """``--active-cores`` must be 1..the cores of the target's chip."""
-    if active_cores is None:
-        return
-    from trnsim.core.calibration import chip_of
-    from trnsim.hw import core
-    from trnsim.nki.simulate import resolve_target
+    from trnsim.nki.benchmark import check_active_cores as check
 
-    chip = chip_of(core(resolve_target(target)))
-    if not 1 <= active_cores <= chip.cores:
-        raise UsageError(
-            f"--active-cores {active_cores}: {chip.name} has {chip.cores} NeuronCores "
-            f"(must be 1..{chip.cores})"
-        )
+    check(target, active_cores, f"--active-cores {active_cores}")
 
 
 def profile_file(
@@ -135,21 +143,27 @@ def profile_file(
     max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS,
     timeout: float | None = None,
     before_run: Callable[[str], Any] | None = None,
+    on_beat: Callable[[str], None] | None = None,
+    on_stuck: Callable[[BaseException], None] | None = None,
 ) -> tuple[str, Profile]:
     """Load a kernel file, run its kernel (timing-only unless ``functional``), time it.
 
     ``before_run(kernel_name)`` is called once the kernel is known, before it runs (the CLI
-    checks its output paths there)."""
+    checks its output paths there). ``timeout`` bounds every stage, scheduling included
+    (``trnsim.nki.kernelfile.budget``); ``on_beat`` / ``on_stuck`` as in ``run_file``."""
     from trnsim.nki.simulate import resolve_target
 
     check_active_cores(target, active_cores)
     tgt = resolve_target(target)
-    with time_limit(timeout, path):
+    with budget(path, timeout, on_beat=on_beat, on_stuck=on_stuck) as stage:
+        stage.stage = f"loading {Path(path).name}"
         mod = load(path)
         name, k = pick_kernel(mod, kernel)
         if before_run is not None:
             before_run(name)
+        stage.stage = f"make_inputs for kernel {name!r}"
         args = inputs_for(mod, name, seed, kwargs or {})
+        stage.stage = f"kernel {name!r}"
         with progress(f"running {name} ({'functional' if functional else 'timing-only'})"):
             res = run_kernel(
                 mod,
@@ -162,9 +176,12 @@ def profile_file(
                 # timing-only: the record alone (no copy of the inputs into HBM, no
                 # sentinel-filled outputs: 250 MB no one reads for the full-size tutorial)
                 record_only=not functional,
+                # a profile times the kernel; trnsim run checks what it wrote
+                allow_unwritten=True,
             )
-    with progress(f"scheduling {len(res.instructions):,} instructions"):
-        return name, schedule(res.instructions, tgt, active_cores=active_cores)
+        stage.stage = f"scheduling {len(res.instructions):,} instructions"
+        with progress(f"scheduling {len(res.instructions):,} instructions"):
+            return name, schedule(res.instructions, tgt, active_cores=active_cores)
 
 
 def planned_files(args: argparse.Namespace, kernel: str) -> dict[str, Path]:
@@ -188,6 +205,7 @@ def planned_files(args: argparse.Namespace, kernel: str) -> dict[str, Path]:
     stem = f"{Path(args.file).stem}.{kernel}.{args.target}"
     base = Path(args.out_dir) if args.out_dir is not None else Path(".")
     out: dict[str, Path] = {}
+    flags: dict[str, Path] = {}
     for kind, flag, suffix in (
         ("trace", "--trace", "trace.json"),
         ("png", "--png", "timeline.png"),
@@ -195,7 +213,11 @@ def planned_files(args: argparse.Namespace, kernel: str) -> dict[str, Path]:
         given = getattr(args, kind)
         if args.json and not given and args.out_dir is None:
             continue  # --json with only the other path given: write just that one
-        out[kind] = output_path(given or base / f"{stem}.{suffix}", flag if given else "--out-dir")
+        path = given or base / f"{stem}.{suffix}"
+        shown = flag if given else f"--out-dir ({suffix})"
+        out[kind] = output_path(path, flag if given else "--out-dir")
+        flags[shown] = out[kind]
+    distinct_outputs(flags, {"the kernel file": args.file})
     return out
 
 
@@ -206,18 +228,23 @@ def run(args: argparse.Namespace) -> int:
     def check_paths(kernel: str) -> None:
         files.update(planned_files(args, kernel))
 
-    name, prof = profile_file(
-        args.file,
-        args.kernel,
-        args.target,
-        args.seed,
-        kwargs,
-        args.functional,
-        args.active_cores,
-        args.max_instructions,
-        args.timeout,
-        before_run=check_paths,
-    )
+    from trnsim.cli.main import hard_deadline, hard_stop
+
+    with hard_deadline("profile", args.file, args.timeout):
+        name, prof = profile_file(
+            args.file,
+            args.kernel,
+            args.target,
+            args.seed,
+            kwargs,
+            args.functional,
+            args.active_cores,
+            args.max_instructions,
+            args.timeout,
+            before_run=check_paths,
+            on_beat=heartbeat("profile", None),  # plain lines (above the stage spinners)
+            on_stuck=hard_stop("profile"),
+        )
     written: dict[str, str] = {}
     if files:
         from trnsim.report.perfetto import write_trace

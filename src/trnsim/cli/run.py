@@ -3,9 +3,12 @@
 The file follows the kernel-file convention of ``trnsim.nki.kernelfile`` (``@nki.jit``
 kernels, ``make_inputs(rng)``, optional ``golden(*inputs)`` and ``TOLERANCE``). Prints the
 outputs, the max abs / rel error against the golden, the tolerance that applied (the file's, the
-flags', or the default for the output dtype) and the instruction count by engine. Exit status:
-0 pass (or no golden), 1 when the check fails or the kernel breaks a rule, raises or exceeds a
-bound (with the kernel's file and line), 2 for a bad file, flag or ``--arg``.
+flags', or the default for the output dtype), the output elements the kernel never wrote, and
+the instruction count by engine. Exit status: 0 pass (or no golden and every output element
+written), 1 when the check fails, an output element was never written (unless the file
+declares ``UNWRITTEN``) or the kernel breaks a rule, raises or exceeds a bound (with the
+kernel's file and line), 2 for a bad file, flag or ``--arg``; 130 / 143 when Ctrl-C / SIGTERM
+stop it (naming the line it was at).
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import argparse
 from collections import Counter
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trnsim.cli.argtypes import nonneg_float
-from trnsim.cli.profile import TARGETS, add_kernel_arguments
+from trnsim.cli.main import hard_deadline, hard_stop
+from trnsim.cli.profile import TARGETS, add_kernel_arguments, heartbeat
 from trnsim.nki.kernelfile import FileRun, parse_args, run_file
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
@@ -45,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     kwargs = parse_args(args.arg)
-    with progress(f"running {args.file}"):
+    with progress(f"running {args.file}") as bar, hard_deadline("run", args.file, args.timeout):
         r = run_file(
             args.file,
             args.kernel,
@@ -56,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             kwargs=kwargs,
             max_instructions=args.max_instructions,
             timeout=args.timeout,
+            on_beat=heartbeat("run", bar),
+            on_stuck=hard_stop("run"),
         )
     if args.json:
         print_json(r.to_dict())
@@ -79,11 +86,22 @@ def show(console: Console, r: FileRun) -> None:
         if r.nonfinite:
             n = sum(o.size for o in r.outputs)
             console.print(
-                f"[red]{r.nonfinite:,} of {n:,} output elements are NaN or Inf where the golden "
-                "is not[/red] (NaN is the fill of memory never written)"
+                f"[red]{r.nonfinite:,} of {n:,} compared output elements are NaN or Inf where "
+                "the golden is not[/red]"
             )
     else:
-        console.print("no golden() in the file: outputs not checked")
+        verdict = "outputs not compared" if r.passed is None else "[red]FAIL[/red]"
+        console.print(f"no golden() in the file: {verdict}")
+    for u in r.unwritten:
+        if r.unwritten_declared is not None:
+            console.print(
+                f"{u.describe()} (declared: {escape(r.unwritten_declared)}; not compared)"
+            )
+        else:
+            console.print(
+                f"[red]{escape(u.describe())}[/red] (the kernel never wrote them; if it "
+                "leaves them on purpose, say why: UNWRITTEN = '...' in the file)"
+            )
     t = Table(title=f"{r.instructions} instructions")
     t.add_column("engine")
     t.add_column("instructions", justify="right")

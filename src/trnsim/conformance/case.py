@@ -56,6 +56,9 @@ class Case:
         loads HBM inputs to SBUF and stores the SBUF outputs) or whose contract needs state
         made inside the launch (an SBUF manager of the program's own). Each LNC program runs
         it afresh, so nothing mutable is shared between programs.
+    unwritten: why the kernel leaves elements of its returned outputs unwritten, when it does so
+        on purpose (``allow_unwritten`` of ``trnsim.nki.run``); None: every element must be
+        written (an element never written is a ``kernel-error``, ``output-unwritten``).
     """
 
     name: str
@@ -75,3 +78,4 @@ class Case:
     ranks: int | None = None
     notes: str = ""
     driver: Callable[[Any], Any] | None = None
+    unwritten: str | None = None

@@ -36,7 +36,8 @@ import numpy as np
 
 from trnsim.conformance.case import Call, Case
 from trnsim.conformance.refs import Bounds
-from trnsim.errors import KernelError, UsageError
+from trnsim.errors import KernelError, Stop, UsageError
+from trnsim.nki.kernelfile import describe, safe_text
 
 CASE_MODULES = (
     "trnsim.conformance.cases_library",
@@ -220,18 +221,22 @@ def _location(tb: Any, root: Path) -> str:
 
 
 def classify(exc: BaseException, root: Path) -> tuple[str, str, str]:
-    """(outcome, detail, location) of a failed case."""
+    """(outcome, detail, location) of a failed case (any exception, ``BaseException``
+    subclasses such as a library's ``SystemExit`` at import included)."""
     loc = _location(exc.__traceback__, root)
-    msg = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    msg = describe(exc)
     if isinstance(exc, KernelError):
         file = exc.kernel_file
         kernel_loc = f"{file}:{exc.kernel_line}" if file else loc
         kernel_loc = kernel_loc.replace(str(root) + os.sep, "")
         missing = exc.rule == "not-implemented"
-        return ("trnsim-missing" if missing else "kernel-error"), str(exc), kernel_loc
+        return ("trnsim-missing" if missing else "kernel-error"), safe_text(exc), kernel_loc
     if isinstance(exc, SyntaxError):
         file = str(exc.filename or "").replace(str(root) + os.sep, "")
-        return "external", f"{type(exc).__name__} in the library: {exc.msg}", f"{file}:{exc.lineno}"
+        where = f"{file}:{exc.lineno}"
+        return "external", f"{type(exc).__name__} in the library: {safe_text(exc.msg)}", where
+    if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt... raised by the code
+        return "kernel-error", msg, loc
     if isinstance(exc, ImportError):
         mod = (exc.name or "").split(".")[0]
         if mod in _NKI_NAMES or mod == "trnsim":
@@ -239,13 +244,14 @@ def classify(exc: BaseException, root: Path) -> tuple[str, str, str]:
         if mod and mod not in ("nkilib",):
             return "external", f"imports {exc.name!r}, not installed here", loc
         return "trnsim-missing", msg, loc
-    if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
+    text = safe_text(exc)
+    if isinstance(exc, TypeError) and "unexpected keyword argument" in text:
         return "trnsim-missing", msg, loc  # a documented keyword trnsim does not take yet
-    if isinstance(exc, TypeError) and any(f"'{e}'" in str(exc) for e in _NKI_ENUMS):
+    if isinstance(exc, TypeError) and any(f"'{e}'" in text for e in _NKI_ENUMS):
         return "trnsim-missing", msg, loc  # an operation on an nki.isa enum trnsim lacks
     frames = traceback.extract_tb(exc.__traceback__)
     innermost = frames[-1].filename if frames else ""
-    if isinstance(exc, AttributeError) and ("trnsim" in str(exc) or "nki" in str(exc)):
+    if isinstance(exc, AttributeError) and ("trnsim" in text or "nki" in text):
         return "trnsim-missing", msg, loc
     if innermost.startswith(_TRNSIM_DIR):
         return "trnsim-error", f"{msg} (trnsim {Path(innermost).name}:{frames[-1].lineno})", loc
@@ -334,7 +340,9 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
     t0 = time.perf_counter()
     try:
         made = case.inputs(rng)
-    except Exception as exc:  # building inputs may import the library's own classes
+    except Stop:
+        raise
+    except BaseException as exc:  # building inputs may import the library's own classes
         res.outcome, res.detail, res.location = classify(exc, root)
         return res
     if case.ranks is not None:
@@ -346,12 +354,16 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
     try:
         kernel = _launchable(load_kernel(case, root), case)
         with observe_runs() as launches:
-            result = run(kernel, *args, target=case.target, **kw)
+            result = run(
+                kernel, *args, target=case.target, allow_unwritten=case.unwritten or False, **kw
+            )
         out = result.outputs
         if case.out_args:  # output buffers passed in: run() wrote them back into ``args``
             outs = tuple(args[i] for i in case.out_args)
             out = outs[0] if len(outs) == 1 else outs
-    except Exception as exc:
+    except Stop:
+        raise
+    except BaseException as exc:  # a library's SystemExit at import is the case's failure
         res.outcome, res.detail, res.location = classify(exc, root)
         res.seconds = time.perf_counter() - t0
         return res
@@ -382,9 +394,11 @@ def _run_ranked(case: Case, made: Any, root: Path, res: Result, t0: float, profi
     ]
     try:
         kernel = _launchable(load_kernel(case, root), case)
-        runs = run_ranks(kernel, calls, target=case.target)
+        runs = run_ranks(kernel, calls, target=case.target, allow_unwritten=case.unwritten or False)
         out = [r.outputs for r in runs]
-    except Exception as exc:
+    except Stop:
+        raise
+    except BaseException as exc:
         res.outcome, res.detail, res.location = classify(exc, root)
         res.seconds = time.perf_counter() - t0
         return res
@@ -410,9 +424,11 @@ def _checked(res: Result, case: Case, out: Any, reference: Callable[[], Any]) ->
     """Compare ``out`` with the case's reference; record a failure in ``res`` (False)."""
     try:
         ref = reference()
-    except Exception as exc:  # the reference is ours: a bug here is a trnsim bug
+    except Stop:
+        raise
+    except BaseException as exc:  # the reference is ours: a bug here is a trnsim bug
         res.outcome = "trnsim-error"
-        res.detail = f"reference failed: {type(exc).__name__}: {exc}"
+        res.detail = f"reference failed: {describe(exc)}"
         return False
     if case.decode is not None:
         out = case.decode(out)
@@ -431,7 +447,9 @@ def _profile(res: Result, root: Path, runs: Any, combine: Callable[..., float]) 
         res.profile_s = combine(
             schedule(r.instructions, r.cores[0].spec).total_s for r in runs if r.instructions
         )
-    except Exception as exc:
+    except Stop:
+        raise
+    except BaseException as exc:
         res.outcome, res.detail, res.location = classify(exc, root)
         res.detail = "profile: " + res.detail
 

@@ -11,13 +11,17 @@ refuses. The site raises ``broken(key, message)``; an unregistered key is a prog
 ``tests/test_core_rules.py`` has a failing kernel per key (``test_every_arg_rule_has_a_case``);
 the error records the key in ``KernelError.key`` so the test knows which site fired.
 
-A leaf module (it imports only ``trnsim.core.location``), so the front end, the views and the
-machine can all use it without an import cycle.
+A leaf module (it imports only ``trnsim.core.location`` and NumPy), so the front end, the views
+and the machine can all use it without an import cycle.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass
+
+import numpy as np
 
 from trnsim.core.location import fail
 from trnsim.errors import DuplicateNameError, KernelError
@@ -87,6 +91,14 @@ _add("front-end-missing", "not-implemented", ARGUMENT, "an nki.isa function trns
 _add("launch-grid", "lnc", LAUNCH, "a launch grid of more than one dim (kernel[a, b])")
 _add("launch-lnc", "lnc", LAUNCH, "kernel[lnc] with lnc other than 1 or 2")
 _add("argument-dtype", "dtype", LAUNCH, "a kernel argument array of a dtype NKI lacks")
+_add("output-not-hbm", "output-not-hbm", LAUNCH, "a kernel returning an SBUF or PSUM tensor")
+_add(
+    "output-unwritten",
+    "output-unwritten",
+    LAUNCH,
+    "a returned output with elements no instruction wrote (unless allow_unwritten says why)",
+)
+_add("shape-dim", "shape", ALLOCATION, "a tensor dimension that is not a whole number >= 0")
 _add("outside-kernel", "outside-kernel", ARGUMENT, "nki.language / nki.isa outside a kernel")
 _add("tensor-copy-dtype", "dtype", ARGUMENT, "a tensor_copy dtype= that is not a dtype")
 _add("register-operand", "operand", ARGUMENT, "a register argument that is not a register")
@@ -236,3 +248,31 @@ _add("collective-coalesced-hbm", "collective", ARGUMENT, "a coalesced collective
 _add("collective-join", "collective", LAUNCH, "a rank of the group not joining a collective")
 _add("collective-permute-ranks", "collective", LAUNCH, "permute pairs not distinct launch ranks")
 _add("collective-permute-one", "collective", ARGUMENT, "collective_permute of several tensors")
+
+
+def shape_dim(d: object) -> int:
+    """One tensor dimension as an int: a whole number >= 0 (an int, a NumPy integer, or a float
+    with no fraction such as ``64.0``). ``64.5``, NaN, a string, ``None`` or a bool is refused
+    (rule ``shape-dim``), never truncated."""
+    if type(d) is int and d >= 0:
+        return d
+    if not isinstance(d, bool):
+        try:
+            value = operator.index(d)  # type: ignore[arg-type]
+        except TypeError:
+            value = None
+            if isinstance(d, float | np.floating) and math.isfinite(d) and d == int(d):
+                value = int(d)
+        if value is not None and value >= 0:
+            return value
+    raise broken(
+        "shape-dim",
+        f"tensor dimension {d!r:.40} is not a whole number >= 0 (a float such as 64.5 is "
+        "refused, not truncated)",
+    )
+
+
+def shape_dims(shape: object) -> tuple[int, ...]:
+    """A tensor shape (a tuple or list of dims, or one dim) as a tuple of ints (``shape_dim``)."""
+    dims = shape if isinstance(shape, tuple | list) else (shape,)
+    return tuple([d if type(d) is int and d >= 0 else shape_dim(d) for d in dims])

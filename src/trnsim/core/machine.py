@@ -26,7 +26,7 @@ from trnsim.core import indirect
 from trnsim.core import semantics as S
 from trnsim.core.accel.decode import AccMemo, DecodeCache
 from trnsim.core.accel.deferred import Deferred
-from trnsim.core.argrules import broken
+from trnsim.core.argrules import broken, shape_dims
 from trnsim.core.instruction import Instruction
 from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
 from trnsim.core.live import LiveInstruction, live_from
@@ -143,7 +143,7 @@ class NeuronCore:
             fmt = _FORMATS[dtype] = get_format(dtype)
         except TypeError:  # an unhashable dtype argument
             fmt = get_format(dtype)
-        shape = tuple([d if type(d) is int else int(d) for d in shape])
+        shape = shape_dims(shape)  # whole numbers >= 0: 64.5 is refused, never truncated
         isz = fmt.dtype.itemsize
         if memory in (SBUF, PSUM):
             if not shape:

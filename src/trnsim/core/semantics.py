@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from trnsim.numerics.mx import floor_log2
+
 F32 = np.float32
 
 # ---------------------------------------------------------------------------------------------
@@ -269,8 +271,11 @@ def quantize_mx(src: np.ndarray, emax: int, element_max: float) -> tuple[np.ndar
     p, f = src.shape
     groups = np.abs(src.astype(F32)).reshape(p // 8, 8, f // 4, 4)
     amax = groups.max(axis=(1, 3))
-    with np.errstate(divide="ignore"):
-        e = np.floor(np.log2(amax, where=amax > 0, out=np.full_like(amax, -np.inf)))
+    # floor(log2(amax)) exactly (numerics.mx.floor_log2, as numerics.mx.quantize's scale rule);
+    # np.log2 rounds values just below a power of two up to it (a scale 2x too large)
+    finite = np.isfinite(amax) & (amax > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.where(finite, floor_log2(np.where(finite, amax, 1.0)), np.log2(amax))
     exp = np.where(amax > 0, e - (emax - 1), -127.0)
     exp = np.clip(exp, -127, 127)
     codes = (exp + 127).astype(np.uint8)

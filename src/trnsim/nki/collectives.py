@@ -121,20 +121,7 @@ def _exchange(prog: Program, payload: Any, group: tuple[int, ...]) -> dict[int, 
     operand is sent by both cores, the same values, and written twice with them)."""
     _, me, hub = _ranks(prog)
     core = prog.program_id if prog.launch.world is not None else 0
-    with hub.lock:
-        seq = hub.mailbox.get(("cc-seq", me, core), 0)
-        hub.mailbox[("cc-seq", me, core)] = seq + 1
-        hub.mailbox[("cc", seq, me, core)] = payload
-    hub.barrier.wait()
-    with hub.lock:
-        missing = [r for r in group if ("cc", seq, r, core) not in hub.mailbox]
-        if missing:
-            raise broken("collective-join", f"ranks {missing} did not join collective #{seq}")
-        got = {r: hub.mailbox[("cc", seq, r, core)] for r in group}
-    hub.barrier.wait()  # everyone has read: clear this rank's slot
-    with hub.lock:
-        del hub.mailbox[("cc", seq, me, core)]
-    return got
+    return hub.exchange(me, core, payload, group)
 
 
 def _collective(

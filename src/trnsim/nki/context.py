@@ -11,16 +11,44 @@ from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import View
 
 
+def mailbox_exchange(
+    hub: World | Launch, me: int, core: int, payload: Any, group: tuple[int, ...]
+) -> dict[int, Any]:
+    """The in-process exchange of ``nki.collectives`` (``collectives._exchange``): post this
+    rank's payload in the hub's mailbox, wait at the hub's barrier for every rank, read the
+    group's payloads, wait again (everyone has read), clear this rank's slot."""
+    with hub.lock:
+        seq = hub.mailbox.get(("cc-seq", me, core), 0)
+        hub.mailbox[("cc-seq", me, core)] = seq + 1
+        hub.mailbox[("cc", seq, me, core)] = payload
+    hub.barrier.wait()
+    with hub.lock:
+        missing = [r for r in group if ("cc", seq, r, core) not in hub.mailbox]
+        if missing:
+            raise broken("collective-join", f"ranks {missing} did not join collective #{seq}")
+        got = {r: hub.mailbox[("cc", seq, r, core)] for r in group}
+    hub.barrier.wait()  # everyone has read: clear this rank's slot
+    with hub.lock:
+        del hub.mailbox[("cc", seq, me, core)]
+    return got
+
+
 @dataclass
 class World:
     """The ranks of a multi-rank run (``trnsim.nki.simulate.run_ranks``): one launch per rank,
     each on NeuronCore(s) and an HBM of its own; ``nki.collectives`` exchange between them.
-    ``barrier`` counts every program of every rank (ranks x LNC)."""
+    ``barrier`` counts every program of every rank (ranks x LNC). ``exchange`` moves the
+    collectives' payloads: through ``mailbox`` here, in this process (the specification); a
+    rank backend that runs ranks elsewhere (``trnsim.nki.ray_ranks``) overrides it."""
 
     ranks: int
     barrier: threading.Barrier
     lock: threading.Lock = field(default_factory=threading.Lock)
     mailbox: dict[Any, Any] = field(default_factory=dict)
+
+    def exchange(self, me: int, core: int, payload: Any, group: tuple[int, ...]) -> dict[int, Any]:
+        """Post ``payload`` as rank ``me`` (core ``core``) and return the group's payloads."""
+        return mailbox_exchange(self, me, core, payload, group)
 
 
 @dataclass
@@ -37,6 +65,10 @@ class Launch:
     printed: list[str] = field(default_factory=list)
     world: World | None = None
     rank: int = 0
+
+    def exchange(self, me: int, core: int, payload: Any, group: tuple[int, ...]) -> dict[int, Any]:
+        """The programs of this launch as the ranks (``kernel[2]``): ``mailbox_exchange``."""
+        return mailbox_exchange(self, me, core, payload, group)
 
 
 @dataclass

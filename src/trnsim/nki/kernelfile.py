@@ -4,48 +4,56 @@ Kernel-file convention (every file in ``examples/kernels/`` follows it):
 
 - The file imports NKI as on hardware (``import nki``, ``nki.language as nl``, ``nki.isa as
   nisa``) and defines one or more ``@nki.jit`` kernels. With several, ``KERNEL = "name"`` names
-  the default one (else the first defined); ``--kernel NAME`` picks another.
+  the default one (else the first defined); ``--kernel NAME`` picks another. The file may import
+  modules that sit beside it (its directory is searched first, as Python does for a script).
 - Inputs: ``make_inputs_<kernel>(rng, **args)`` if defined, else ``make_inputs(rng, **args)``,
   returning the kernel's positional arguments (a tuple of NumPy arrays, or one array); ``rng``
   is a ``numpy.random.Generator`` seeded by ``--seed``; ``args`` come from ``--arg KEY=VALUE``.
   A module-level ``INPUTS`` tuple may be given instead of a function.
+- The kernel returns its outputs: HBM tensors (``nl.ndarray(..., buffer=nl.shared_hbm)``); a
+  kernel that works in place returns the argument it wrote. It runs on copies of the inputs.
 - Optional golden: ``golden_<kernel>(*inputs)`` if defined, else ``golden(*inputs)``, returning
   the expected output(s) (same structure as the kernel's return value), computed independently
-  in NumPy.
+  in NumPy from the original inputs (never the ones the kernel wrote).
 - Optional ``TOLERANCE = {"rtol": ..., "atol": ...}`` (or ``TOLERANCE_<kernel>``): the run
   passes when ``|out - golden| <= atol + rtol * |golden|`` everywhere. Without one, a default
   from the output dtype applies (``default_tolerance``), so a golden is always checked.
+- Every element of every output must be written by the kernel (``trnsim.nki.outputs``); one that
+  is not fails the run, golden or not, unless the file declares it: ``UNWRITTEN = "why"`` (or
+  ``UNWRITTEN_<kernel>``), the reason the kernel leaves elements unwritten. Declared elements are
+  reported and left out of the comparison.
 
 Errors: ``max_abs_err = max |out - golden|``; ``max_rel_err = max_abs_err / max |golden|``
 (normwise, so zeros in the golden do not blow it up), over all outputs. A NaN or Inf in an
-output fails the check unless the golden has the same value at the same place (the emulator
-fills uninitialised memory with NaN, so an output never written is all NaN); such outputs make
-both errors ``inf``.
+output fails the check unless the golden has the same value at the same place; such outputs
+make both errors ``inf``.
 
 What goes wrong is reported in one line, the kernel file's own ``file:line`` first:
 
-- the file cannot be loaded (syntax error, an exception at import), ``make_inputs`` or
-  ``golden`` raises, or a ``--arg`` / ``TOLERANCE`` value is bad: ``UsageError`` (exit 2);
-- the kernel raises while running (any Python exception), breaks a rule, issues more than
-  ``max_instructions`` instructions or runs past ``timeout`` seconds: ``KernelError`` (exit 1).
+- the file cannot be read or loaded (syntax error, an exception at import), ``make_inputs`` or
+  ``golden`` raises (any exception, ``BaseException`` subclasses included), or a ``--arg``,
+  ``KERNEL``, ``TOLERANCE`` or ``UNWRITTEN`` value is bad: ``UsageError`` (exit 2);
+- the kernel raises while running, breaks a rule, returns something other than HBM tensors,
+  leaves output elements unwritten, issues more than ``max_instructions`` instructions or runs
+  past ``timeout`` seconds: ``KernelError`` (exit 1).
+
+Every stage (loading, ``make_inputs``, the kernel, ``golden``, the comparison) runs under one
+budget (``trnsim.nki.watchdog.guard``): ``timeout`` and Ctrl-C / SIGTERM stop it wherever it is,
+in plain Python too, naming the file and line it was at.
 """
 
 from __future__ import annotations
 
 import ast
-import ctypes
 import importlib.util
 import inspect
 import math
 import os
-import signal
 import sys
-import threading
-import traceback
 import types
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from types import FrameType, ModuleType, TracebackType
 from typing import Any
@@ -53,10 +61,22 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from trnsim.errors import KernelError, TrnsimError, UsageError
+from trnsim.errors import Deadline, KernelError, Stop, TrnsimError, UsageError
 from trnsim.nki.compat import install
+from trnsim.nki.outputs import (
+    Unwritten,
+    checked_allowance,
+    kernel_rule,
+    returned_tensors,
+)
 from trnsim.nki.simulate import Kernel, RunResult, record_run, run
+from trnsim.nki.watchdog import Progress, guard, kernel_threads, stop_kernel_threads
 from trnsim.numerics import get_format
+
+__all__ = [  # used by the CLI and tests beyond the run_file/profile entry points
+    "kernel_threads",
+    "stop_kernel_threads",
+]
 
 DEFAULT_MAX_INSTRUCTIONS = 2_000_000
 """Instructions one core may issue in a kernel run before it is stopped (``--max-instructions``):
@@ -74,6 +94,9 @@ FP32_ACCUMULATION_RTOL = 1e-5
 terms in an order that differs from NumPy's (pairwise) one; that rounding error grows with the
 term count (about sqrt(n) eps typically, n eps at worst), so 2 eps of fp32 (2.4e-7) would fail
 correct kernels. 1e-5 (84 fp32 eps) covers sums of a few thousand terms."""
+
+MESSAGE_CHARS = 300
+"""Longest text of a user's exception kept in a one-line error."""
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/trnsim
 _LIBRARY_DIRS = tuple(  # trnsim, the standard library, installed packages: not the user's code
@@ -100,12 +123,20 @@ class FileRun:
     passed: bool | None = None
     nonfinite: int = 0
     """Output elements that are NaN or Inf where the golden does not hold the same value."""
+    unwritten: list[Unwritten] = field(default_factory=list)
+    """Outputs with elements the kernel never wrote (``trnsim.nki.outputs``)."""
+    unwritten_declared: str | None = None
+    """The file's ``UNWRITTEN`` reason (such elements then pass, left out of the comparison)."""
     by_engine: dict[str, int] = field(default_factory=dict)
     by_opcode: dict[str, int] = field(default_factory=dict)
 
     @property
     def instructions(self) -> int:
         return sum(self.by_engine.values())
+
+    @property
+    def unwritten_count(self) -> int:
+        return sum(u.count for u in self.unwritten)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,6 +148,8 @@ class FileRun:
             "max_abs_err": _finite_or_none(self.max_abs_err),
             "max_rel_err": _finite_or_none(self.max_rel_err),
             "nonfinite_mismatches": self.nonfinite,
+            "unwritten": [u.to_dict() for u in self.unwritten],
+            "unwritten_declared": self.unwritten_declared,
             "tolerance": self.tolerance,
             "passed": self.passed,
             "instructions": self.instructions,
@@ -140,83 +173,220 @@ def _shown(filename: str, kernel_path: str | None) -> str:
     return filename
 
 
-def _user_frame(frames: list[tuple[str, int]], kernel_path: str | None) -> tuple[str, int]:
-    """The innermost (file, line) in the kernel file, else outside trnsim, else innermost."""
-    if kernel_path:
-        kabs = os.path.abspath(kernel_path)
-        for f, line in reversed(frames):
-            if os.path.abspath(f) == kabs:
-                return kernel_path, line
+def _is_user_file(filename: str) -> bool:
+    """A file of the user's (the kernel file, a module beside it), not trnsim, the standard
+    library, an installed package or the import machinery."""
+    return not filename.startswith(_LIBRARY_DIRS) and not filename.startswith("<")
+
+
+def _user_frame(frames: list[tuple[str, int]], kernel_path: str | None) -> tuple[str, int] | None:
+    """The innermost (file, line) of the user's code: the kernel file (as the user named it), or
+    a module of theirs it imported (one beside it)."""
     for f, line in reversed(frames):
-        if not f.startswith(_LIBRARY_DIRS) and "importlib" not in f and "<frozen" not in f:
-            return f, line
-    return frames[-1] if frames else ("<unknown>", 0)
+        if _is_user_file(f):
+            return _shown(f, kernel_path), line
+    return None
 
 
 def exception_location(exc: BaseException, kernel_path: str | None = None) -> tuple[str, int]:
     """(file, line) of an exception in the user's code: the kernel file's innermost frame."""
-    if isinstance(exc, SyntaxError) and exc.filename:
+    return _user_location(exc, kernel_path) or _innermost(exc)
+
+
+def _user_location(exc: BaseException, kernel_path: str | None) -> tuple[str, int] | None:
+    if isinstance(exc, SyntaxError) and exc.filename and not str(exc.filename).startswith("<"):
         return _shown(exc.filename, kernel_path), exc.lineno or 0
-    tb: TracebackType | None = exc.__traceback__
-    frames = [(fs.filename, fs.lineno or 0) for fs in traceback.extract_tb(tb)]
-    return _user_frame(frames, kernel_path)
+    return _user_frame(_frames(exc.__traceback__), kernel_path)
+
+
+def _frames(tb: TracebackType | None) -> list[tuple[str, int]]:
+    frames = []
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
+
+
+def _innermost(exc: BaseException) -> tuple[str, int]:
+    frames = _frames(exc.__traceback__)
+    return frames[-1] if frames else ("<unknown>", 0)
 
 
 def frame_location(frame: FrameType | None, kernel_path: str | None = None) -> tuple[str, int]:
     """(file, line) of a running frame stack (innermost ``frame``) in the user's code."""
-    frames: list[tuple[str, int]] = []
+    return _running_location(frame, kernel_path) or ("<unknown>", 0)
+
+
+_RUNNERS = ("trnsim.nki.kernelfile", "trnsim.cli.profile")
+"""Modules whose frames call the user's code: a running frame stack is the user's only inside
+them (the caller of ``run_file`` may be a user's script, and is not where a kernel file is)."""
+
+
+def _running_location(frame: FrameType | None, kernel_path: str | None) -> tuple[str, int] | None:
+    """The innermost frame of the user's code running inside ``run_file`` / ``profile_file``."""
     while frame is not None:
-        frames.append((frame.f_code.co_filename, frame.f_lineno))
+        if frame.f_globals.get("__name__") in _RUNNERS:
+            return None
+        if _is_user_file(frame.f_code.co_filename):
+            return _shown(frame.f_code.co_filename, kernel_path), frame.f_lineno
         frame = frame.f_back
-    return _user_frame(frames[::-1], kernel_path)
+    return None
 
 
-def _describe(exc: BaseException) -> str:
+def safe_text(x: Any, limit: int = MESSAGE_CHARS) -> str:
+    """``str(x)``'s first line, at most ``limit`` characters; never raises (a user's object
+    whose ``__str__`` raises is described instead)."""
+    try:
+        text = str(x)
+    except BaseException as exc:  # the user's __str__, whatever it raises
+        if isinstance(exc, Stop):
+            raise
+        return f"<{type(x).__name__} whose __str__ raised {type(exc).__name__}>"
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def safe_repr(x: Any, limit: int = 60) -> str:
+    """``repr(x)`` cut to ``limit`` characters; never raises."""
+    try:
+        text = repr(x)
+    except BaseException as exc:  # the user's __repr__
+        if isinstance(exc, Stop):
+            raise
+        return f"<{type(x).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: first line of the message`` (``Type`` alone without one)."""
     if isinstance(exc, SyntaxError):
-        return f"SyntaxError: {exc.msg}"
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+        return f"{type(exc).__name__}: {safe_text(exc.msg)}"
+    text = safe_text(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _usage(exc: BaseException, kernel_path: str, what: str) -> UsageError:
+def user_error(exc: BaseException, kernel_path: str, what: str) -> UsageError:
+    """An exception raised by the user's code, as a one-line ``UsageError`` at its line."""
     file, line = exception_location(exc, kernel_path)
-    return UsageError(f"{file}:{line}: {_describe(exc)} ({what})")
+    return UsageError(f"{file}:{line}: {describe(exc)} ({what})")
+
+
+@contextmanager
+def user_code(kernel_path: str, what: str) -> Iterator[None]:
+    """Run a piece of the user's code (``make_inputs``, ``golden``, the module): any exception it
+    raises, ``BaseException`` subclasses included, becomes a one-line ``UsageError`` at its
+    file and line; trnsim's own errors and stops pass through."""
+    try:
+        yield
+    except (Stop, TrnsimError):
+        raise
+    except BaseException as exc:  # SystemExit, GeneratorExit... from the user
+        raise user_error(exc, kernel_path, what) from None
 
 
 def kernel_raised(exc: BaseException, kernel_path: str | None, kernel: str) -> KernelError:
-    """A Python exception raised by a kernel while it ran, as a one-line ``KernelError``."""
+    """A Python exception raised by a kernel while it ran, as a one-line ``KernelError``.
+
+    Raised inside trnsim (a call that trnsim did not check, or a bug in trnsim), it says so."""
     file, line = exception_location(exc, kernel_path)
-    err = KernelError("kernel-raised", f"{_describe(exc)}", file, line)
-    err.args = (f"{file}:{line}: {_describe(exc)} (raised by kernel {kernel!r} while running)",)
+    inner = _innermost(exc)[0]
+    inside = " inside trnsim, called from this line" if inner.startswith(_PKG_DIR) else ""
+    text = describe(exc)
+    err = KernelError("kernel-raised", text, file, line)
+    err.args = (f"{file}:{line}: {text} (raised{inside} by kernel {kernel!r} while running)",)
     return err
 
 
 # ---- loading --------------------------------------------------------------------------------
 
 
-def load_module(path: str) -> ModuleType:
-    """Import a kernel file (after ``install()`` so its ``import nki`` resolves to trnsim)."""
+@contextmanager
+def file_imports(path: str, forget: bool = True) -> Iterator[None]:
+    """The kernel file's directory first on ``sys.path`` for the ``with`` block (a file may
+    import a module beside it, as a Python script may); afterwards the directory is removed
+    and, with ``forget``, so are the modules imported from it (the next file imports its own)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if sys.path and sys.path[0] == folder:  # an enclosing block put it there
+        yield
+        return
+    before = set(sys.modules)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with suppress(ValueError):
+            sys.path.remove(folder)
+        if forget:
+            for name in set(sys.modules) - before:
+                mod_file = getattr(sys.modules.get(name), "__file__", None) or ""
+                if os.path.dirname(os.path.abspath(mod_file)) == folder and not name.startswith(
+                    _MODULE_PREFIX
+                ):
+                    sys.modules.pop(name, None)
+
+
+def _read_source(path: str) -> bytes:
     if os.path.isdir(path):
         raise UsageError(f"kernel file {path!r} is a directory")
     if not os.path.exists(path):
         raise UsageError(f"kernel file {path!r} does not exist")
     if not os.path.isfile(path):
         raise UsageError(f"kernel file {path!r} is not a regular file")
+    if not path.endswith(".py"):
+        raise UsageError(f"kernel file {path!r} is not a Python file (a .py file)")
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read kernel file {path!r}: {exc.strerror or exc}") from None
+
+
+def _compiled(source: bytes, path: str) -> types.CodeType:
+    """The file's code; a syntax error names the file and line (a NUL byte too: Python 3.11
+    says "source code string cannot contain null bytes" with no line)."""
+    try:
+        return compile(source, os.path.abspath(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        if not line and b"\0" in source:
+            line = source[: source.index(b"\0")].count(b"\n") + 1
+        elif not line:  # an unknown coding cookie (line 1 or 2), else the file as a whole
+            line = 2 if b"coding" in b"".join(source.splitlines()[1:2]) else 1
+        msg = exc.msg if isinstance(exc, SyntaxError) else safe_text(exc)
+        raise UsageError(
+            f"{path}:{line}: SyntaxError: {msg} (while loading the kernel file)"
+        ) from None
+    except (MemoryError, RecursionError) as exc:
+        raise UsageError(
+            f"{path}:0: {type(exc).__name__}: the file is too large or too deeply nested "
+            "to compile (while loading the kernel file)"
+        ) from None
+
+
+def load_module(path: str) -> ModuleType:
+    """Import a kernel file (after ``install()`` so its ``import nki`` resolves to trnsim).
+
+    The file is read and compiled here, so an unreadable file or a syntax error names the file
+    and line; an exception raised while the module runs (any, ``BaseException`` subclasses
+    included) is a one-line ``UsageError`` at its line."""
+    source = _read_source(path)
+    code = _compiled(source, path)
     install()
-    name = _MODULE_PREFIX + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = _MODULE_PREFIX + "".join(c if c.isalnum() else "_" for c in stem)
     spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
-    if spec is None or spec.loader is None:
+    if spec is None:
         raise UsageError(f"cannot import {path!r} as a Python file")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
-    except TrnsimError:
+        with file_imports(path, forget=False), user_code(path, "while loading the kernel file"):
+            exec(code, mod.__dict__)
+    except BaseException:
         sys.modules.pop(name, None)
         raise
-    except (Exception, SystemExit) as exc:  # the user's code: one line, not a traceback
-        sys.modules.pop(name, None)
-        raise _usage(exc, path, "while loading the kernel file") from None
     return mod
 
 
@@ -234,17 +404,27 @@ def _first_line(k: Kernel) -> int:
         return 0
 
 
+def _defined(mod: ModuleType, name: str) -> Any:
+    """A module-level name of the file, read from its namespace (a module ``__getattr__`` is not
+    consulted: it is the user's code, and may raise)."""
+    return vars(mod).get(name)
+
+
 def pick_kernel(mod: ModuleType, name: str | None) -> tuple[str, Kernel]:
     kernels = kernels_of(mod)
+    base = os.path.basename(_given_path(mod))
     if not kernels:
-        raise UsageError(f"{mod.__file__} defines no @nki.jit kernel")
+        raise UsageError(f"{_given_path(mod)} defines no @nki.jit kernel")
     if name is None:
-        name = getattr(mod, "KERNEL", None) or next(iter(kernels))
+        default = _defined(mod, "KERNEL")
+        if default is not None and not isinstance(default, str):
+            raise UsageError(
+                f"{base}: KERNEL = {safe_repr(default)} must be a kernel's name (a string); "
+                f"kernels: {', '.join(kernels)}"
+            )
+        name = default or next(iter(kernels))
     if name not in kernels:
-        raise UsageError(
-            f"kernel {name!r} not found in {os.path.basename(str(mod.__file__))}; "
-            f"kernels: {', '.join(kernels)}"
-        )
+        raise UsageError(f"kernel {name!r} not found in {base}; kernels: {', '.join(kernels)}")
     return name, kernels[name]
 
 
@@ -258,23 +438,50 @@ def parse_arg(pair: str) -> tuple[str, Any]:
         raise UsageError(f"--arg {pair!r}: expected KEY=VALUE")
     key, text = (s.strip() for s in pair.split("=", 1))
     if not key.isidentifier():
-        raise UsageError(f"--arg {pair!r}: {key!r} is not a parameter name")
+        raise UsageError(f"--arg {safe_repr(pair)}: {safe_repr(key)} is not a parameter name")
     if text.lower() in ("true", "false"):
         return key, text.lower() == "true"
+    shown = text if len(text) <= 60 else text[:57] + "..."
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        if "limit" in safe_text(exc) and "digits" in safe_text(exc):  # the int-string limit
+            raise UsageError(
+                f"--arg {key}={shown}: a number of {len(text):,} characters is not a Python "
+                f"literal trnsim reads (at most {sys.get_int_max_str_digits():,} digits)"
+            ) from None
         raise UsageError(
-            f"--arg {key}={text}: {text!r} is not a Python literal "
+            f"--arg {key}={shown}: {shown!r} is not a Python literal "
             "(a number, true/false, a quoted string, a tuple)"
         ) from None
-    if isinstance(value, float | complex) and not np.isfinite(value):
-        raise UsageError(f"--arg {key}={text}: must be finite")
+    if not _finite_everywhere(value):
+        raise UsageError(f"--arg {key}={shown}: numbers must be finite")
     return key, value
 
 
+def _finite_everywhere(value: Any) -> bool:
+    """No NaN or infinity anywhere in a literal (numbers, and inside tuples, lists, dicts)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float | complex) and not np.isfinite(v):
+            return False
+        if isinstance(v, tuple | list | set | frozenset):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+    return True
+
+
 def parse_args(pairs: list[str]) -> dict[str, Any]:
-    return dict(parse_arg(p) for p in pairs)
+    out: dict[str, Any] = {}
+    for p in pairs:
+        key, value = parse_arg(p)
+        if key in out:
+            raise UsageError(f"--arg {key} given twice ({out[key]!r:.30} and {value!r:.30})")
+        out[key] = value
+    return out
 
 
 def inputs_for(
@@ -282,61 +489,68 @@ def inputs_for(
 ) -> tuple[Any, ...]:
     """The kernel's arguments under the kernel-file convention (make_inputs / INPUTS)."""
     kwargs = kwargs or {}
-    path = str(mod.__file__)
-    fn = getattr(mod, f"make_inputs_{kernel}", None) or getattr(mod, "make_inputs", None)
+    path = _given_path(mod)
+    base = os.path.basename(path)
+    name = f"make_inputs_{kernel}" if _defined(mod, f"make_inputs_{kernel}") else "make_inputs"
+    fn = _defined(mod, name)
     if fn is not None:
-        _check_callable(fn, path, "make_inputs")
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            params = {}  # type: ignore[assignment]
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        unknown = set(kwargs) - set(params)
+        _check_callable(fn, path, name)
+        params = _parameters(fn)
+        takes_any = params is None or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+        unknown = set(kwargs) - set(params or {})
         if unknown and not takes_any:
             raise UsageError(
-                f"--arg {', '.join(sorted(unknown))}: {fn.__name__} has no such parameter; "
-                f"parameters: {', '.join(p for p in params if p != 'rng') or 'none'}"
+                f"--arg {', '.join(sorted(unknown))}: {name} has no such parameter; "
+                f"parameters: {', '.join(p for p in params or {} if p != 'rng') or 'none'}"
             )
-        try:
+        given = " ".join(f"{k}={safe_repr(v, 30)}" for k, v in kwargs.items())
+        what = f"{name} rejected --arg {given}" if given else f"in {name}(rng)"
+        with user_code(path, what):
             args = fn(np.random.default_rng(seed), **kwargs)
-        except (Exception, SystemExit) as exc:
-            given = " ".join(f"{k}={v!r}" for k, v in kwargs.items())
-            what = f"{fn.__name__} rejected --arg {given}" if given else f"in {fn.__name__}(rng)"
-            raise _usage(exc, _given_path(mod), what) from None
-    elif hasattr(mod, "INPUTS"):
+    elif "INPUTS" in vars(mod):
         if kwargs:
-            raise UsageError(f"--arg given but {os.path.basename(path)} has INPUTS, no make_inputs")
-        args = mod.INPUTS
+            raise UsageError(f"--arg given but {base} has INPUTS, no make_inputs")
+        name = "INPUTS"
+        args = vars(mod)["INPUTS"]
     else:
         raise UsageError(
-            f"{os.path.basename(path)} gives no inputs for kernel {kernel!r}: "
+            f"{base} gives no inputs for kernel {kernel!r}: "
             f"define make_inputs_{kernel}(rng), make_inputs(rng) or INPUTS"
         )
-    args = tuple(args) if isinstance(args, tuple | list) else (args,)
-    _check_arity(mod, kernel, args, fn.__name__ if fn is not None else "INPUTS")
+    args = tuple(args) if type(args) in (tuple, list) else (args,)
+    _check_arity(mod, kernel, args, name)
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray) and a.size == 0:
-            source = fn.__name__ if fn is not None else "INPUTS"
             raise UsageError(
-                f"{os.path.basename(path)}: {source} gives input {i} of shape "
+                f"{base}: {name} gives input {i} of shape "
                 f"{list(a.shape)}, an empty tensor (every dimension must be >= 1)"
             )
         if isinstance(a, np.ndarray):
             try:
                 get_format(a.dtype)
             except Exception:
-                source = fn.__name__ if fn is not None else "INPUTS"
                 raise UsageError(
-                    f"{os.path.basename(path)}: {source} gives input {i} of dtype {a.dtype}, "
+                    f"{base}: {name} gives input {i} of dtype {a.dtype}, "
                     "not an NKI dtype (e.g. float32, bfloat16, float8_e4m3fn, int32)"
                 ) from None
     return args
 
 
+def _parameters(fn: Any) -> Any:
+    """``fn``'s parameters, or None when they cannot be read (take every ``--arg`` then)."""
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+
+
 def _check_callable(fn: Any, path: str, name: str) -> None:
     if not callable(fn):
         raise UsageError(
-            f"{os.path.basename(path)}: {name} is {type(fn).__name__} {fn!r:.40}, not a function"
+            f"{os.path.basename(path)}: {name} is {type(fn).__name__} {safe_repr(fn, 40)}, "
+            "not a function"
         )
 
 
@@ -356,7 +570,7 @@ def _check_arity(mod: ModuleType, kernel: str, args: tuple[Any, ...], source: st
                 f"{base}: {source} gives input {i} as a {type(a).__name__}, not an array or "
                 "a Python value (did it yield, or return a dict?)"
             )
-    target = getattr(getattr(mod, kernel, None), "fn", None)
+    target = getattr(_defined(mod, kernel), "fn", None)
     if target is None:
         return
     try:
@@ -373,98 +587,88 @@ def _check_arity(mod: ModuleType, kernel: str, args: tuple[Any, ...], source: st
 
 
 def _given_path(mod: ModuleType) -> str:
-    return getattr(mod, "__trnsim_path__", None) or str(mod.__file__)
+    return vars(mod).get("__trnsim_path__") or str(mod.__file__)
 
 
-# ---- bounded runs ---------------------------------------------------------------------------
+def _copied(x: Any) -> Any:
+    """The kernel's own copy of an input (arrays, and arrays in lists and tuples), so what it
+    writes in place never reaches the golden's inputs. Array subclasses become plain arrays."""
+    if isinstance(x, np.ndarray):
+        return np.array(x, copy=True, subok=False)
+    if type(x) in (list, tuple):
+        return type(x)(_copied(y) for y in x)
+    return x
+
+
+# ---- one budget for every stage -------------------------------------------------------------
 
 
 @contextmanager
-def time_limit(seconds: float | None, kernel_path: str | None = None) -> Iterator[None]:
-    """Stop the ``with`` block after ``seconds`` of wall-clock time with a ``KernelError``
-    naming the kernel's current line.
+def budget(
+    path: str,
+    seconds: float | None,
+    progress: Progress | None = None,
+    on_beat: Callable[[str], None] | None = None,
+    on_stuck: Callable[[BaseException], None] | None = None,
+) -> Iterator[Progress]:
+    """The stages of a kernel-file run (loading, ``make_inputs``, the kernel, ``golden``,
+    checking) under one time limit and the stop signals (``trnsim.nki.watchdog.guard``), with
+    the file's directory on ``sys.path``. The time limit ends in a ``KernelError`` (rule
+    ``timeout``) naming the stage and the file's line; an exception from the user's code
+    that trnsim's own code met (a module ``__getattr__``, an input's ``__len__``...) in a
+    one-line ``UsageError`` at the user's line."""
+    progress = progress or Progress()
 
-    A ``SIGALRM`` timer (main thread only; elsewhere, and with ``seconds`` None, no limit): the
-    handler raises in the main thread, and in any other thread running the kernel file's code
-    (LNC=2 programs) an exception is set asynchronously, so a kernel looping in plain Python
-    (no instructions) stops too."""
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    message = f"kernel file ran longer than the time limit of {seconds:g} s (--timeout)"
+    def locate(frame: FrameType | None) -> tuple[str, int] | None:
+        return _running_location(frame, path)
 
-    def on_alarm(signum: int, frame: FrameType | None) -> None:
-        file, line = frame_location(frame, kernel_path)
-        if not _in_kernel_file(frame):  # the main thread waits for LNC=2 programs
-            others = kernel_threads()
-            if others:
-                file, line = frame_location(others[0][1], kernel_path)
-        stop_kernel_threads(_timeout_type(message, file, line))
-        if kernel_path and os.path.abspath(file) != os.path.abspath(kernel_path):
-            # stopped inside trnsim (loading, simulating, comparing): no kernel line to name
-            where = f"{os.path.basename(kernel_path)}, stopped in trnsim outside the file's code"
-            raise KernelError("timeout", f"{message} ({where})")
-        raise KernelError("timeout", message, file, line)
+    def stuck(stop: Stop) -> None:
+        assert on_stuck is not None
+        on_stuck(timeout_error(stop, path) if isinstance(stop, Deadline) else stop)
 
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, MIN_TIMEOUT_S))
     try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        with (
+            guard(
+                seconds,
+                locate,
+                progress=progress,
+                on_beat=on_beat,
+                on_stuck=stuck if on_stuck is not None else None,
+            ),
+            file_imports(path),
+        ):
+            yield progress
+    except Deadline as stop:
+        raise timeout_error(stop, path) from None
+    except (Stop, TrnsimError):
+        raise
+    except BaseException as exc:  # raised by the user's code, met by trnsim's
+        at = _user_location(exc, path)
+        if at is None:  # trnsim's own bug: the CLI's "internal error"
+            raise
+        raise UsageError(f"{at[0]}:{at[1]}: {describe(exc)} (in {progress.stage})") from None
 
 
-def _in_kernel_file(frame: FrameType | None) -> bool:
-    """Whether a frame stack runs code of a kernel file (a module ``load_module`` made)."""
-    while frame is not None:
-        if str(frame.f_globals.get("__name__", "")).startswith(_MODULE_PREFIX):
-            return True
-        frame = frame.f_back
-    return False
+def timeout_error(stop: Deadline, path: str) -> KernelError:
+    """The time limit, as the ``KernelError`` (rule ``timeout``) naming the stage and line."""
+    if stop.file:
+        return KernelError("timeout", f"kernel file {stop.message} while in {stop.stage}",
+                           stop.file, stop.line)  # fmt: skip
+    where = f"{os.path.basename(path)}, stopped in trnsim outside the file's code"
+    return KernelError("timeout", f"kernel file {stop.message} while in {stop.stage} ({where})")
 
 
-def kernel_threads() -> list[tuple[int, FrameType]]:
-    """(thread id, frame) of every thread but this one running a kernel file's code."""
-    me = threading.get_ident()
-    return [
-        (tid, frame)
-        for tid, frame in sys._current_frames().items()
-        if tid != me and _in_kernel_file(frame)
-    ]
-
-
-def stop_kernel_threads(exc_type: type[BaseException]) -> None:
-    """Raise ``exc_type`` asynchronously in every other thread running kernel code (the
-    programs of an LNC=2 launch), so an interrupted or timed-out run does not leave them
-    running (the interpreter would wait for them at exit)."""
-    for tid, _ in kernel_threads():
-        _raise_in_thread(tid, exc_type)
-
-
-def _timeout_type(message: str, file: str, line: int) -> type[KernelError]:
-    class KernelTimeout(KernelError):  # raised with no arguments by the interpreter
-        def __init__(self) -> None:
-            super().__init__("timeout", message, file, line)
-
-    return KernelTimeout
-
-
-def _raise_in_thread(thread_id: int, exc_type: type[BaseException]) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(exc_type)
-    )
+def time_limit(seconds: float | None, kernel_path: str | None = None) -> Any:
+    """``budget`` for a kernel file's code (kept for callers of the older name)."""
+    return budget(kernel_path or "", seconds)
 
 
 # ---- checking -------------------------------------------------------------------------------
 
 
 def _flat(x: Any) -> list[np.ndarray]:
-    if isinstance(x, tuple | list):
-        return [a for y in x for a in _flat(y)]
-    if isinstance(x, dict):
-        return [a for y in x.values() for a in _flat(y)]
-    return [np.asarray(x)]
+    """Every leaf as an array, flattened in order (tuples, lists, dict values)."""
+    return [np.asarray(y) for y in returned_tensors(x)]
 
 
 def default_tolerance(dtype: Any) -> dict[str, float]:
@@ -511,22 +715,28 @@ def _nonfinite_mismatch(o: np.ndarray, g: np.ndarray) -> np.ndarray:
     return ~np.isfinite(o) & ~same
 
 
-def compare(outputs: list[np.ndarray], goldens: list[np.ndarray]) -> tuple[float, float, int]:
+def compare(
+    outputs: list[np.ndarray],
+    goldens: list[np.ndarray],
+    skip: list[np.ndarray | None] | None = None,
+) -> tuple[float, float, int]:
     """(max abs error, normwise max relative error, non-finite mismatches), in float64.
 
     Elements where both sides are NaN (or the same Inf) are equal; a NaN or Inf in the output
-    where the golden is anything else makes both errors ``inf``."""
+    where the golden is anything else makes both errors ``inf``. ``skip[i]``: elements of
+    output ``i`` left out (declared unwritten)."""
     if len(outputs) != len(goldens):
         raise KernelError(
             "golden", f"kernel returned {len(outputs)} outputs, golden {len(goldens)}"
         )
     abs_err, scale, bad = 0.0, 0.0, 0
-    for o, g in zip(outputs, goldens, strict=True):
+    for i, (o, g) in enumerate(zip(outputs, goldens, strict=True)):
         o64, g64 = _as_float64(o, g)
-        bad += int(np.count_nonzero(_nonfinite_mismatch(o64, g64)))
-        both = np.isfinite(o64) & np.isfinite(g64)
+        keep = _kept(skip, i, o64.shape)
+        bad += int(np.count_nonzero(_nonfinite_mismatch(o64, g64) & keep))
+        both = np.isfinite(o64) & np.isfinite(g64) & keep
         # a finite output where the golden is NaN/Inf is a mismatch too
-        bad += int(np.count_nonzero(~np.isfinite(g64) & np.isfinite(o64)))
+        bad += int(np.count_nonzero(~np.isfinite(g64) & np.isfinite(o64) & keep))
         with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both are inf
             diff = np.abs(o64 - g64)
         abs_err = max(abs_err, float(np.max(diff, where=both, initial=0.0)))
@@ -536,25 +746,39 @@ def compare(outputs: list[np.ndarray], goldens: list[np.ndarray]) -> tuple[float
     return abs_err, (abs_err / scale if scale > 0 else abs_err), 0
 
 
-def _within(o: np.ndarray, g: np.ndarray, rtol: float, atol: float) -> bool:
+def _kept(skip: list[np.ndarray | None] | None, i: int, shape: tuple[int, ...]) -> Any:
+    """True where output ``i`` is compared (everywhere unless ``skip`` leaves some out)."""
+    mask = skip[i] if skip is not None and i < len(skip) else None
+    return True if mask is None else ~mask.reshape(shape)
+
+
+def _within(
+    o: np.ndarray, g: np.ndarray, rtol: float, atol: float, skip: np.ndarray | None = None
+) -> bool:
     o64, g64 = _as_float64(o, g)
     same = (np.isnan(o64) & np.isnan(g64)) | (np.isinf(o64) & (o64 == g64))
     with np.errstate(invalid="ignore", over="ignore"):
         close = np.abs(o64 - g64) <= atol + rtol * np.abs(g64)  # False wherever a NaN is
+    if skip is not None:
+        same |= skip.reshape(o64.shape)
     return bool(np.all(same | close))
 
 
 def _checked_tolerance(tol: Any, where: str) -> dict[str, float]:
-    if not isinstance(tol, dict) or set(tol) - {"rtol", "atol"}:
-        raise UsageError(f"{where}: expected a dict with keys 'rtol' and/or 'atol', got {tol!r}")
+    if not isinstance(tol, dict) or not all(k in ("rtol", "atol") for k in tol):
+        raise UsageError(
+            f"{where}: expected a dict with keys 'rtol' and/or 'atol', got {safe_repr(tol)}"
+        )
     out = {}
     for key, value in tol.items():
         try:
             v = float(value)
-        except (TypeError, ValueError):
-            raise UsageError(f"{where}: {key} {value!r} is not a number") from None
+        except (TypeError, ValueError, OverflowError):
+            raise UsageError(
+                f"{where}: {key} {safe_repr(value, 40)} is not a finite number"
+            ) from None
         if not math.isfinite(v) or v < 0:
-            raise UsageError(f"{where}: {key} {value!r} must be a finite number >= 0")
+            raise UsageError(f"{where}: {key} {safe_repr(value, 40)} must be a finite number >= 0")
         out[key] = v
     return out
 
@@ -569,9 +793,9 @@ def resolve_tolerance(
 ) -> dict[str, Any]:
     """The tolerance that applies: flags > the file's ``TOLERANCE[_<kernel>]`` > the default
     for the least precise output dtype. ``source`` says which."""
-    name = f"TOLERANCE_{kernel}" if hasattr(mod, f"TOLERANCE_{kernel}") else "TOLERANCE"
-    given = getattr(mod, name, None)
-    where = f"{os.path.basename(str(mod.__file__))}: {name}"
+    name = f"TOLERANCE_{kernel}" if f"TOLERANCE_{kernel}" in vars(mod) else "TOLERANCE"
+    given = _defined(mod, name)
+    where = f"{os.path.basename(_given_path(mod))}: {name}"
     tol = _checked_tolerance(given, where) if given is not None else {}
     flags = _checked_tolerance(
         {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}, "--rtol/--atol"
@@ -610,16 +834,29 @@ def run_kernel(
     **options: Any,
 ) -> RunResult:
     """``simulate.run`` (``simulate.record_run`` with ``record_only=True``) with a Python
-    exception from the kernel's own code as a one-line ``KernelError`` at the kernel's line."""
+    exception from the kernel's own code (any, ``BaseException`` subclasses included) as a
+    one-line ``KernelError`` at the kernel's line."""
     runner = record_run if options.pop("record_only", False) else run
     if runner is record_run:
         options.pop("functional", None)
+        options.pop("allow_unwritten", None)
     try:
         return runner(k, *args, **options)
-    except TrnsimError:
+    except (Stop, TrnsimError):
         raise
-    except (Exception, SystemExit) as exc:  # a sys.exit() in a kernel is its error too
+    except BaseException as exc:  # a sys.exit() in a kernel is its error too
         raise kernel_raised(exc, _given_path(mod), name) from None
+
+
+def golden_kwargs(gold: Any, kernel_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The kernel keyword arguments the golden takes too (by name, or all with ``**kw``)."""
+    try:
+        params = inspect.signature(gold).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(kernel_kwargs)
+    return {k: v for k, v in kernel_kwargs.items() if k in params}
 
 
 def load(path: str) -> ModuleType:
@@ -627,6 +864,38 @@ def load(path: str) -> ModuleType:
     mod = load_module(path)
     mod.__trnsim_path__ = path  # type: ignore[attr-defined]
     return mod
+
+
+def declared_unwritten(mod: ModuleType, kernel: str) -> str | None:
+    """The file's ``UNWRITTEN_<kernel>`` (or ``UNWRITTEN``) reason, if it gives one."""
+    name = f"UNWRITTEN_{kernel}" if f"UNWRITTEN_{kernel}" in vars(mod) else "UNWRITTEN"
+    base = os.path.basename(_given_path(mod))
+    allowed = checked_allowance(_defined(mod, name), f"{base}: {name}")
+    if allowed is False:
+        return None
+    return "declared" if allowed is True else safe_text(allowed, 120)
+
+
+def check_returned(res: RunResult, kernel: str, k: Kernel) -> None:
+    """``trnsim run`` compares outputs: the kernel must return at least one tensor, and only
+    HBM tensors (``run`` refused SBUF and PSUM ones already)."""
+    leaves = returned_tensors(res.outputs)
+    problem = ""
+    if not leaves or all(x is None for x in leaves):
+        problem = "returns None"
+    else:
+        for i, x in enumerate(leaves):
+            if not isinstance(x, np.ndarray):
+                problem = f"returns {type(x).__name__} {safe_repr(x, 30)} as output {i}"
+                break
+    if problem:
+        raise kernel_rule(
+            "output-not-hbm",
+            f"kernel {kernel!r} {problem}; a kernel returns its outputs, HBM tensors made with "
+            "nl.ndarray(shape, dtype, buffer=nl.shared_hbm) (an in-place kernel returns the "
+            "argument it wrote)",
+            k,
+        )
 
 
 def run_file(
@@ -640,31 +909,67 @@ def run_file(
     kwargs: dict[str, Any] | None = None,
     max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS,
     timeout: float | None = None,
+    on_beat: Callable[[str], None] | None = None,
+    on_stuck: Callable[[BaseException], None] | None = None,
+    kernel_kwargs: dict[str, Any] | None = None,
 ) -> FileRun:
     """Run one kernel of a kernel file on the emulator and compare it with its golden.
 
-    ``timeout`` bounds the whole file's code: loading, ``make_inputs``, the kernel, ``golden``."""
-    with time_limit(timeout, path):
+    ``timeout`` bounds the whole run, every stage: loading the file, ``make_inputs``, the kernel,
+    ``golden`` and the comparison (``budget``). ``on_beat(text)``: a progress line now and then
+    on long runs; ``on_stuck(stop)``: what to do when the file's code keeps catching a stop
+    (``trnsim.nki.watchdog``). ``kernel_kwargs``: keyword arguments of the kernel itself (its
+    parameters with defaults, e.g. tile sizes: what ``trnsim tune`` varies), also given to the
+    golden where it takes a parameter of that name."""
+    kernel_kwargs = kernel_kwargs or {}
+    with budget(path, timeout, on_beat=on_beat, on_stuck=on_stuck) as progress:
+        progress.stage = f"loading {os.path.basename(path)}"
         mod = load(path)
         name, k = pick_kernel(mod, kernel)
+        declared = declared_unwritten(mod, name)
+        gold_name = f"golden_{name}" if _defined(mod, f"golden_{name}") else "golden"
+        gold = _defined(mod, gold_name)
+        if gold is not None:
+            _check_callable(gold, path, gold_name)
+        progress.stage = f"make_inputs for kernel {name!r}"
         args = inputs_for(mod, name, seed, kwargs)
-        res = run_kernel(mod, name, k, args, target=target, max_instructions=max_instructions)
-        gold = getattr(mod, f"golden_{name}", None) or getattr(mod, "golden", None)
+        progress.stage = f"kernel {name!r}"
+        res = run_kernel(
+            mod,
+            name,
+            k,
+            _copied(args) if gold is not None else args,  # golden sees the inputs as made
+            target=target,
+            max_instructions=max_instructions,
+            allow_unwritten=True,  # reported below, and failing unless the file declares them
+            **kernel_kwargs,
+        )
+        check_returned(res, name, k)
         goldens = None
         if gold is not None:
-            _check_callable(
-                gold, path, f"golden_{name}" if hasattr(mod, f"golden_{name}") else "golden"
-            )
-            try:
-                goldens = _flat(gold(*args))
-            except (Exception, SystemExit) as exc:
-                raise _usage(exc, path, f"in {gold.__name__}()") from None
+            progress.stage = f"{gold_name}()"
+            with user_code(path, f"in {gold_name}()"):
+                goldens = _flat(gold(*args, **golden_kwargs(gold, kernel_kwargs)))
             for i, g in enumerate(goldens):
                 if g.dtype.kind not in "biuf" and not g.dtype.name.startswith(("bfloat", "float")):
                     raise UsageError(
-                        f"{os.path.basename(path)}: {gold.__name__}() gives golden {i} "
+                        f"{os.path.basename(path)}: {gold_name}() gives golden {i} "
                         f"{_short(g)}: not a numeric array"
                     )
+        progress.stage = "checking the outputs"
+        return _checked(mod, path, name, res, goldens, declared, rtol, atol)
+
+
+def _checked(
+    mod: ModuleType,
+    path: str,
+    name: str,
+    res: RunResult,
+    goldens: list[np.ndarray] | None,
+    declared: str | None,
+    rtol: float | None,
+    atol: float | None,
+) -> FileRun:
     outputs = _flat(res.outputs)
     out = FileRun(
         path=path,
@@ -672,18 +977,30 @@ def run_file(
         target=res.cores[0].spec.name,
         result=res,
         outputs=outputs,
-        has_golden=False,
+        has_golden=goldens is not None,
+        unwritten=list(res.unwritten),
+        unwritten_declared=declared if res.unwritten else None,
     )
     counts = Counter(i.engine.value for i in res.instructions)
     out.by_engine = dict(sorted(counts.items()))
     out.by_opcode = dict(Counter(i.opcode.value for i in res.instructions).most_common())
+    unwritten_ok = not res.unwritten or declared is not None
     if goldens is None:
+        out.passed = None if unwritten_ok else False
         return out
-    out.has_golden = True
-    out.max_abs_err, out.max_rel_err, out.nonfinite = compare(outputs, goldens)
+    skip: list[np.ndarray | None] = [None] * len(outputs)
+    if declared is not None:
+        for u in res.unwritten:
+            skip[u.output] = u.mask
+    out.max_abs_err, out.max_rel_err, out.nonfinite = compare(outputs, goldens, skip)
     tol = resolve_tolerance(mod, name, outputs, goldens, rtol, atol)
     out.tolerance = tol
-    out.passed = out.nonfinite == 0 and all(
-        _within(o, g, tol["rtol"], tol["atol"]) for o, g in zip(outputs, goldens, strict=True)
+    out.passed = (
+        unwritten_ok
+        and out.nonfinite == 0
+        and all(
+            _within(o, g, tol["rtol"], tol["atol"], m)
+            for o, g, m in zip(outputs, goldens, skip, strict=True)
+        )
     )
     return out

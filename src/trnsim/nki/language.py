@@ -11,7 +11,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from trnsim.core.argrules import broken
+from trnsim.core.argrules import broken, shape_dims
 from trnsim.core.location import kernel_location
 from trnsim.core.memory import HBM, PSUM, SBUF, View
 from trnsim.hw import core as _core_spec
@@ -486,7 +486,7 @@ def expand_dims(x: NkiTensor, axis: int) -> NkiTensor:
 
 def broadcast_to(x: NkiTensor, shape: Any) -> NkiTensor:
     """A view of ``x`` broadcast to ``shape`` along its size-1 free dims."""
-    return x.broadcast_to(tuple(int(n) for n in shape))
+    return x.broadcast_to(shape_dims(shape))
 
 
 def where(condition: NkiTensor, x: Any, y: Any, dtype: Any = None) -> NkiTensor:

@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import dataclasses
 import gc
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -31,8 +32,10 @@ from trnsim.core.machine import NeuronCore
 from trnsim.core.memory import HBM, Hbm, View
 from trnsim.core.options import CoreOptions
 from trnsim.core.races import RaceCheck
+from trnsim.errors import UsageError
 from trnsim.hw import chip
 from trnsim.nki.context import Launch, Program, World, current_or_none, enter
+from trnsim.nki.outputs import Unwritten, check_in_hbm, checked_allowance, kernel_rule, unwritten
 from trnsim.nki.tensor import NkiTensor
 from trnsim.numerics import get_format
 
@@ -48,8 +51,60 @@ TARGETS = {
 _CHIPS = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 
 
+MAX_SEED = 2**63 - 1
+"""The largest ``seed``: each core draws from ``seed + core`` (``seed + rank * lnc + core`` in
+``run_ranks``) as an unsigned 64-bit number."""
+
+
+def _lnc_value(lnc: Any) -> int | None:
+    """``lnc`` as 1 or 2 (an int or a NumPy integer), else None (2.5, "2", True are refused)."""
+    if isinstance(lnc, bool):
+        return None
+    try:
+        value = operator.index(lnc)
+    except TypeError:
+        return None
+    return value if value in (1, 2) else None
+
+
+def check_arguments(where: str, kernel: Any, **given: Any) -> None:
+    """The launch arguments of ``run`` / ``simulate`` / ``record_run`` / ``run_ranks``, checked
+    at the boundary: a ``UsageError`` naming the function, the argument and its value, before
+    anything runs (not a TypeError from deep inside a core)."""
+
+    def bad(name: str, rule: str) -> UsageError:
+        return UsageError(f"trnsim.nki.{where}: {name}={given[name]!r:.60} {rule}")
+
+    if not callable(kernel):
+        raise UsageError(
+            f"trnsim.nki.{where}: kernel={kernel!r:.60} is not a kernel "
+            "(an @nki.jit function, or a plain function)"
+        )
+    if "target" in given and given["target"] is not None and not isinstance(given["target"], str):
+        raise bad("target", f"must be one of {', '.join(sorted(TARGETS))} or a core preset name")
+    if given.get("lnc") is not None and _lnc_value(given["lnc"]) is None:
+        raise bad("lnc", "must be 1 or 2 (or None: the kernel's own)")
+    # rounding: the core refuses an unknown mode before anything runs (rule ``rounding``)
+    if "seed" in given:
+        seed = given["seed"]
+        ok = isinstance(seed, int | np.integer) and not isinstance(seed, bool)
+        if not ok or not 0 <= int(seed) <= MAX_SEED:
+            raise bad("seed", "must be a whole number in 0..2**63-1")
+    if "functional" in given and not isinstance(given["functional"], bool | np.bool_):
+        raise bad("functional", "must be True or False")
+    if given.get("options") is not None and not isinstance(given["options"], CoreOptions):
+        raise bad("options", "must be a trnsim.core.options.CoreOptions (or None)")
+    m = given.get("max_instructions")
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 1):
+        raise bad("max_instructions", "must be a whole number >= 1 (or None: no bound)")
+
+
 def resolve_target(target: str | None) -> str:
     t = target or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or "gen4"
+    if not isinstance(t, str):
+        raise UsageError(
+            f"target {t!r:.40} must be one of {', '.join(sorted(TARGETS))} or a core preset name"
+        )
     key = t.lower()
     if key in TARGETS:
         return TARGETS[key]
@@ -63,6 +118,9 @@ class RunResult:
     outputs: Any
     cores: list[NeuronCore]
     printed: list[str] = field(default_factory=list)
+    unwritten: list[Unwritten] = field(default_factory=list)
+    """Returned outputs with elements no instruction wrote (functional runs; allowed only with
+    ``allow_unwritten``, else the run raises ``output-unwritten``)."""
 
     @property
     def instructions(self) -> list[Instruction]:
@@ -86,9 +144,9 @@ class Kernel:
             if len(lnc) != 1:
                 raise broken("launch-grid", f"launch grid {lnc}: only kernel[lnc] with lnc 1 or 2")
             lnc = lnc[0]
-        if int(lnc) not in (1, 2):
-            raise broken("launch-lnc", f"LNC must be 1 or 2, got {lnc}")
-        return Kernel(self.fn, int(lnc), **self.options)
+        if _lnc_value(lnc) is None:
+            raise broken("launch-lnc", f"LNC must be 1 or 2, got {lnc!r:.40}")
+        return Kernel(self.fn, _lnc_value(lnc), **self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if current_or_none() is not None:
@@ -114,16 +172,28 @@ def simulate(
     rounding: str | None = None,
     seed: int = 0,
     options: CoreOptions | None = None,
+    allow_unwritten: bool | str = False,
 ) -> Callable[..., Any]:
     """``nki.simulate(kernel)(*arrays)`` -> the kernel's outputs as NumPy arrays.
 
     The last run's ``RunResult`` (with the instruction record) is kept on the returned
-    callable as ``.last_run``.
+    callable as ``.last_run``. ``allow_unwritten``: see ``run``.
     """
+    check_arguments(
+        "simulate", kernel, target=target, rounding=rounding, seed=seed, options=options
+    )
+    allowed = checked_allowance(allow_unwritten, "simulate: allow_unwritten")
 
     def call(*args: Any, **kwargs: Any) -> Any:
         res = run(
-            kernel, *args, target=target, rounding=rounding, seed=seed, options=options, **kwargs
+            kernel,
+            *args,
+            target=target,
+            rounding=rounding,
+            seed=seed,
+            options=options,
+            allow_unwritten=allowed,
+            **kwargs,
         )
         call.last_run = res  # type: ignore[attr-defined]
         return res.outputs
@@ -142,6 +212,7 @@ def run(
     functional: bool = True,
     options: CoreOptions | None = None,
     max_instructions: int | None = None,
+    allow_unwritten: bool | str = False,
     **kwargs: Any,
 ) -> RunResult:
     """Run ``kernel`` on emulated NeuronCore(s) and return outputs plus the records.
@@ -152,7 +223,24 @@ def run(
     deferred path if the environment sets ``TRNSIM_DEFERRED=1`` (``CoreOptions.from_env``).
     ``max_instructions``: shorthand for ``CoreOptions.max_instructions`` (a core issuing more
     stops the kernel with a ``KernelError`` at its line).
+
+    The kernel returns its outputs as HBM tensors (``output-not-hbm`` otherwise), and a
+    functional run checks that every element of them was written (``trnsim.nki.outputs``):
+    an element never written is a ``KernelError`` (``output-unwritten``) unless
+    ``allow_unwritten`` gives the reason (a string, or True); the run's ``unwritten`` lists
+    them either way. Arguments are checked here, before anything runs (``UsageError``).
     """
+    check_arguments(
+        "run",
+        kernel,
+        target=target,
+        lnc=lnc,
+        rounding=rounding,
+        seed=seed,
+        functional=functional,
+        options=options,
+        max_instructions=max_instructions,
+    )
     return _launch(
         kernel,
         args,
@@ -165,6 +253,7 @@ def run(
         True,
         options,
         max_instructions,
+        allow_unwritten=checked_allowance(allow_unwritten, "run: allow_unwritten"),
     )
 
 
@@ -186,6 +275,16 @@ def record_run(
     outputs are not copied out (for the tutorial's large matmuls that handling of a few
     hundred MB costs more than recording 10^5 instructions).
     """
+    check_arguments(
+        "record_run",
+        kernel,
+        target=target,
+        lnc=lnc,
+        rounding=rounding,
+        seed=seed,
+        options=options,
+        max_instructions=max_instructions,
+    )
     return _launch(
         kernel,
         args,
@@ -215,6 +314,7 @@ def _launch(
     max_instructions: int | None = None,
     world: World | None = None,
     rank: int = 0,
+    allow_unwritten: bool | str = False,
 ) -> RunResult:
     if options is None:
         options = CoreOptions.from_env()
@@ -255,6 +355,7 @@ def _launch(
         kw = {k: _to_device(cores[0], v, keep_data) for k, v in kwargs.items()}
     finally:
         enter(None)
+    host_written = {id(t.storage.alloc) for t in _views((inputs, kw))}
     results: list[Any] = [None] * n
     errors: list[BaseException | None] = [None] * n
 
@@ -276,21 +377,35 @@ def _launch(
         finally:
             enter(None)
 
-    with single_threaded_blas(), _fewer_gc_passes():  # see trnsim.core.blas, _fewer_gc_passes
-        if n == 1:
-            program(0)
-        else:
-            _in_threads(program, n)
+    _ACTIVE.append(launch)
+    try:
+        with single_threaded_blas(), _fewer_gc_passes():  # see trnsim.core.blas, _fewer_gc_passes
+            if n == 1:
+                program(0)
+            else:
+                _in_threads(program, n)
+    finally:
+        _ACTIVE.remove(launch)
     _raise_first(errors)
     if race is not None:
         race.check("at the end of the launch")
+    views = check_in_hbm(results[0], kernel)
     if not functional:  # nothing wrote data: the inputs are unchanged, the outputs sentinel
         return _observed(
             RunResult(_to_numpy(results[0]) if keep_data else None, cores, launch.printed)
         )
+    never = unwritten(views, cores, host_written)
+    if never and not allow_unwritten:
+        raise kernel_rule(
+            "output-unwritten",
+            "; ".join(u.describe() for u in never)
+            + " (write every element, or pass allow_unwritten='why' to trnsim.nki.run / "
+            "simulate, UNWRITTEN = 'why' in a kernel file, if the kernel leaves them on purpose)",
+            kernel,
+        )
     for a, t in zip(args, inputs, strict=True):
         _write_back(a, t)
-    return _observed(RunResult(_to_numpy(results[0]), cores, launch.printed))
+    return _observed(RunResult(_to_numpy(results[0]), cores, launch.printed, never))
 
 
 def run_ranks(
@@ -303,10 +418,15 @@ def run_ranks(
     seed: int = 0,
     functional: bool = True,
     options: CoreOptions | None = None,
+    backend: Any = None,
+    allow_unwritten: bool | str = False,
 ) -> list[RunResult]:
     """Run ``kernel`` as ``len(per_rank)`` ranks: rank ``r`` is a launch of its own (its own
     NeuronCore(s) and HBM, one thread) called with ``per_rank[r]`` (positional, keyword
     arguments); ``nki.collectives`` calls exchange between the ranks (``rank_id()`` is ``r``).
+    ``backend``: where the ranks run instead of this process's threads, e.g.
+    ``trnsim.nki.ray_ranks.RayRanks()`` (each rank in a Ray actor; the same results, bit for
+    bit); None: here.
     With LNC=2 launches (``lnc=2`` or ``kernel[2]``) core ``c`` of each rank takes part in
     the collectives with core ``c`` of the others (``trnsim.nki.collectives._exchange``).
     Returns each rank's ``RunResult``, in rank order. Core ``i`` of rank ``r`` draws its
@@ -314,10 +434,32 @@ def run_ranks(
 
     The first failing rank's error is raised (a rank that only saw another rank abort the
     collective it waited in is not the cause)."""
+    check_arguments(
+        "run_ranks",
+        kernel,
+        target=target,
+        lnc=lnc,
+        rounding=rounding,
+        seed=seed,
+        functional=functional,
+        options=options,
+    )
+    allowed = checked_allowance(allow_unwritten, "run_ranks: allow_unwritten")
     n = len(per_rank)
     if n < 1:
         raise broken("launch-ranks", "run_ranks needs at least one rank")
     width = lnc or (kernel.lnc if isinstance(kernel, Kernel) else 1)
+    if backend is not None:
+        launch = dict(
+            target=target,
+            lnc=lnc,
+            rounding=rounding,
+            seed=seed,
+            functional=functional,
+            options=options,
+            allow_unwritten=allowed,
+        )
+        return backend.run_ranks(kernel, per_rank, width, launch)
     world = World(n, threading.Barrier(n * width))
     results: list[RunResult | None] = [None] * n
     errors: list[BaseException | None] = [None] * n
@@ -339,6 +481,7 @@ def run_ranks(
                 None,
                 world,
                 r,
+                allowed,
             )
         except BaseException as exc:
             errors[r] = exc
@@ -367,6 +510,27 @@ def _raise_first(errors: list[BaseException | None]) -> None:
     for exc in errors:
         if exc is not None:
             raise exc
+
+
+_ACTIVE: list[Launch] = []
+"""The launches running now (what ``instructions_so_far`` counts)."""
+
+
+def instructions_so_far() -> int:
+    """Instructions recorded so far by the launches running now (a progress figure: read from
+    another thread without a lock, so it may be a few instructions behind)."""
+    return sum(len(c.record) for launch in list(_ACTIVE) for c in launch.cores)
+
+
+def _views(x: Any) -> list[View]:
+    """The views in an argument structure (tuples, lists, dict values)."""
+    if isinstance(x, View):
+        return [x]
+    if isinstance(x, tuple | list):
+        return [v for y in x for v in _views(y)]
+    if isinstance(x, dict):
+        return [v for y in x.values() for v in _views(y)]
+    return []
 
 
 _OBSERVERS: contextvars.ContextVar[list[RunResult] | None] = contextvars.ContextVar(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trnsim.core import indirect
-from trnsim.core.argrules import broken
+from trnsim.core.argrules import broken, shape_dim
 from trnsim.core.indirect import IndirectView, TensorIndirectView
 from trnsim.core.memory import View
 from trnsim.nki.buffers import OF_MEMORY, Buffer
@@ -198,7 +198,7 @@ class NkiTensor(View):
     def reshape(self, *shape: Any) -> NkiTensor:
         if len(shape) == 1 and isinstance(shape[0], tuple | list):
             shape = tuple(shape[0])
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(-1 if type(s) is int and s == -1 else shape_dim(s) for s in shape)
         if -1 in shape:
             known = prod(s for s in shape if s != -1)
             shape = tuple(self.size // known if s == -1 else s for s in shape)

@@ -97,17 +97,23 @@ def _blocks(x: np.ndarray, axis: int, block: int) -> tuple[np.ndarray, int]:
     return moved.reshape(*moved.shape[:-1], moved.shape[-1] // block, block), ax
 
 
+def floor_log2(a: ArrayLike) -> np.ndarray:
+    """``floor(log2(a))`` exactly (int64) for finite positive ``a``: ``frexp`` gives
+    ``a = f * 2^e`` with ``f`` in [0.5, 1). (``np.floor(np.log2(a))`` is not exact: for ``a``
+    just below a power of two, e.g. fp32 ``127.99999``, the rounded logarithm is 7.0.)"""
+    _, e = np.frexp(np.asarray(a, dtype=np.float64))
+    return e.astype(np.int64) - 1
+
+
 def shared_exponents(amax: np.ndarray, elem: Format, scale_rule: str) -> np.ndarray:
     """E8M0 scale codes (uint8) for block maxima ``amax`` (see module docstring)."""
     if scale_rule not in SCALE_RULES:
         raise NumericsError(f"unknown scale_rule {scale_rule!r}; valid: {', '.join(SCALE_RULES)}")
     a = np.asarray(amax, dtype=np.float64)
     finite = np.isfinite(a)
-    # floor(log2(a)) exactly: frexp gives a = f * 2^e with f in [0.5, 1)
     safe = np.where(finite & (a > 0), a, 2.0**-126)
-    _, e = np.frexp(safe)
     offset = elem.emax - (1 if scale_rule == "nki" else 0)
-    shared = (e.astype(np.int64) - 1) - offset
+    shared = floor_log2(safe) - offset
     shared = np.maximum(shared, -SCALE_BIAS)
     code = np.where(finite & (shared <= SCALE_BIAS), shared + SCALE_BIAS, SCALE_NAN)
     return code.astype(np.uint8)

@@ -77,3 +77,31 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[str], Any]) -> P
         if os.path.exists(tmp):
             os.unlink(tmp)
     return p
+
+
+def distinct_outputs(outputs: dict[str, Path], inputs: dict[str, str | os.PathLike[str]]) -> None:
+    """Refuse two outputs of one command that are the same file (one would silently replace
+    the other), or an output that is one of its inputs (the kernel file, a config): a
+    ``UsageError`` naming both. ``outputs``: {flag: path}; ``inputs``: {what: path}."""
+    seen: dict[str, str] = {}
+    for what, path in inputs.items():
+        seen.setdefault(_identity(path), what)
+    for flag, path in outputs.items():
+        key = _identity(path)
+        if key in seen:
+            raise UsageError(
+                f"{flag} {str(path)!r} is the same file as {seen[key]}: give each output "
+                "a path of its own"
+            )
+        seen[key] = f"{flag} {str(path)!r}"
+
+
+def _identity(path: str | os.PathLike[str]) -> str:
+    """One name per file: the resolved absolute path (symbolic links followed), or the device
+    and inode for an existing file (a hard link is the same file)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        return f"inode:{st.st_dev}:{st.st_ino}"
+    except OSError:
+        return str(p.resolve())

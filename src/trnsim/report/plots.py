@@ -273,6 +273,36 @@ def draw_timeline(profile: Any, order: Sequence[int], width_px: int = 1600) -> A
     return fig
 
 
+# ---------------------------------------------------------------------------------------------
+# trnsim torch-demo: training-loss curves of the numerics study
+# ---------------------------------------------------------------------------------------------
+
+
+def loss_curves(
+    curves: dict[str, Sequence[float]],
+    path: str | os.PathLike[str],
+    title: str = "training loss",
+    window: int = 10,
+) -> Path:
+    """One line per run: the loss at each step, smoothed by a trailing mean over ``window``
+    steps (the raw points are drawn faintly underneath)."""
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for (name, ys), colour in zip(curves.items(), palette(len(curves)), strict=True):
+        y = np.asarray(ys, dtype=float)
+        x = np.arange(1, len(y) + 1)
+        ax.plot(x, y, color=colour, alpha=0.15, linewidth=0.8)
+        w = max(1, min(window, len(y)))
+        smooth = np.convolve(y, np.ones(w) / w, mode="valid")
+        ax.plot(x[w - 1 :], smooth, color=colour, linewidth=1.6, label=name)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy loss (nats per character)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    return save(fig, path, "png")
+
+
 def microbench_chart(results: Sequence[Any], path: str | os.PathLike[str]) -> Path:
     """One panel per benchmark (``trnsim.perf.microbench.MicroResult``): GEMM TFLOP/s against
     size, one line per target and dtype; STREAM TB/s and attention TFLOP/s as bars; published

@@ -64,9 +64,15 @@ class _Plain:
     ``delay`` (so it also reports a single long step), and one when the work ends."""
 
     def __init__(
-        self, description: str, total: float | None, delay: float, interval: float
+        self,
+        description: str,
+        total: float | None,
+        delay: float,
+        interval: float,
+        eta: bool = False,
     ) -> None:
-        self.description, self.total = description, total
+        self.description, self.total, self.eta = description, total, eta
+        self._err = sys.stderr  # the stderr of the start (module docstring)
         self.done = 0.0
         self.start = time.monotonic()
         self.printed = False
@@ -91,13 +97,16 @@ class _Plain:
         if self.total:
             share = min(1.0, self.done / self.total)
             count = f": {self.done:,.0f}/{self.total:,.0f} ({share:.0%})"
+            if self.eta and 0 < self.done < self.total:
+                left = elapsed * (self.total - self.done) / self.done
+                return f"trnsim: {self.description}{count}, {elapsed:,.0f} s, eta {left:,.0f} s"
         else:
             count = ""
         return f"trnsim: {self.description}{count}, {elapsed:,.0f} s"
 
     def _say(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):  # stderr closed: nothing to say
-            print(text, file=sys.stderr, flush=True)
+            print(text, file=self._err, flush=True)
         self.printed = True
 
     def _run(self) -> None:
@@ -118,14 +127,18 @@ class _Plain:
 
 
 @contextmanager
-def progress(description: str, total: float | None = None) -> Iterator[_Bar | _Quiet | _Plain]:
-    """Progress on stderr for the ``with`` block (module docstring)."""
+def progress(
+    description: str, total: float | None = None, eta: bool = False
+) -> Iterator[_Bar | _Quiet | _Plain]:
+    """Progress on stderr for the ``with`` block (module docstring); ``eta``: also the
+    estimated time left. The bar and the lines keep the stderr of their start, so work that
+    captures stderr meanwhile (a sweep point) does not capture them."""
     how = mode()
     if how == "off":
         yield _Quiet()
         return
     if how == "plain":
-        plain = _Plain(description, total, PLAIN_DELAY, PLAIN_INTERVAL)
+        plain = _Plain(description, total, PLAIN_DELAY, PLAIN_INTERVAL, eta)
         try:
             yield plain
         except BaseException:
@@ -141,11 +154,14 @@ def progress(description: str, total: float | None = None) -> Iterator[_Bar | _Q
         SpinnerColumn,
         TextColumn,
         TimeElapsedColumn,
+        TimeRemainingColumn,
     )
 
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
     columns.append(TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    if eta and total is not None:
+        columns += [TextColumn("eta"), TimeRemainingColumn()]
+    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as bar:
         yield _Bar(bar, bar.add_task(description, total=total))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from trnsim.core.location import fail
@@ -72,6 +73,7 @@ class BenchmarkKernel(LegacyKernel):
         warmup = _count("warmup", opts.get("warmup"), 10)
         iters = _count("iters", opts.get("iters"), 100)
         target = resolve_target(opts.get("platform_target"))
+        self._check_artifact_paths()  # before the run, not after it
         prof = profile_kernel(self, *args, target=target)
         self.benchmark_result = BenchmarkResult(Latency(prof.total_s, target), prof, warmup, iters)
         self._write_artifacts(prof)
@@ -80,6 +82,27 @@ class BenchmarkKernel(LegacyKernel):
     def __getitem__(self, key: Any) -> BenchmarkKernel:
         k = super().__getitem__(key)
         return BenchmarkKernel(k.legacy_fn, k.grid, **self.options)
+
+    def _artifact_paths(self) -> dict[str, str]:
+        """{option: path} of the files this call writes."""
+        opts = self.options
+        directory = opts.get("working_directory")
+        profile_mode = opts.get("mode") == "profile"
+        base = str(directory) if directory is not None else ""
+        trace = opts.get("save_trace_name") or ("profile.ntff" if profile_mode else None)
+        neff = opts.get("save_neff_name") or ("file.neff" if profile_mode else None)
+        paths = {"save_trace_name": trace, "save_neff_name": neff}
+        if profile_mode:
+            paths["timeline"] = "timeline.png"
+        return {k: os.path.join(base, str(v)) for k, v in paths.items() if v}
+
+    def _check_artifact_paths(self) -> None:
+        """Two artifacts may not be one file (one would silently replace the other)."""
+        from trnsim.report.output import distinct_outputs
+
+        if self.options.get("mode") == "profile":
+            return  # the directory is made by the run; its three names differ
+        distinct_outputs({k: Path(v) for k, v in self._artifact_paths().items()}, {})
 
     def _write_artifacts(self, prof: Profile) -> None:
         opts = self.options

@@ -17,6 +17,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from trnsim.core.argrules import shape_dims
 from trnsim.core.location import fail
 from trnsim.core.memory import HBM, PSUM, SBUF, View
 from trnsim.errors import KernelError
@@ -125,7 +126,7 @@ def _split_shape(shape: Any, buf: Buffer) -> tuple[tuple[int, ...], tuple[int, .
     pos = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
     if len(pos) > 1:
         raise fail("par-dim", f"shape {shape} has {len(pos)} par_dim dimensions; at most one")
-    dims = tuple(int(s) for s in shape)
+    dims = shape_dims(shape)  # a float such as 64.5 is refused, not truncated
     if any(d < 1 for d in dims):
         raise fail("shape", f"tensor shape {list(dims)} must have positive sizes")
     if not pos or buf.memory == HBM:
