@@ -76,6 +76,34 @@ BASES: dict[str, list[str]] = {
     ],
     "run": ["run", SOFTMAX],
     "profile": ["profile", HBM_COPY, *SMALL_COPY, "--no-files"],
+    "torch-profile": [
+        "torch-profile",
+        "--mode",
+        "shapes",
+        "--layers",
+        "1",
+        "--seq-len",
+        "8",
+        "--d-model",
+        "32",
+        "--no-files",
+    ],
+    "torch-demo": [
+        "torch-demo",
+        "--steps",
+        "1",
+        "--layers",
+        "1",
+        "--seq-len",
+        "8",
+        "--d-model",
+        "32",
+        "--batch",
+        "1",
+        "--no-png",
+    ],
+    "sweep": ["sweep", str(ROOT / "tests" / "data" / "sweep_one.json"), "--serial"],
+    "tune": ["tune", SOFTMAX, "--param", "N=128,256", "--serial"],
     # a checkout that is not there: every flag value parsed and judged in milliseconds (the
     # runs themselves are tests/test_conformance*.py's)
     "conformance": ["conformance", "/nonexistent/nki-library"],
@@ -89,7 +117,7 @@ INPUT_FLAGS = {"--model", "--draft-model"}
 # ... and paths written. Never a real device here: a writer that renamed its file over one
 # would replace it (as root, /dev/zero itself); a FIFO made in the test's directory stands in.
 OUTPUTS = ["", "/", "/nonexistent/dir/file", "/proc/self/x.png", "FIFO", "x" * 5000]
-OUTPUT_FLAGS = {"--png", "--plot", "--trace", "--out-dir"}
+OUTPUT_FLAGS = {"--png", "--plot", "--trace", "--out-dir", "--out"}
 # Flags whose hostile values would start minutes of legitimate work (a full demo, a refit):
 # their values are covered where they are cheap.
 SKIP = {("validate", "--build-tables"), ("validate", "--fit")}
@@ -190,7 +218,19 @@ def _quiet(monkeypatch, tmp_path):
 
 
 # Verbs whose legal values run an estimate or the demo (seconds each over ~100 values).
-SLOW = {"train", "infer", "plan", "compare-workload", "demo", "dra simulate", "serve"}
+SLOW = {
+    "train",
+    "infer",
+    "plan",
+    "compare-workload",
+    "demo",
+    "dra simulate",
+    "serve",
+    "torch-profile",
+    "torch-demo",
+    "sweep",
+    "tune",
+}
 
 
 @pytest.mark.parametrize(

@@ -512,6 +512,61 @@ _add(
         10**7,
         "ten million events",
     ),
+    # trnsim.torch: the small GPT that runs with data on this machine's CPU (torch-profile's
+    # eager and compiled modes, torch-demo); its sizes together are bounded by rule gpt-size
+    Rule(
+        "gpt-width",
+        "d_model",
+        "--d-model",
+        "model width",
+        True,
+        1,
+        16_384,
+        "Llama 3 405B's width (16,384)",
+    ),
+    Rule(
+        "gpt-layers",
+        "n_layers",
+        "--layers",
+        "transformer blocks",
+        True,
+        1,
+        1_024,
+        "8x Llama 3 405B's 126 layers",
+    ),
+    Rule("gpt-heads", "n_heads", "--heads", "attention heads", True, 1, 1_024, "1,024 heads"),
+    Rule(
+        "gpt-seq-len",
+        "seq_len",
+        "--seq-len",
+        "tokens per sequence",
+        True,
+        1,
+        MAX_TOKENS,
+        _TOKENS_WHY,
+    ),
+    Rule(
+        "gpt-batch",
+        "batch",
+        "--batch",
+        "sequences per step",
+        True,
+        1,
+        2**16,
+        "65,536 sequences of a model that runs on the CPU",
+    ),
+    Rule(
+        "study-steps",
+        "steps",
+        "--steps",
+        "training steps per run",
+        True,
+        1,
+        10**6,
+        "a million steps per run (the study trains up to seven runs)",
+        warn_above=10_000,
+        warn_why="more than 10,000 steps per run take hours on two cores",
+    ),
     Rule("top", "top", "--top", "plans shown", True, 1, 10_000, "ten thousand plans"),
     Rule(
         "collective-bytes",
@@ -736,6 +791,37 @@ def check_finite(what: str, **values: float | None) -> None:
             raise InputError(
                 f"{what}: {key} is {v} (the inputs' product overflows a float; rule finite-result)"
             )
+
+
+# The small GPT of trnsim.torch runs with real tensors on the CPU: its weights (12 x layers x
+# width^2, as GPT-2's blocks) and one step's activations (batch x sequence x width x layers,
+# each element kept a few times for the backward pass) must fit in memory.
+MAX_GPT_PARAMS = 2**28  # 268M parameters: 1 GiB of FP32 weights, 4 GiB with AdamW's state
+MAX_GPT_ACTIVATIONS = 2**26  # 67M elements per layer stack: ~4 GiB with what backward keeps
+
+
+def check_gpt_size(d_model: int, n_layers: int, seq_len: int, batch: int | None = None) -> None:
+    """Rule gpt-size: the small GPT's weights at most ``MAX_GPT_PARAMS``, and (with ``batch``)
+    one step's activations at most ``MAX_GPT_ACTIVATIONS`` elements."""
+    params = 12 * n_layers * d_model * d_model + seq_len * d_model
+    if params > MAX_GPT_PARAMS:
+        raise InputError(
+            f"{RULES['gpt-layers'].label()} {n_layers:,}, {RULES['gpt-width'].label()} "
+            f"{d_model:,}, {RULES['gpt-seq-len'].label()} {seq_len:,}: about {params:,} "
+            f"parameters, more than the {MAX_GPT_PARAMS:,} a model run with data on the CPU "
+            "may have (rule gpt-size)"
+        )
+    if batch is None:
+        return
+    acts = batch * seq_len * d_model * n_layers
+    if acts > MAX_GPT_ACTIVATIONS:
+        raise InputError(
+            f"{RULES['gpt-batch'].label()} {batch:,} x {RULES['gpt-seq-len'].label()} "
+            f"{seq_len:,} x {RULES['gpt-width'].label()} {d_model:,} x "
+            f"{RULES['gpt-layers'].label()} {n_layers:,} = {acts:,} activations per step, more "
+            f"than the {MAX_GPT_ACTIVATIONS:,} a model run with data on the CPU may keep "
+            "(rule gpt-size)"
+        )
 
 
 # --- the doors of the public functions ---------------------------------------------------------
