@@ -73,6 +73,8 @@ def _one_line(capsys, argv, status=2):
         (["torch-profile", "--mode", "shapes", "--global-batch", "1e12"], "rule global-batch"),
         (["torch-demo", "--steps", "1e12", "--no-png"], "rule study-steps"),
         (["torch-demo", "--heads", "5000", "--no-png"], "rule gpt-heads"),
+        (["torch-demo", "--seed", str(10**23), "--no-png"], "rule study-seed"),
+        (["torch-demo", "--lr", "1e300", "--no-png"], "rule study-lr"),
     ],
 )
 def test_the_cli_refuses_with_one_line(argv, needle, capsys, monkeypatch, tmp_path):

@@ -567,6 +567,29 @@ _add(
         warn_above=10_000,
         warn_why="more than 10,000 steps per run take hours on two cores",
     ),
+    Rule(
+        "study-lr",
+        "lr",
+        "--lr",
+        "AdamW learning rate",
+        False,
+        0,
+        1.0,
+        "AdamW moves each weight by up to the learning rate a step; published rates are below "
+        "1e-2 (GPT-3: 6e-4, arXiv:2005.14165 table 2.1)",
+        low_open=True,
+    ),
+    Rule(
+        "study-seed",
+        "seed",
+        "--seed",
+        "seed of data and weights",
+        True,
+        0,
+        2**32 - 1,
+        "a 32-bit seed: the study derives each step's rounding seed from it, within the 64 "
+        "bits torch.manual_seed takes",
+    ),
     Rule("top", "top", "--top", "plans shown", True, 1, 10_000, "ten thousand plans"),
     Rule(
         "collective-bytes",

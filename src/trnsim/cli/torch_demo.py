@@ -50,8 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--heads", type=rule_type("gpt-heads", positive_int), default=4, help="attention heads"
     )
-    parser.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate")
-    parser.add_argument("--seed", type=nonneg_int, default=0, help="seed of data and weights")
+    parser.add_argument(
+        "--lr", type=rule_type("study-lr", positive_float), default=3e-3, help="AdamW learning rate"
+    )
+    parser.add_argument(
+        "--seed",
+        type=rule_type("study-seed", nonneg_int),
+        default=0,
+        help="seed of data and weights",
+    )
     parser.add_argument(
         "--formats",
         default="fp32,bf16,mxfp8,mxfp4",
