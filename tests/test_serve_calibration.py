@@ -58,3 +58,15 @@ def test_each_scenario_is_simulated_at_its_own_scale():
     alone = cal.validate(0.1, only=["k2-8b-h100"])
     after = cal.validate(0.1, only=["k1-h200-offline", "k2-8b-h100"])[1:]
     assert [r.predicted for r in after] == [r.predicted for r in alone]
+
+
+def test_a_reused_run_is_the_same_run():
+    """``validate(reuse=True)`` (what ``trnsim validate`` asks) gives the rows a fresh run
+    gives, and a second call takes the kept run."""
+    fresh = cal.validate(0.05, only=["k2-70b-h200"])
+    first = cal.validate(0.05, only=["k2-70b-h200"], reuse=True)
+    kept = cal._RUNS[("k2-70b-h200", 0.05)]
+    again = cal.validate(0.05, only=["k2-70b-h200"], reuse=True)
+    assert [r.predicted for r in first] == [r.predicted for r in fresh]
+    assert [r.predicted for r in again] == [r.predicted for r in fresh]
+    assert cal._RUNS[("k2-70b-h200", 0.05)] is kept

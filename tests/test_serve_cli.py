@@ -46,6 +46,28 @@ def test_json_run(capsys):
     assert d["engine"]["policy"] == "vllm-v1"
 
 
+def test_trtllm_policy_run(capsys):
+    """TensorRT-LLM's scheduler from the CLI: its capacity policy and KV fraction reach the
+    engine, and every request completes."""
+    d = run_json(
+        capsys,
+        "--rate",
+        "4",
+        "--policy",
+        "trtllm",
+        "--capacity-policy",
+        "max_utilization",
+        "--kv-free-fraction",
+        "0.5",
+    )
+    assert d["summary"]["requests"]["completed"] == 30
+    assert d["engine"]["policy"] == "trtllm"
+    assert d["engine"]["block_size"] == 32  # TensorRT-LLM's tokens_per_block
+    notes = " ".join(d["assumptions"])
+    assert "capacity scheduler max_utilization" in notes
+    assert "= 0.5 x (80.0 GB HBM per rank - weights" in notes
+
+
 def test_human_output_fits_80_columns(capsys):
     assert main([*BASE, *SMALL, "--concurrency", "2"]) == 0
     out = capsys.readouterr().out
@@ -115,6 +137,7 @@ def test_a_trace_run(tmp_path, capsys):
         (["--trace", "/no/such.csv"], "no such file"),
         (["--spec-tokens", "3"], "needs --draft-model"),
         (["--draft-model", "mtp"], "no multi-token-prediction modules"),
+        (["--capacity-policy", "max_utilization"], "capacity_policy is TensorRT-LLM's"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args, match):

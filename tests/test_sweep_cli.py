@@ -131,6 +131,7 @@ def test_a_bad_spec_is_one_line_and_exit_2(tmp_path, capsys, data, needle):
 
 
 def test_an_unreachable_ray_address_is_one_line_and_exit_2(tmp_path):
+    pytest.importorskip("ray", reason="the ray extra (without it --ray says how to install it)")
     spec = _write(tmp_path, SMALL)
     t0 = time.monotonic()
     proc = _cli("sweep", str(spec), "--ray", "127.0.0.1:9", "--out", str(tmp_path / "t.csv"))

@@ -110,8 +110,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--policy",
         choices=policy_names(),
-        help="scheduler: vllm-v1 or neuron (default: neuron on Trainium/Inferentia, vllm-v1 "
-        "elsewhere)",
+        help="scheduler: vllm-v1, neuron, optimum-neuron or trtllm (TensorRT-LLM) (default: "
+        "neuron on Trainium/Inferentia, vllm-v1 elsewhere)",
+    )
+    e.add_argument(
+        "--capacity-policy",
+        choices=("guaranteed_no_evict", "max_utilization"),
+        help="trtllm: TensorRT-LLM's capacity scheduler (default guaranteed_no_evict)",
+    )
+    e.add_argument(
+        "--kv-free-fraction",
+        type=fraction,
+        help="trtllm: free_gpu_memory_fraction, the KV cache's share of the memory left after "
+        "weights and activations (default 0.9)",
     )
     e.add_argument(
         "--neuron-form",
@@ -335,6 +346,8 @@ def _engine(args: argparse.Namespace, sysm: SystemSpec, policy: str | None = Non
         sampling=args.sampling,
         async_scheduling=args.async_scheduling,
         kv_cache_dtype=args.kv_cache_dtype,
+        capacity_policy=args.capacity_policy,
+        kv_free_fraction=args.kv_free_fraction,
     )
 
 

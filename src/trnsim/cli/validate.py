@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if serving.SET in sets:
         n = len({r.scenario for r in serving.rows()})
         with progress("simulating serving runs", total=n) as bar:
-            results += serving.validate(advance=bar.advance)
+            results += serving.validate(advance=bar.advance, reuse=True)
     summ = summary(results, sets)
     if args.json:
         profiles = {}

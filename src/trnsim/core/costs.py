@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
 
+from trnsim.core.collops import canonical_op
 from trnsim.core.instruction import Instruction, Operand
 from trnsim.core.isa import Engine, Op
 from trnsim.core.spec import DATA, MOVING, REDUCE_RES, SPECS, STATIONARY
@@ -700,11 +701,9 @@ def collective_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     ``2(n-1)`` steps for all-reduce, ``n-1`` for all-gather / reduce-scatter / all-to-all, 1
     for a permute); the data phase moves ``bus_factor(n) x message bytes`` (the message: the
     larger of src and dst) through ``_transfer`` (the core's DMA engines, rows, HBM share).
-    Sources: ring factors ``trnsim.fabric.collectives.OPS``; DMA figures ``trnsim.hw``
+    Sources: ring factors ``trnsim.core.collops.OPS``; DMA figures ``trnsim.hw``
     (NEURON_DMA_GUIDE). The chip's collective-communication cores are not modelled apart
     from the DMA engines they drive (``trnsim.hw`` catalog note ``cc_cores``)."""
-    from trnsim.fabric.collectives import canonical_op
-
     n = max(1, len(instr.attr("ranks") or ()))
     kind = _CC_KIND[instr.opcode.value]
     ops = instr.dst + instr.src

@@ -470,8 +470,9 @@ class Storage:
         self.shape = shape
 
     def __del__(self) -> None:
-        alloc = self.alloc
-        alloc.memory.free(alloc)
+        alloc = getattr(self, "alloc", None)  # None: made by copy or unpickling, owns nothing
+        if alloc is not None:
+            alloc.memory.free(alloc)
 
 
 class DetachedStorage:

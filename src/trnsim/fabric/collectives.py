@@ -57,6 +57,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from trnsim import inputs
+from trnsim.core.collops import OPS, canonical_op
+from trnsim.core.collops import ring_fraction as _f
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.fabric import nccl
 from trnsim.fabric.overheads import FITTED, MESH_MAX_BYTES, RDH_MAX_BYTES, Overheads
@@ -65,62 +67,6 @@ from trnsim.fabric.topology import FatTree, Group, LevelView, group
 from trnsim.hw import SystemSpec
 from trnsim.hw import system as lookup_system
 
-
-@dataclass(frozen=True, slots=True)
-class OpSpec:
-    """A collective: canonical name, accepted aliases, applicable algorithms, busbw factor."""
-
-    name: str
-    aliases: tuple[str, ...]
-    algos: tuple[str, ...]
-    bus_factor: Callable[[int], float]
-
-
-def _f(n: int) -> float:
-    return (n - 1) / n
-
-
-OPS: dict[str, OpSpec] = {
-    op.name: op
-    for op in (
-        OpSpec(
-            "all-reduce",
-            ("allreduce", "all_reduce", "ar", "allr"),
-            ("ring", "direct", "rdh", "tree", "hierarchical"),
-            lambda n: 2 * _f(n),
-        ),
-        OpSpec(
-            "all-gather",
-            ("allgather", "all_gather", "ag", "allg"),
-            ("ring", "direct", "rdh", "hierarchical"),
-            _f,
-        ),
-        OpSpec(
-            "reduce-scatter",
-            ("reducescatter", "reduce_scatter", "rs", "redsct"),
-            ("ring", "direct", "rdh", "hierarchical"),
-            _f,
-        ),
-        OpSpec(
-            "all-to-all",
-            ("alltoall", "all_to_all", "a2a", "alltoallv", "all-to-all-v"),
-            ("ring", "direct", "rdh", "hierarchical"),
-            _f,
-        ),
-        OpSpec(
-            "broadcast",
-            ("bcast", "bc"),
-            ("ring", "direct", "rdh", "tree", "hierarchical"),
-            lambda n: 1.0,
-        ),
-        OpSpec(
-            "permute",
-            ("send-recv", "sendrecv", "send_recv", "p2p", "collective-permute"),
-            ("direct",),
-            lambda n: 1.0,
-        ),
-    )
-}
 ALGOS = ("ring", "direct", "rdh", "tree", "hierarchical")
 ALGO_ALIASES = {
     "mesh": "direct",
@@ -137,15 +83,6 @@ NCCL_ALGOS = nccl.NCCL_ALGOS
 
 #: The ``tpu-ici`` stack's constants: no TPU collective measurement to fit (see stacks.py).
 TPU_ICI = Overheads(software_s=0.0, link_efficiency=1.0)
-
-
-def canonical_op(op: str) -> OpSpec:
-    key = op.strip().lower().replace("_", "-")
-    for spec in OPS.values():
-        if key == spec.name or key in spec.aliases or key.replace("-", "") in spec.aliases:
-            return spec
-    valid = ", ".join(f"{s.name} ({', '.join(s.aliases[:2])})" for s in OPS.values())
-    raise UnknownNameError(f"unknown collective op {op!r}; valid: {valid}")
 
 
 def canonical_algo(algo: str | None) -> str:

@@ -69,7 +69,7 @@ from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, in
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision, with_kv_cache
 from trnsim.perf.stacks import SoftwareStack, resolve_stack
-from trnsim.perf.step import StepCost, comm_parts, decode_offsets
+from trnsim.perf.step import StepCost, base_precision, comm_parts, decode_offsets
 from trnsim.perf.table_model import default_model
 from trnsim.perf.train import _resolve_system
 from trnsim.workloads import ModelArgs, eagle3_head, mtp_module, resolve_model
@@ -305,7 +305,7 @@ def estimate_inference(
     cm = compute_model or default_model(chip, rpc)
     sw = resolve_stack(stack, chip, "serve")
     stack_line = sw.describe() if eff is None else f"stack: {sw.name} with a given efficiency"
-    eff = eff or sw.profile(cm)
+    eff = eff or sw.profile(cm, chip, base_precision(prec))
     dtype, dtype_note = compute_dtype(chip, prec.compute)
     draft = speculative.draft_model(m) if speculative else None
     if draft is not None and validate:

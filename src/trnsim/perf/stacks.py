@@ -82,6 +82,10 @@ class SoftwareStack:
         overlap: (train) per communication kind, what the stack overlaps and the source.
         memory: the memory model's inputs for this stack (``trnsim.perf.memory``); the
             training estimate and the planner both read it.
+        prefill_attention: (serve) when the prefill runs a flash-attention kernel: ``""``
+            always (the profile's ``score_bytes``); ``"nxdi"`` as NxD Inference chooses it
+            (``prefill_flash``), the other prefills running the compiler's attention, which
+            moves ``native_score_bytes`` (roofline, table) of HBM per attention score.
     """
 
     name: str
@@ -97,6 +101,8 @@ class SoftwareStack:
     base: tuple[str, str] = ("", "")
     overlap: tuple[tuple[str, str], ...] = ()
     memory: MemoryParams = DEFAULT_MEMORY
+    prefill_attention: str = ""
+    native_score_bytes: tuple[float, float] = (0.0, 0.0)
 
     def variant(self, family: str, prec: str) -> Variant | None:
         """The values for a chip family and precision name: the family's ``"*"`` variant (every
@@ -121,6 +127,22 @@ class SoftwareStack:
             eff = self.roofline
         v = self.variant(chip.family, prec) if chip is not None and prec is not None else None
         return v.apply(eff) if v is not None else eff
+
+    def prefill_flash(self, q_len: int, lnc: int) -> bool:
+        """Whether a prefill of ``q_len`` (padded) tokens runs a flash-attention kernel at
+        logical NeuronCore size ``lnc`` (``prefill_attention``). NxD Inference
+        (aws-neuron/neuronx-distributed-inference ``modules/attention/attention_base.py``
+        ``get_flash_attention_strategy``, as its docstring states it): at LNC 1 the kernel runs
+        for context lengths of at least 4,096 only; at LNC 2 for lengths of at least 1,024
+        divisible by 512, and below 1,024 for lengths divisible by 256; otherwise "use no
+        kernel, because the unsharded kernel has worse performance than no kernel"."""
+        if self.prefill_attention != "nxdi":
+            return True
+        if lnc <= 1:
+            return q_len >= 4096
+        if q_len >= 1024:
+            return q_len % 512 == 0
+        return q_len % 256 == 0
 
     def describe(self, chip: ChipSpec | None = None, prec: str | None = None) -> str:
         line = f"stack: {self.title} ({self.name}); profile {self.source}"
@@ -278,6 +300,13 @@ NXD_INFERENCE = SoftwareStack(
     source=f"fitted to {_P} H (trn2.48xlarge, NxD Inference behind vLLM) and the EAGLE-3 "
     "runs of its tutorials (set S)",
     sequence_parallel_prefill=True,
+    # Prefill attention as NxD Inference picks it (SoftwareStack.prefill_flash): without the
+    # kernel (NeuronCore-v2 chips below 4,096 tokens, odd lengths on Trn2) the compiler's
+    # attention writes and reads the score matrix; its HBM bytes per score are BORROWED from
+    # Transformers-NeuronX's BSH-layout fit on Trn1 (set C: the same compiler-generated
+    # attention on the same NeuronCore-v2), not fitted to NxD Inference rows.
+    prefill_attention="nxdi",
+    native_score_bytes=(_TNX_ROOF.score_bytes, _TNX_TABLE.score_bytes),
     # Dropless MoE prefill as a blockwise matmul of 512-token blocks (the Trn2 GPT-OSS
     # configuration of aws-neuron-sdk libraries/nxd-inference/developer_guides/
     # moe-arch-deep-dive.rst, BlockwiseMatmulConfig block_size=512).

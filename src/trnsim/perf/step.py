@@ -29,7 +29,10 @@ A step's time (``StepTime``):
 
 A step with a prefill chunk runs as the stack runs prefills (``sequence_parallel_prefill``
 when its longest prompt spans the TP ranks; MoE prefill as a blockwise matmul when the stack
-says so); a decode-only step does not.
+says so; attention without a flash kernel where the stack's rule says so for a compiled
+graph's padded prefill, ``SoftwareStack.prefill_flash``); a decode-only step does not. The
+stack's efficiency profile is the one of the chip's family and the weights' precision
+(``SoftwareStack.profile``, its per-precision variants).
 
 Speed: every op but attention depends only on the step's tokens and sequence count, so the
 rest of the pass is kept per (tokens, sequences, prefill flags) (the ``REST_CACHE`` most recent
@@ -41,7 +44,7 @@ from timing the whole graph again only by the order of the floating-point additi
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
@@ -56,6 +59,12 @@ from trnsim.workloads.graph import attention_kinds
 
 DECODE_POINTS = 4
 REST_CACHE = 1024  # step shapes kept (least recently used dropped): bounded memory
+
+
+def base_precision(prec: Precision) -> str:
+    """The weights' precision name of ``prec`` (without a separate KV-cache dtype): the key of
+    a stack's per-precision variants (``trnsim.perf.stacks.SoftwareStack.variant``)."""
+    return prec.name.split("+kv-")[0]
 
 
 def decode_offsets(steps: int) -> tuple[int, ...]:
@@ -141,7 +150,11 @@ class StepCost:
         chip = system.chip
         self.cm = compute_model or default_model(chip, plan.ranks_per_chip)
         self.stack = resolve_stack(stack, chip, "serve")
-        self.eff = eff or self.stack.profile(self.cm)
+        self.eff = eff or self.stack.profile(self.cm, chip, base_precision(self.prec))
+        # The compiler's attention, for prefills the stack runs without a flash kernel.
+        native = self.stack.native_score_bytes[1 if self.cm.name == "table" else 0]
+        self._native_eff = replace(self.eff, score_bytes=native) if native else self.eff
+        self._lnc = max(1, chip.cores // plan.ranks_per_chip) if chip.cores else 1
         self.speculative = speculative
         self.draft = speculative.draft_model(self.model) if speculative is not None else None
         self._rest: OrderedDict[tuple, tuple[float, object]] = OrderedDict()
@@ -159,9 +172,12 @@ class StepCost:
 
     # --- the step ---------------------------------------------------------------------------
 
-    def step(self, seqs: tuple[SeqGroup, ...]) -> StepTime:
+    def step(self, seqs: tuple[SeqGroup, ...], compiled: bool = False) -> StepTime:
         """One forward pass over ``seqs`` (decode groups already at ``spec_positions`` new
-        tokens each)."""
+        tokens each). ``compiled``: the shapes are a compiled graph's (padded to a bucket),
+        the only lengths the stack's flash-attention rule (``SoftwareStack.prefill_flash``)
+        is applied to; an unpadded prompt would be padded to a bucket the model does not
+        know, so it is taken to run the kernel."""
         plan, sw = self.plan, self.stack
         prefills = [s for s in seqs if not s.decode]
         sp = bool(
@@ -173,7 +189,14 @@ class StepCost:
         block = sw.moe_prefill_block if prefills else 0
         tokens = sum(s.count * s.q_len for s in seqs)
         eff = self.eff
-        compute = self._pass(self.model, seqs, tokens, sp, block)
+        attn_eff = eff
+        if (
+            compiled
+            and prefills
+            and not self.stack.prefill_flash(max(s.q_len for s in prefills), self._lnc)
+        ):
+            attn_eff = self._native_eff
+        compute = self._pass(self.model, seqs, tokens, sp, block, attn_eff)
         exposed = self._comm_seconds(self.model, tokens, sp)
         host = eff.step_overhead_s + (eff.prefill_overhead_s if prefills else 0.0)
         draft = draft_comm = 0.0
@@ -204,7 +227,13 @@ class StepCost:
     # --- memoised parts ---------------------------------------------------------------------
 
     def _pass(
-        self, m: ModelArgs, seqs: tuple[SeqGroup, ...], tokens: int, sp: bool, block: int
+        self,
+        m: ModelArgs,
+        seqs: tuple[SeqGroup, ...],
+        tokens: int,
+        sp: bool,
+        block: int,
+        attn_eff: Efficiency | None = None,
     ) -> float:
         plan = self.plan
         n_seq = sum(s.count for s in seqs)
@@ -237,9 +266,10 @@ class StepCost:
         rp = rank_plan(plan.tp, plan.ep, sp, plan.ranks_per_chip, plan.moe_imbalance)
         chip = self.system.chip
         attn = 0.0
+        ae = attn_eff or self.eff
         for _name, layers, window in attention_kinds(m):
             op = attention_op(m, tokens, seqs, window)
-            attn += layers * op_seconds(op, g, rp, chip, self.prec, self.eff, self.cm, block)
+            attn += layers * op_seconds(op, g, rp, chip, self.prec, ae, self.cm, block)
         return rest + attn
 
     def _comm_seconds(self, m: ModelArgs, tokens: int, sp: bool) -> float:

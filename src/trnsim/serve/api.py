@@ -170,6 +170,12 @@ def resolve(dep: Deployment, engine: EngineConfig) -> Limits:
             f"max_model_len {engine.max_model_len} exceeds {dep.model.name}'s maximum context "
             f"({most} tokens; vLLM refuses a longer one)"
         )
+    if engine.policy != "trtllm":
+        for name in ("capacity_policy", "kv_free_fraction"):
+            if getattr(engine, name) is not None:
+                raise ConfigError(
+                    f"engine: {name} is TensorRT-LLM's (policy trtllm), not {engine.policy}'s"
+                )
     return get_policy(engine.policy).resolve(dep, engine, kv_precision(dep, engine))
 
 
@@ -213,6 +219,10 @@ def simulate(
         raise ConfigError(f"max_seconds must be > 0, got {max_seconds}")
     prec = kv_precision(dep, engine)
     lim = resolve(dep, engine)
+    if lim.streams > 1 and disagg is not None:
+        raise ConfigError(
+            "disaggregated serving with pipeline micro-batches (trtllm, pp > 1) is not modelled"
+        )
     collector = Collector(slo, on_record, keep_records)
     collector.window = max_seconds
     if steady is not None:

@@ -86,9 +86,9 @@ class StepModel:
         t = self._memo.get(key)
         if t is None:
             if kind == "p":
-                t = self.sc.step((SeqGroup(1, a, b + a, False),))
+                t = self.sc.step((SeqGroup(1, a, b + a, False),), compiled=True)
             else:
-                t = self.sc.step((SeqGroup(a, self.qd, b, True),))
+                t = self.sc.step((SeqGroup(a, self.qd, b, True),), compiled=True)
             self._memo[key] = t
         return t
 

@@ -15,6 +15,10 @@ working set of one rank against its share of HBM):
   ``gpu_memory_utilization`` - weights - activations of a ``max_num_batched_tokens`` pass;
 - vllm-neuron (same document, "Heuristic formula"): total = HBM x ``gpu_memory_utilization``,
   KV budget = min(total - weights, ``VLLM_NEURON_KV_GMU_BUDGET_CAP_FRACTION`` (0.30) x total);
+- TensorRT-LLM (``KvCacheConfig.free_gpu_memory_fraction``, 0.9 by default: "The fraction of
+  GPU memory fraction that should be allocated for the KV cache", of the memory free after the
+  engine is loaded; NVIDIA/TensorRT-LLM ``tensorrt_llm/llmapi/llm_args.py``): KV budget =
+  fraction x (HBM - weights - activations of a ``max_num_tokens`` pass);
 - the NxD-Inference form of vllm-neuron 0.2.x (vllm-project/vllm-neuron @ a5ef7c8
   ``vllm_neuron/worker/neuronx_distributed_model_loader.py`` _get_default_neuron_config): one
   ``max_model_len`` block per sequence, ``max_num_seqs`` blocks: the cache is sized by the
@@ -53,6 +57,7 @@ def plural(n: int, word: str) -> str:
 
 
 KV_DTYPES = ("auto", *KV_CACHE_BYTES)
+CAPACITY_POLICIES = ("guaranteed_no_evict", "max_utilization")
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,10 @@ class EngineConfig:
         async_scheduling: overlap host work with device execution while the batch is unchanged
             (needs device sampling).
         kv_cache_dtype: ``auto`` (the precision's), ``bf16``, ``fp16`` or ``fp8``.
+        capacity_policy: (``trtllm``) TensorRT-LLM's capacity scheduler policy:
+            ``guaranteed_no_evict`` (its default) or ``max_utilization``.
+        kv_free_fraction: (``trtllm``) TensorRT-LLM's ``free_gpu_memory_fraction``: the share
+            of the memory left after the weights and activations that the KV cache takes.
     """
 
     policy: str = "vllm-v1"
@@ -178,6 +187,8 @@ class EngineConfig:
     sampling: str | None = None
     async_scheduling: bool | None = None
     kv_cache_dtype: str = "auto"
+    capacity_policy: str | None = None
+    kv_free_fraction: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -210,6 +221,15 @@ class EngineConfig:
                 f"engine: kv_cache_dtype must be one of {', '.join(KV_DTYPES)}, got "
                 f"{self.kv_cache_dtype!r}"
             )
+        if self.capacity_policy is not None and self.capacity_policy not in CAPACITY_POLICIES:
+            raise ConfigError(
+                f"engine: capacity_policy must be one of {', '.join(CAPACITY_POLICIES)}, got "
+                f"{self.capacity_policy!r}"
+            )
+        if self.kv_free_fraction is not None and not 0 < self.kv_free_fraction <= 1:
+            raise ConfigError(
+                f"engine: kv_free_fraction must be in (0, 1], got {self.kv_free_fraction}"
+            )
         if self.neuron_form not in ("native", "nxdi"):
             raise ConfigError(
                 f"engine: neuron_form must be native or nxdi, got {self.neuron_form!r}"
@@ -227,7 +247,9 @@ class EngineConfig:
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Every number a scheduler uses, resolved for one replica (``notes``: where the defaults
-    came from)."""
+    came from). ``streams``: independent schedules a replica runs at once (TensorRT-LLM's
+    pipeline-parallel micro-batches: ``pp`` of them, each with its share of the KV cache and
+    the whole model's step time; 1 elsewhere); ``num_blocks`` is then one stream's."""
 
     policy: str
     form: str
@@ -248,6 +270,8 @@ class Limits:
     kv_bytes_per_token: float
     notes: tuple[str, ...] = ()
     prefill_chunk: int = 0
+    capacity_policy: str = ""
+    streams: int = 1
 
     @property
     def kv_tokens(self) -> int:
@@ -278,7 +302,8 @@ def kv_capacity(
     cap_fraction: float = 0.30,
 ) -> tuple[int, float, str]:
     """(blocks, KV bytes per token on one rank, how) of one replica's KV cache (module doc):
-    ``rule`` ``vllm`` or ``neuron``."""
+    ``rule`` ``vllm``, ``neuron`` or ``trtllm`` (``gmu`` is then the fraction of the free
+    memory)."""
     m, plan, chip = dep.model, dep.plan, dep.system.chip
     mem = infer_memory(m, plan, chip, 1, block_size, act_tokens, prec)
     weights, act = mem.weights, mem.activations
@@ -289,7 +314,14 @@ def kv_capacity(
         weights += draft_weights(dep.speculative, draft, dmem.weights)
         per_token += dmem.kv_cache / block_size
     total = mem.capacity * gmu
-    if rule == "vllm":
+    if rule == "trtllm":
+        budget = (mem.capacity - weights - act) * gmu
+        how = (
+            f"{gmu:g} x ({mem.capacity / 1e9:.1f} GB HBM per rank - weights "
+            f"{weights / 1e9:.1f} GB - activations {act / 1e9:.2f} GB) (TensorRT-LLM "
+            "free_gpu_memory_fraction)"
+        )
+    elif rule == "vllm":
         budget = total - weights - act
         how = (
             f"{mem.capacity / 1e9:.1f} GB HBM per rank x {gmu:g} - weights "

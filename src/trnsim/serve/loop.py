@@ -346,7 +346,7 @@ class Simulation:
         model = StepModel(dep, lim, prec)
         self.disagg = disagg
         if disagg is None:
-            n = dep.replicas
+            n = dep.replicas * lim.streams  # pipeline micro-batches run as streams
             self.replicas = [Replica(i, "both", dep, lim, model, policy, self) for i in range(n)]
             self.front = self.replicas
             self.back: list[Replica] = []

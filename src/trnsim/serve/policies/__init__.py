@@ -12,8 +12,8 @@ A policy module provides:
   changing); the loop also stops at finishes and arrivals.
 
 Policies never change the state; the loop (``trnsim.serve.loop``) applies their plans. The
-registry refuses duplicates and a lookup failure lists the names; ``sglang`` or ``trtllm``
-policies are one module each.
+registry refuses duplicates and a lookup failure lists the names; ``trtllm`` is TensorRT-LLM's
+in-flight batching; an ``sglang`` policy would be one more module.
 """
 
 from __future__ import annotations
@@ -95,3 +95,4 @@ def names() -> list[str]:
 register("vllm-v1", "trnsim.serve.policies.vllm_v1")
 register("neuron", "trnsim.serve.policies.neuron")
 register("optimum-neuron", "trnsim.serve.policies.optimum_neuron")
+register("trtllm", "trnsim.serve.policies.trtllm")
