@@ -38,9 +38,10 @@ def output_path(path: str | os.PathLike[str], flag: str = "output") -> Path:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{flag}: {str(p)!r} is a directory, not a file")
-    if (p.exists() or p.is_symlink()) and not p.is_file():
-        # a device, a FIFO, a socket: the rename that writes a file whole would replace it
-        # (as root, /dev/null or /dev/zero itself)
+    if p.exists() and not p.is_file():
+        # a device, a FIFO, a socket (or a link to one): the rename that writes a file whole
+        # would replace it (as root, /dev/null or /dev/zero itself). A dangling link is
+        # writable: the rename replaces the link (the verbs compare their outputs' targets).
         raise UsageError(f"{flag}: {str(p)!r} is not a regular file (a device, a FIFO?)")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
