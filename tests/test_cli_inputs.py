@@ -283,3 +283,17 @@ def test_a_config_with_2_to_the_40_experts_ends(tmp_path):
         assert proc.returncode in (0, 1), proc.stderr
         assert "Traceback" not in proc.stderr
         json.loads(proc.stdout)  # a result either way
+
+
+def test_profile_names_the_dma_bandwidth_for_what_it_is(capsys, tmp_path, monkeypatch):
+    """``profile --json`` called the HBM bandwidth the active cores' DMA can draw (MBU's
+    denominator, 528 GB/s on one Trn2 core) ``hbm_bw``, the chip's HBM bandwidth's name."""
+    monkeypatch.setenv("TRNSIM_PROGRESS", "0")
+    kernel = Path(__file__).resolve().parents[1] / "examples" / "kernels" / "timing" / "hbm_copy.py"
+    argv = ["profile", str(kernel), "--arg", "rows=256", "--arg", "cols=256", "--no-files"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "hbm_bw" not in data and data["dma_hbm_bw"] > 0
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "GB/s (the HBM bandwidth the cores' DMA can draw)" in out and " TFLOP/s (" in out

@@ -126,7 +126,9 @@ class Profile:
             "peak_dtype": self.peak_dtype,
             "mfu": self.mfu,
             "bytes": dict(self.bytes_by_memory),
-            "hbm_bw": self.hbm_bw,
+            # the HBM bandwidth the active cores' DMA can draw (MBU's denominator), not the
+            # chip's HBM bandwidth: named for what it is (issue 21)
+            "dma_hbm_bw": self.hbm_bw,
             "mbu": self.mbu,
             "instruction_counts": dict(self.instruction_counts),
             "critical_path": [
@@ -152,7 +154,8 @@ class Profile:
             f"MFU {self.mfu:.1%} of {fmt_rate(self.peak_flops, 'FLOP/s')} {self.peak_dtype}",
             "  memory   "
             + ", ".join(f"{m} {fmt_bytes(b)}" for m, b in self.bytes_by_memory)
-            + f"; MBU {self.mbu:.1%} of {fmt_rate(self.hbm_bw, 'B/s')} HBM",
+            + f"; MBU {self.mbu:.1%} of the {fmt_rate(self.hbm_bw, 'B/s')} of HBM the "
+            "cores' DMA can draw",
             "  engines  "
             + ", ".join(f"{t.name} {t.utilisation:.0%} ({t.instructions:,})" for t in self.engines),
             "  critical path (top contributors):",
