@@ -100,6 +100,8 @@ BASES: dict[str, list[str]] = {
         "32",
         "--batch",
         "1",
+        "--formats",
+        "fp32,mxfp8",
         "--no-png",
     ],
     "sweep": ["sweep", str(ROOT / "tests" / "data" / "sweep_one.json"), "--serial"],

@@ -125,6 +125,8 @@ VERBS = {
         "32",
         "--batch",
         "1",
+        "--formats",
+        "fp32,mxfp8",
         "--no-png",
     ],
     "sweep dry-run": ["sweep", str(ROOT / "tests" / "data" / "sweep_one.json"), "--dry-run"],
