@@ -269,8 +269,8 @@ def show(console: Console, kernel: str, p: Profile) -> None:
     console.print(
         f"[bold]{kernel}[/bold] on {p.target}: [bold]{p.total_s * 1e3:.4g} ms[/bold], "
         f"{p.instructions:,} instructions; {p.flops_per_s / 1e12:.3g} TFLOP/s = MFU "
-        f"{p.mfu:.1%} of {p.peak_flops / 1e12:.3g} TFLOP/s ({p.peak_dtype}); MBU {p.mbu:.1%} of "
-        f"{p.hbm_bw / 1e9:.0f} GB/s (the HBM bandwidth the cores' DMA can draw)"
+        f"{p.mfu:.1%} of {p.peak_flops / 1e12:.3g} ({p.peak_dtype}); MBU {p.mbu:.1%} of "
+        f"{p.hbm_bw / 1e9:.0f} GB/s"
     )
     t = Table(title="engines", title_justify="left")
     for col in ("engine", "busy", "utilisation", "instructions"):
