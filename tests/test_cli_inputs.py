@@ -287,10 +287,10 @@ def test_a_config_with_2_to_the_40_experts_ends(tmp_path):
 
 def test_profile_names_the_dma_bandwidth_for_what_it_is(capsys, tmp_path, monkeypatch):
     """``profile --json`` called the HBM bandwidth the active cores' DMA can draw (MBU's
-    denominator, 528 GB/s on one Trn2 core) ``hbm_bw``, the chip's HBM bandwidth's name."""
+    denominator) ``hbm_bw``, the chip's HBM bandwidth's name: it is ``dma_bw`` now."""
     monkeypatch.setenv("TRNSIM_PROGRESS", "0")
     kernel = Path(__file__).resolve().parents[1] / "examples" / "kernels" / "timing" / "hbm_copy.py"
     argv = ["profile", str(kernel), "--arg", "rows=256", "--arg", "cols=256", "--no-files"]
     assert main([*argv, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert "hbm_bw" not in data and data["dma_hbm_bw"] > 0
+    assert "hbm_bw" not in data and data["dma_bw"] > 0

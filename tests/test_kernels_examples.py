@@ -109,3 +109,19 @@ def test_mxfp4_x_mxfp8_matmul_offline_quantization():
     exact = A.astype(np.float64) @ B.astype(np.float64)
     rel = np.linalg.norm(out - exact) / np.linalg.norm(exact)
     assert 0.02 < rel < 0.3  # MXFP4 is coarse: clearly lossy, still the same product
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("matmul", {"K": 2048, "M": 2048, "N": 1024}),
+        ("bmm", {"B": 2, "K": 256, "M": 256, "N": 700}),
+        ("lora", {"K": 512, "M": 256, "N": 2048, "R": 64}),
+    ],
+)
+def test_legacy_full_size_kernels_at_small_shapes(name, shape):
+    mod = load("legacy/full_size")
+    args = mod.make_inputs(name, np.random.default_rng(5), **shape)
+    out = mod.KERNELS[name](*args)
+    want = mod.golden(name, *args)  # small integers: every product and sum exact
+    np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(want, np.float32))

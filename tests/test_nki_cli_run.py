@@ -120,7 +120,7 @@ def test_missing_inputs_and_no_golden(tmp_path, capsys):
     )
     path = _write(tmp_path, body)
     assert main(["run", path]) == 2
-    assert "define make_inputs_k(rng), make_inputs(rng) or INPUTS" in capsys.readouterr().err
+    assert "add 'def make_inputs(rng): return (x,)'" in capsys.readouterr().err
     path = _write(
         tmp_path, body + "\nimport numpy as np\nINPUTS = (np.ones((2, 3), np.float32),)\n"
     )

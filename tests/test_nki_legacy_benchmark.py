@@ -90,4 +90,8 @@ def test_save_names_write_the_trace_and_the_instruction_summary(tmp_path, monkey
     summary = json.loads((tmp_path / "file.neff").read_text())
     assert summary["instruction_counts"]["nc_matmul"] == 2
     assert summary["instructions"] == sum(summary["instruction_counts"].values())
+    npf = summary["neuron_profile"]  # the neuron-profile figures under their names
+    assert npf["total_time"] == pytest.approx(summary["latency_s"])
+    assert npf["hardware_flops"] > 0 and npf["hbm_read_bytes"] > 0
+    assert 0 < npf["tensor_engine_active_time_percent"] <= 1
     assert json.loads((tmp_path / "profile.ntff").read_text())["traceEvents"]

@@ -100,20 +100,19 @@ def test_mask_used_as_a_python_bool_warns_that_and_drops_a_condition() -> None:
         k(_f32(128, 8))
 
 
-def test_returned_tile_used_after_its_bytes_were_reused() -> None:
-    # PSUM holds 8 banks of 2 KiB per partition: the 9th live tile takes the bytes of the least
-    # recently used one (``first``), so using ``first`` again is the real overlap (the core's
-    # program-order liveness, trnsim.core.memory), named with both tiles' uses
+def test_a_tile_that_truly_does_not_fit_names_the_tiles_and_the_line() -> None:
+    # the three 96 KiB tiles of one instruction cannot share 256 KiB of SBUF (NeuronCore-v4):
+    # none can be spilled, the instruction needs them all at once
     @nki.jit
     def k(a):
-        first = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-        keep = [nl.copy(first)]
-        for _ in range(8):
-            t = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            keep += [nl.copy(t), t]
-        return nl.copy(first)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        y = nl.load(a)
+        nl.store(out, value=nl.add(x, y))
+        return out
 
-    _raises(k, _f32(1, 1), rule="overlap", text="reused its addresses")
+    err = _raises(k, _f32(128, 24576), rule="sbuf-capacity", text="does not fit")
+    assert f"made at {HERE}" in err.message and "96 KiB/partition" in err.message
 
 
 def test_spmd_grid_dimension_must_be_positive() -> None:

@@ -5,6 +5,7 @@ from the SDK 2.26 docstrings."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import trnsim.nki as tnki
 
@@ -225,3 +226,178 @@ def test_activation_derivatives_lower_onto_the_new_api() -> None:
     s = 1 / (1 + np.exp(-xs))
     np.testing.assert_allclose(a, s * (1 + xs * (1 - s)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b, 2 / np.sqrt(np.pi) * np.exp(-xs * xs), rtol=1e-5, atol=1e-6)
+
+
+# ---- issue 27: the SDK main branch's cumulative op, nl.softmax, nl.constants -------------------
+
+
+def _cumulative(src, op0, op1, imm0, imm1=None, reduce_cmd=None, chain=False):
+    @nki.jit
+    def k(x, i0, i1):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        s = nl.load(x)
+        a0 = nl.load(i0) if i0.shape[1] == 1 and i0.shape[0] > 1 else float(imm0)
+        a1 = None if imm1 is None else (nl.load(i1) if i1.shape[0] > 1 else float(imm1))
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        cmd = reduce_cmd or nisa.reduce_cmd.reset_reduce
+        nisa.tensor_scalar_cumulative(
+            src=s, dst=d, op0=op0, op1=op1, imm0=a0, imm1=a1, reduce_cmd=cmd
+        )
+        if chain:
+            nisa.tensor_scalar_cumulative(
+                src=s, dst=d, op0=op0, op1=op1, imm0=a0, imm1=a1, reduce_cmd=nisa.reduce_cmd.reduce
+            )
+        nl.store(out, value=d)
+        return out
+
+    i0 = np.asarray(imm0, np.float32).reshape(-1, 1)
+    i1 = np.asarray(0.0 if imm1 is None else imm1, np.float32).reshape(-1, 1)
+    return k(src, i0, i1)
+
+
+def _scan(x: np.ndarray, op0, op1, imm0, start: np.ndarray) -> np.ndarray:
+    """The docstring's pseudocode: reg = op1(op0(x[i], imm0), reg), out[i] = reg."""
+    y = op0(x.astype(np.float64), np.asarray(imm0, np.float64))
+    out, reg = np.empty_like(y), np.broadcast_to(start, (x.shape[0],)).astype(np.float64)
+    for i in range(x.shape[1]):
+        reg = op1(y[:, i], reg)
+        out[:, i] = reg
+    return out
+
+
+def test_tensor_scalar_cumulative_reset_reduce_with_scalar_and_vector_imm0() -> None:
+    x = RNG.uniform(0.5, 1.5, (128, 32)).astype(np.float32)
+    got = _cumulative(x, nl.add, nl.add, 0.25)
+    np.testing.assert_allclose(got, _scan(x, np.add, np.add, 0.25, 0.0), rtol=1e-5)
+    v = RNG.uniform(0, 1, (128, 1)).astype(np.float32)
+    got = _cumulative(x, nl.multiply, nl.maximum, v)
+    np.testing.assert_allclose(got, _scan(x, np.multiply, np.maximum, v, -np.inf), rtol=1e-6)
+
+
+def test_tensor_scalar_cumulative_load_reduce_starts_from_imm1() -> None:
+    x = RNG.uniform(0.5, 1.5, (128, 16)).astype(np.float32)
+    one, start = np.ones((128, 1), np.float32), RNG.uniform(-1, 1, (128, 1)).astype(np.float32)
+    got = _cumulative(x, nl.add, nl.add, one, start, nisa.reduce_cmd.load_reduce)
+    np.testing.assert_allclose(got, _scan(x, np.add, np.add, one, start[:, 0]), rtol=1e-5)
+    got = _cumulative(x, nl.add, nl.minimum, one, np.zeros((128, 1), np.float32),
+                      nisa.reduce_cmd.load_reduce)  # fmt: skip
+    assert not got.any()  # min(x + 1, 0) = 0 throughout
+
+
+def test_tensor_scalar_cumulative_reduce_goes_on_from_the_last_instruction() -> None:
+    x = np.ones((128, 8), np.float32)
+    got = _cumulative(x, nl.add, nl.add, 0.0, chain=True)
+    want = np.broadcast_to(np.arange(1, 9, dtype=np.float32) + 8, (128, 8))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("axis", [[2], [1, 2]])
+def test_softmax_along_free_axes(axis) -> None:
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.softmax(nl.load(x), axis=axis))
+        return out
+
+    x = RNG.normal(size=(128, 4, 16)).astype(np.float32)
+    ax = tuple(a for a in axis)
+    e = np.exp(x.astype(np.float64) - x.max(axis=ax, keepdims=True))
+    np.testing.assert_allclose(k(x), e / e.sum(axis=ax, keepdims=True), rtol=2e-6, atol=1e-7)
+
+
+def test_softmax_of_the_partition_axis_is_refused() -> None:
+    from trnsim.errors import KernelError
+
+    @nki.jit
+    def k(x):
+        return nl.softmax(nl.load(x), axis=0)
+
+    with pytest.raises(KernelError, match="reduce-axis"):
+        k(np.zeros((128, 8), np.float32))
+
+
+def test_language_constants_module() -> None:
+    import neuronxcc.nki.language.constants as constants
+    from neuronxcc.nki.language.constants import sizeinbytes
+
+    assert sizeinbytes(nl.bfloat16) == 2 and sizeinbytes(np.float32) == 4
+    assert constants.sbuf_min_align == nl.tile_size.sbuf_min_align
+
+
+def test_nc_matmul_is_transpose_is_a_hint_on_v2() -> None:
+    """2.26 docstring: is_transpose "hints to the compiler that this is a transpose operation";
+    the Tensor engine's transpose mode starts at NeuronCore-v3, so on v2 the instruction
+    computes stationary.T @ moving (Autocomp's attention candidates pass a non-identity
+    moving tile and were measured on trn1)."""
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        y = nl.load(b)
+        p = nisa.nc_matmul(stationary=x, moving=y, is_transpose=True)
+        nl.store(out, nl.copy(p))
+        return out
+
+    a = RNG.uniform(-1, 1, (128, 128)).astype(np.float32)
+    b = RNG.uniform(-1, 1, (128, 512)).astype(np.float32)
+    out = tnki.run(k, a, b, target="gen2").outputs
+    np.testing.assert_allclose(out, a.T.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def _bn_stats_kernel(cols: int, chunk: int):
+    @nki.jit
+    def k(a):
+        # mean and variance of each row of a [128, cols] tile, by bn_stats over chunk-wide
+        # pieces whose last one is masked to the tile's width, then bn_aggr
+        out = nl.ndarray((128, 2), dtype=np.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        x = nl.load(a)
+        n = (cols + chunk - 1) // chunk
+        i_f = nl.arange(chunk)[None, :]
+        i_s = nl.arange(6)[None, :]
+        stats = nl.ndarray((128, 6 * n), dtype=np.float32)
+        for j in nl.affine_range(n):
+            stats[i_p, j * 6 + i_s] = nisa.bn_stats(
+                x[i_p, j * chunk + i_f], mask=(j * chunk + i_f < cols), dtype=np.float32
+            )
+        nl.store(out, nisa.bn_aggr(stats))
+        return out
+
+    return k
+
+
+def test_bn_stats_mask_keeps_the_tail_of_the_last_chunk() -> None:
+    # the SDK layernorm tutorial's v2 pattern: 1000 columns in 512-wide chunks
+    a = RNG.standard_normal((128, 1000)).astype(np.float32) * 3 + 1
+    out = _bn_stats_kernel(1000, 512)(a)
+    np.testing.assert_allclose(out[:, 0], a.astype(np.float64).mean(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[:, 1], a.astype(np.float64).var(axis=1), rtol=1e-4)
+
+
+def test_bn_stats_without_the_mask_reading_past_the_tile_is_out_of_bounds() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 6), dtype=np.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(512)[None, :]
+        x = nl.load(a)
+        nl.store(out, nisa.bn_stats(x[i_p, 512 + i_f], dtype=np.float32))
+        return out
+
+    with pytest.raises(Exception, match="out-of-bounds"):
+        k(RNG.standard_normal((128, 1000)).astype(np.float32))
+
+
+def test_bn_stats_mask_over_partitions_is_not_implemented() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 6), dtype=np.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(512)[None, :]
+        x = nl.load(a)
+        nl.store(out, nisa.bn_stats(x[i_p, i_f], mask=(i_p < 64), dtype=np.float32))
+        return out
+
+    with pytest.raises(Exception, match=r"not-implemented: nisa\.bn_stats"):
+        k(RNG.standard_normal((128, 512)).astype(np.float32))

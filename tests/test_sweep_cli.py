@@ -241,11 +241,15 @@ def test_tune_reports_every_candidate_and_the_fastest_that_passed(capsys):
     best = doc["best"]
     assert best["latency_s"] == min(c["latency_s"] for c in passed)
     assert doc["profile"]["total_s"] == best["latency_s"]
-    assert (best["TILES_IN_BLOCK_M"], best["TILES_IN_BLOCK_N"]) == (4, 2)
-    # the best's latency is what `trnsim profile` gives for those parameters
+    # blocking M four tiles deep wins and beats no blocking (which N blocking is faster by a
+    # few percent is the timing model's call, not this test's)
+    by = {(c["TILES_IN_BLOCK_M"], c["TILES_IN_BLOCK_N"]): c["latency_s"] for c in passed}
+    assert best["TILES_IN_BLOCK_M"] == 4
+    assert best["latency_s"] < by[(1, 1)]
+    # a candidate's latency is what `trnsim profile` gives for those parameters
     argv = ["profile", MATMUL, "--json", "--no-files"]
-    assert main(argv) == 0  # the file's defaults are the best's parameters
-    assert json.loads(capsys.readouterr().out)["total_s"] == best["latency_s"]
+    assert main(argv) == 0  # the file's defaults: TILES_IN_BLOCK_M=4, TILES_IN_BLOCK_N=2
+    assert json.loads(capsys.readouterr().out)["total_s"] == by[(4, 2)]
 
 
 def test_tune_on_the_pool_matches_the_serial_path(tmp_path, capsys):

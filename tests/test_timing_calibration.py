@@ -1,6 +1,8 @@
 """Calibration: trnsim's versions of the four NKI matmul-tutorial kernels at the tutorial's
 shape (M=4096, K=8192, N=8192, bf16), timed in timing-only mode, against the published
-NeuronCore-v2 latencies (calibration/trainium.md A); plus v4 efficiency and an HBM copy."""
+NeuronCore-v2 latencies (calibration/trainium.md A; published with SDK 2.20, so timed with
+that toolchain's fitted DMA efficiency); plus v4 efficiency and an HBM copy. The wider
+calibration on public measurements is ``trnsim calibrate`` (tests/test_calibrate_harness.py)."""
 
 from __future__ import annotations
 
@@ -34,9 +36,14 @@ def streams(tutorial):
     }
 
 
+TUTORIAL_EFF = calibration.TUTORIAL_TOOLCHAIN.dma_efficiency
+
+
 @pytest.fixture(scope="module")
 def modelled(streams):
-    return {v: schedule(s, calibration.TARGET) for v, s in streams.items()}
+    return {
+        v: schedule(s, calibration.TARGET, dma_efficiency=TUTORIAL_EFF) for v, s in streams.items()
+    }
 
 
 @pytest.mark.parametrize("row", calibration.MEASUREMENTS, ids=lambda m: m.variant)
@@ -71,7 +78,28 @@ def test_blocked_bf16_matmul_on_v4_reaches_85_percent_of_peak(streams):
 def test_newer_generations_are_not_slower_on_dma_bound_variants(streams):
     for v in ("tiled", "hoisted", "blocked"):
         t2, t3, t4 = (schedule(streams[v], g).total_s for g in ("gen2", "gen3", "gen4"))
-        assert t2 > t3 > t4, v
+        assert t2 >= t3 >= t4, v
+
+
+@pytest.mark.slow
+def test_current_toolchain_is_faster_than_the_tutorials_on_dma_bound_variants(streams):
+    """The documents' DMA figures (efficiency 1) against the 2.20-era fit: the same kernels,
+    DMA-bound, run faster; the compute-bound one barely moves (calibration docstring)."""
+    for v in ("tiled", "hoisted", "blocked"):
+        assert (
+            schedule(streams[v], "gen2").total_s
+            < 0.85 * schedule(streams[v], "gen2", dma_efficiency=TUTORIAL_EFF).total_s
+        )
+    opt = [
+        schedule(streams["optimized"], "gen2", dma_efficiency=e).total_s for e in (1, TUTORIAL_EFF)
+    ]
+    assert opt[0] == pytest.approx(opt[1], rel=0.15)
+
+
+def test_toolchains_are_named_with_their_source():
+    assert calibration.TOOLCHAINS["current"].dma_efficiency == 1.0
+    for t in calibration.TOOLCHAINS.values():
+        assert 0 < t.dma_efficiency <= 1 and t.source
 
 
 @pytest.mark.parametrize("target", ["gen2", "gen4"])
@@ -81,8 +109,10 @@ def test_hbm_copy_is_bounded_by_dma_and_hbm_bandwidth(target):
     p = profile_kernel(copy.hbm_copy, src, target=target)
     moved = dict(p.bytes_by_memory)["hbm"]
     assert moved == 2 * src.nbytes  # read once, written once
-    bound = min(DmaModel.for_core(core(target)).core_bw, p.hbm_bw)
+    bound = min(DmaModel.for_core(core(target)).core_bw, p.dma_bw)
     achieved = moved / p.total_s
     assert achieved <= bound * 1.0001
     assert achieved >= 0.8 * bound  # DMA-bound: close to the bound, not far below it
-    assert p.flops == 0 and p.engine("dma").utilisation > 0.95
+    # DMA active (data moving, as neuron-profile counts it) over the latency with the launch
+    assert p.flops == 0 and p.engine("dma").utilisation > 0.85
+    assert p.hbm_read_bytes == p.hbm_write_bytes == src.nbytes

@@ -148,16 +148,43 @@ def load(rows=128, cols=2048, parts=None):
     )
 
 
-def test_dma_fixed_latency_plus_bytes_over_bandwidth():
+def test_dma_fixed_latency_plus_descriptors_plus_bytes_over_bandwidth():
     spec = core("gen2")
-    model = costs.DmaModel.for_core(spec, efficiency=1.0)
+    model = costs.DmaModel.for_core(spec)
     c = costs.dma_cost(load(), model)
     nbytes = 128 * 2048 * 2
     rows = 128
-    expected = (nbytes + rows * costs.DMA_ROW_OVERHEAD_BYTES) / (16 * spec.dma.engine_bw)
+    expected = (rows * spec.dma.descriptor_s + nbytes / spec.dma.engine_bw) / 16
     assert c.latency_s == spec.dma.fixed_latency_s
     assert c.duration_s == pytest.approx(expected)
     assert c.hbm_bytes == nbytes
+
+
+@pytest.mark.parametrize("target", ["gen2", "gen3", "gen4"])
+def test_dma_bandwidth_follows_the_guides_curve_in_bytes_per_partition(target):
+    """NEURON_DMA_GUIDE: a small fraction of peak below 256 B per partition, below peak from
+    256 B to 2 KiB, approaching peak at 2 KiB, saturated from 4 KiB."""
+    spec = core(target)
+    model = costs.DmaModel.for_core(spec)
+
+    def rate(row_bytes):
+        cols = row_bytes // 2
+        c = costs.dma_cost(load(rows=128, cols=cols), model)
+        return c.nbytes / c.duration_s / spec.dma.core_bw
+
+    assert rate(64) < 0.5
+    assert 0.5 < rate(256) < 0.8
+    assert 0.9 <= rate(2048) < rate(4096)
+    assert rate(4096) >= 0.95
+    assert rate(4096) == pytest.approx(spec.dma.row_efficiency(4096))
+
+
+def test_dma_efficiency_scales_the_streaming_rate():
+    spec = core("gen2")
+    full = costs.dma_cost(load(), costs.DmaModel.for_core(spec))
+    half = costs.dma_cost(load(), costs.DmaModel.for_core(spec, efficiency=0.5))
+    stream = 128 * 2048 * 2 / (16 * spec.dma.engine_bw)
+    assert half.duration_s - full.duration_s == pytest.approx(stream)
 
 
 def test_dma_partial_partitions_use_fewer_engines():

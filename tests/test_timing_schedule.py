@@ -1,17 +1,22 @@
 """The scheduler on hand-built instruction streams: engine parallelism, in-order engines,
-RAW / WAR / WAW dependencies, PSUM accumulation groups, DMA queues, profile figures."""
+RAW / WAR / WAW dependencies and the static latency, PSUM accumulation groups, DMA queues and
+back-filling, engine placement, launch overhead, profile figures."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 
 from test_timing_costs import copy, hbm, instr, load, matmul, opnd
 from trnsim.core import costs
-from trnsim.core.isa import Engine, Op
-from trnsim.core.timing import region_of, regions_overlap, schedule
+from trnsim.core.isa import AUTO_ENGINE_ATTR, Engine, Op
+from trnsim.core.timing import region_of, regions_overlap
+from trnsim.core.timing import schedule as schedule_with_launch
 from trnsim.hw import core
 
 SPEC = core("gen3")
+schedule = functools.partial(schedule_with_launch, launch_s=0.0)  # the stream alone
 
 
 def secs(i):
@@ -41,13 +46,38 @@ def test_one_engine_runs_in_order():
     assert s.start[1] == pytest.approx(s.end[0])
 
 
+def latency(engine):
+    return SPEC.static_latency_cycles / costs.engine_clock(SPEC, engine)
+
+
 def test_read_after_write_waits_for_the_writer():
     ld = load(rows=128, cols=512)  # writes sbuf [0, 1024) on 128 partitions
     mm = matmul()  # reads sbuf [0, 256) stationary and [0, 1024) moving
     p = schedule([ld, mm], SPEC)
     s = p.schedule
-    assert s.start[1] == pytest.approx(s.end[0])
+    assert s.start[1] == pytest.approx(s.end[0])  # a DMA's output: no engine latency
     assert p.total_s == pytest.approx(s.end[0] + secs(mm))
+
+
+def test_a_dependent_compute_instruction_waits_for_the_static_latency():
+    mm = matmul()
+    evac = instr(
+        Op.TENSOR_COPY,
+        Engine.VECTOR,
+        [opnd("dst", free=512, dtype="float32", offset=50_000)],
+        [opnd("src", "psum", free=512, dtype="float32")],
+    )
+    s = schedule([mm, evac], SPEC).schedule
+    assert s.start[1] == pytest.approx(s.end[0] + latency(Engine.TENSOR))
+
+
+def test_independent_instructions_on_one_engine_hide_the_static_latency():
+    a = copy()
+    b = instr(
+        Op.TENSOR_COPY, Engine.VECTOR, [opnd("dst", offset=65536)], [opnd("src", offset=98304)]
+    )
+    s = schedule([a, b], SPEC).schedule
+    assert s.start[1] == pytest.approx(s.end[0])
 
 
 def test_write_after_read_waits_for_the_reader():
@@ -75,8 +105,8 @@ def test_psum_group_reader_waits_for_last_accumulating_matmul():
         [opnd("src", "psum", free=512, dtype="float32")],
     )
     s = schedule([*group, evac], SPEC).schedule
-    assert s.start[4] == pytest.approx(s.end[3])
-    assert s.end[3] == pytest.approx(4 * secs(group[0]))
+    assert s.start[4] == pytest.approx(s.end[3] + latency(Engine.TENSOR))
+    assert s.end[3] == pytest.approx(4 * secs(group[0]))  # accumulation: no latency between
 
 
 def test_next_psum_group_waits_for_previous_evacuation():
@@ -121,7 +151,104 @@ def test_dma_queues_overlap_fixed_latency():
         )
         for i in range(4)
     ]
-    assert schedule(same_queue, SPEC).total_s == pytest.approx(4 * one, rel=0.01)
+    # one queue: the data phases follow each other, the latency overlaps the previous transfer
+    data = costs.dma_cost(same_queue[0], costs.DmaModel.for_core(SPEC)).data_s
+    total = schedule(same_queue, SPEC).total_s
+    assert total == pytest.approx(SPEC.dma.fixed_latency_s + 4 * data, rel=0.01)
+
+
+def test_a_ready_load_back_fills_bandwidth_ahead_of_a_store_waiting_for_compute():
+    """load a -> compute on a -> store; load b (independent, ready at 0) is issued after the
+    store in program order but moves its data while the store waits for the compute."""
+    big = 8192  # bf16 elements per partition: 2 MiB per transfer
+    ld_a = instr(Op.DMA_COPY, Engine.DMA, [opnd("dst", free=big)], [hbm("src", 128, big)])
+    work = instr(
+        Op.TENSOR_COPY,
+        Engine.GPSIMD,
+        [opnd("dst", free=big, offset=2 * big)],
+        [opnd("src", free=big)],
+    )
+    st = instr(
+        Op.DMA_COPY,
+        Engine.DMA,
+        [hbm("dst", 128, big, offset=2**26)],
+        [opnd("src", free=big, offset=2 * big)],
+    )
+    ld_b = instr(
+        Op.DMA_COPY,
+        Engine.DMA,
+        [opnd("dst", free=big, offset=4 * big)],
+        [hbm("src", 128, big, offset=2**27)],
+    )
+    s = schedule([ld_a, work, st, ld_b], SPEC).schedule
+    assert s.start[2] >= s.end[1]  # the store waited for the compute
+    assert s.end[3] < s.start[2] + SPEC.dma.fixed_latency_s  # b moved before the store did
+    assert s.end[3] <= s.end[1]  # ... while the compute ran
+
+
+def test_back_filling_never_delays_a_transfer_already_booked():
+    first = [load(rows=128, cols=4096) for _ in range(4)]
+    first = [
+        instr(
+            Op.DMA_COPY,
+            Engine.DMA,
+            [opnd("dst", free=4096, offset=i * 8192)],
+            [hbm("src", 128, 4096, offset=i * 2**20)],
+        )
+        for i in range(4)
+    ]
+    alone = schedule(first, SPEC).schedule
+    late = instr(
+        Op.DMA_COPY,
+        Engine.DMA,
+        [opnd("dst", free=4096, offset=5 * 8192)],
+        [hbm("src", 128, 4096, offset=9 * 2**20)],
+    )
+    both = schedule([*first, late], SPEC).schedule
+    assert both.end[:4] == alone.end[:4]
+    assert both.end[4] >= max(alone.end)
+
+
+def test_an_engine_less_copy_goes_to_the_engine_that_finishes_it_first():
+    def evac(offset, auto=True):
+        attrs = {AUTO_ENGINE_ATTR: True} if auto else {}
+        return instr(
+            Op.TENSOR_COPY,
+            Engine.VECTOR,
+            [opnd("dst", free=512, dtype="float32", offset=offset)],
+            [opnd("src", "psum", free=512, dtype="float32", offset=offset % 16384)],
+            **attrs,
+        )
+
+    p = schedule([evac(0), evac(4096)], SPEC)
+    assert [t.instructions for t in p.engines if t.name in ("scalar", "vector")] == [1, 1]
+    q = schedule([evac(0, auto=False), evac(4096, auto=False)], SPEC)
+    assert q.engine("vector").instructions == 2 and p.total_s < q.total_s
+
+
+def test_an_engine_less_tensor_scalar_scalar_e_cannot_run_stays_on_vector():
+    ts = instr(
+        Op.TENSOR_SCALAR,
+        Engine.VECTOR,
+        [opnd("dst", free=512, dtype="float32")],
+        [opnd("data", free=512, dtype="float32", offset=4096)],
+        op0="subtract",
+        operand0=1.0,
+        **{AUTO_ENGINE_ATTR: True},
+    )
+    assert costs.auto_engines(ts) == (Engine.VECTOR,)
+    ok = ts._replace(attrs=tuple(sorted({**dict(ts.attrs), "op0": "multiply"}.items())))
+    assert costs.auto_engines(ok) == (Engine.SCALAR, Engine.VECTOR)
+
+
+def test_launch_overhead_adds_to_the_stream_and_is_a_critical_path_contributor():
+    stream = [load(rows=128, cols=512), matmul()]
+    bare = schedule(stream, SPEC)
+    full = schedule_with_launch(stream, SPEC, launch_s=12e-6)
+    assert full.total_s == pytest.approx(bare.total_s + 12e-6)
+    assert full.launch_s == 12e-6
+    assert any(c.opcode == "launch" for c in full.critical_path)
+    assert sum(c.seconds for c in full.critical_path) == pytest.approx(full.total_s)
 
 
 def test_dma_bandwidth_is_shared_by_queues():
@@ -139,6 +266,7 @@ def test_dma_bandwidth_is_shared_by_queues():
     occupancy = sum(costs.dma_cost(i, model).occupancy_s for i in big)
     assert p.total_s == pytest.approx(occupancy + SPEC.dma.fixed_latency_s, rel=0.01)
     assert p.mbu > 0
+    assert p.hbm_read_bytes == sum(i.src[0].nbytes for i in big) and p.hbm_write_bytes == 0
 
 
 def test_barrier_waits_for_everything_before_it():
@@ -178,3 +306,41 @@ def test_profile_figures_and_critical_path():
 def test_deterministic():
     stream = [load(rows=128, cols=512), matmul(), copy()] * 5
     assert schedule(stream, SPEC) == schedule(stream, SPEC)
+
+
+def test_a_ready_instruction_fills_its_engines_idle_gap_ahead_of_program_order():
+    """The compiler orders each engine's instructions from the dependencies: a matmul whose
+    inputs are ready runs while an earlier one (in program order) waits for its load."""
+    waits = [load(rows=128, cols=512), matmul()]  # the load writes the matmul's moving tile
+    ready = instr(
+        Op.NC_MATMUL,
+        Engine.TENSOR,
+        [opnd("dst", "psum", 128, 512, "float32", offset=4096)],
+        [opnd("stationary", free=128, offset=65536), opnd("moving", free=512, offset=98304)],
+    )
+    s = schedule([*waits, ready], SPEC).schedule
+    assert s.start[2] == 0.0 and s.end[2] <= s.start[1]
+
+
+def test_in_order_instructions_never_move_ahead():
+    """Engine state beyond memory (random state, accumulators: isa.IN_ORDER) keeps program
+    order on its engine."""
+    from trnsim.core.isa import IN_ORDER
+
+    op = next(iter(sorted(IN_ORDER & {Op.ACTIVATION}, key=str)), None)
+    assert op is Op.ACTIVATION
+    slow = instr(
+        Op.ACTIVATION,
+        Engine.SCALAR,
+        [opnd("dst", free=512, offset=65536)],
+        [opnd("data", free=512)],
+    )
+    after = instr(
+        Op.ACTIVATION,
+        Engine.SCALAR,
+        [opnd("dst", free=512, offset=98304)],
+        [opnd("data", free=512, offset=131072)],
+    )
+    ld = load(rows=128, cols=512)  # writes the first activation's input
+    s = schedule([ld, slow, after], SPEC).schedule
+    assert s.start[2] >= s.end[1]

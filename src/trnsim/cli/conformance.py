@@ -2,7 +2,10 @@
 
 PATH is a checkout of aws-neuron/nki-library or aws-neuron/nki-samples (or the SDK). Each
 kernel trnsim has a case for (``trnsim.conformance``) is imported from the checkout, called on
-small legal shapes and compared with a NumPy reference written here. Prints a table (case,
+small legal shapes and compared with a NumPy reference written here. With ``--cases FILE``,
+PATH is any directory and the cases are the file's (a Python file defining ``CASES``, a list
+of ``trnsim.conformance.Case``: kernel path, call shapes, reference; a bad file is one error
+line, exit 2). Prints a table (case,
 shapes, outcome, max error, time) or ``--json``; ``--profile`` also times each passing kernel
 with the timing model. Exit status: 0 when every case passes or is ``external`` (it fails for
 a reason outside trnsim: a syntax error in the checkout, a package not installed; ``--strict``
@@ -26,7 +29,16 @@ from trnsim.report.tables import fit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", metavar="PATH", help="a checkout of nki-library or nki-samples")
+    parser.add_argument(
+        "path",
+        metavar="PATH",
+        help="a checkout of nki-library, nki-samples or the SDK; with --cases, any directory",
+    )
+    parser.add_argument(
+        "--cases",
+        metavar="FILE",
+        help="your own cases (a Python file defining CASES = [trnsim.conformance.Case(...)])",
+    )
     parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name has TEXT")
     parser.add_argument(
         "--seed", type=nonneg_int, default=0, help="seed of the inputs' generator (>= 0)"
@@ -49,10 +61,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from trnsim.conformance.runner import all_cases, detect_checkout
+        from trnsim.conformance.runner import all_cases, detect_checkout, load_cases_file
 
-        checkout = detect_checkout(args.path)
-        total = sum(1 for c in all_cases() if c.repo == checkout)
+        if args.cases is not None:
+            from pathlib import Path
+
+            if not Path(args.path).is_dir():
+                raise UsageError(f"PATH {args.path!r} is not a directory")
+            checkout = Path(args.path).resolve().name
+            total = len(load_cases_file(args.cases, Path(args.path).resolve())[0])
+        else:
+            checkout = detect_checkout(args.path)
+            total = sum(1 for c in all_cases() if c.repo == checkout)
         with progress(f"conformance {checkout}", total=total) as bar:
             checkout, commit, results = run_checkout(
                 args.path,
@@ -61,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
                 profile=args.profile,
                 on_result=lambda r: bar.advance(),
                 verbose=args.verbose,
+                cases_file=args.cases,
             )
     except UsageError as exc:
         print(f"trnsim conformance: error: {exc}", file=sys.stderr)

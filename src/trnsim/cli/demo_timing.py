@@ -41,7 +41,8 @@ def section(console: Console) -> None:
         )
     console.print(fit(table))
     console.print(
-        f"Calibrated on the tutorial's published Trn1 latencies ({len(calibration.MEASUREMENTS)} "
-        f"rows, one global constant: DMA efficiency {calibration.DMA_EFFICIENCY}); "
-        "full-size table: benchmarks/RESULTS.md, 'Timing model (issue 5)'."
+        "DMA from the bandwidth guide's per-engine figures and descriptor cost; calibrated on "
+        "public measurements (Autocomp on trn1, trainium-kernel-fusion on trn2, the SDK "
+        f"tutorials; launch overhead {calibration.LAUNCH_OVERHEAD_S * 1e6:.1f} us): "
+        "'trnsim calibrate', benchmarks/RESULTS.md."
     )

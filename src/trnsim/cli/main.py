@@ -48,6 +48,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("run", "run an NKI kernel file on the emulated NeuronCore"),
     "profile": ("profile", "time an NKI kernel file: latency, engines, MFU, critical path, trace"),
     "conformance": ("conformance", "run AWS's public NKI kernels from a checkout vs references"),
+    "calibrate": ("calibrate", "kernel timing model vs public measurements: every row, MAPE"),
     "torch-profile": (
         "torch_profile",
         "a PyTorch training step on Trn3: per-module time, FLOPs, MFU, layered trace",

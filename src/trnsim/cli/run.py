@@ -90,7 +90,12 @@ def show(console: Console, r: FileRun) -> None:
                 "the golden is not[/red]"
             )
     else:
-        verdict = "outputs not compared" if r.passed is None else "[red]FAIL[/red]"
+        verdict = (
+            "outputs not compared (add 'def golden(*inputs): return expected', in NumPy, "
+            "to check them)"
+            if r.passed is None
+            else "[red]FAIL[/red]"
+        )
         console.print(f"no golden() in the file: {verdict}")
     for u in r.unwritten:
         if r.unwritten_declared is not None:

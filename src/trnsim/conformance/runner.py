@@ -259,12 +259,15 @@ def classify(exc: BaseException, root: Path) -> tuple[str, str, str]:
 
 
 @contextmanager
-def checkout_imports(root: Path, checkout: str) -> Iterator[None]:
-    """The checkout's import roots on ``sys.path`` and trnsim's ``nki`` installed; afterwards
-    every module imported from the checkout is forgotten (the next run imports afresh)."""
+def checkout_imports(
+    root: Path, checkout: str, roots: tuple[str, ...] | None = None
+) -> Iterator[None]:
+    """The checkout's import roots on ``sys.path`` (``roots``, else the known checkout's) and
+    trnsim's ``nki`` installed; afterwards every module imported from the checkout is
+    forgotten (the next run imports afresh)."""
     from trnsim.nki import compat
 
-    extra = [str(root / p) for p in CHECKOUTS[checkout][1]]
+    extra = [str(root / p) for p in (CHECKOUTS[checkout][1] if roots is None else roots)]
     before_path = list(sys.path)
     before_mods = set(sys.modules)
     compat.install()
@@ -279,13 +282,14 @@ def checkout_imports(root: Path, checkout: str) -> Iterator[None]:
                 del sys.modules[name]
 
 
-def load_kernel(case: Case, root: Path) -> Any:
+def load_kernel(case: Case, root: Path, roots: tuple[str, ...] | None = None) -> Any:
     """Import the case's file from the checkout (as a package module when it sits under an
-    import root, else with its directory on ``sys.path``) and return ``case.kernel``."""
+    import root, ``roots`` or the known checkout's, else with its directory on ``sys.path``)
+    and return ``case.kernel``."""
     file = (root / case.path).resolve()
     if not file.is_file():
         raise FileNotFoundError(f"{case.path} is not in this checkout")
-    for imp_root in CHECKOUTS.get(case.repo, ("", ()))[1]:
+    for imp_root in CHECKOUTS.get(case.repo, ("", ()))[1] if roots is None else roots:
         base = (root / imp_root).resolve()
         if str(file).startswith(str(base) + os.sep):
             modname = ".".join(file.relative_to(base).with_suffix("").parts)
@@ -330,8 +334,15 @@ def _copied(x: Any) -> Any:
     return x
 
 
-def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Result:
-    """Run one case from the checkout at ``root`` and classify it."""
+def run_case(
+    case: Case,
+    root: Path,
+    seed: int = 0,
+    profile: bool = False,
+    roots: tuple[str, ...] | None = None,
+) -> Result:
+    """Run one case from the checkout at ``root`` (import roots ``roots``, else the known
+    checkout's) and classify it."""
     from trnsim.nki.simulate import observe_runs, run
 
     root = root.resolve()
@@ -346,13 +357,13 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
         res.outcome, res.detail, res.location = classify(exc, root)
         return res
     if case.ranks is not None:
-        return _run_ranked(case, made, root, res, t0, profile)
+        return _run_ranked(case, made, root, res, t0, profile, roots)
     inputs, kwargs = _arguments(case, made)
     res.shapes = describe_inputs(inputs, kwargs)
     args = [_copied(a) for a in inputs]
     kw = {k: _copied(v) for k, v in kwargs.items()}
     try:
-        kernel = _launchable(load_kernel(case, root), case)
+        kernel = _launchable(load_kernel(case, root, roots), case)
         with observe_runs() as launches:
             result = run(
                 kernel, *args, target=case.target, allow_unwritten=case.unwritten or False, **kw
@@ -377,7 +388,15 @@ def run_case(case: Case, root: Path, seed: int = 0, profile: bool = False) -> Re
     return res
 
 
-def _run_ranked(case: Case, made: Any, root: Path, res: Result, t0: float, profile: bool) -> Result:
+def _run_ranked(
+    case: Case,
+    made: Any,
+    root: Path,
+    res: Result,
+    t0: float,
+    profile: bool,
+    roots: tuple[str, ...] | None = None,
+) -> Result:
     """``run_case`` for a multi-rank case: ``made`` holds one argument tuple (or ``Call``) per
     rank; the kernel runs as ``case.ranks`` launches (``run_ranks``)."""
     from trnsim.nki.simulate import run_ranks
@@ -393,7 +412,7 @@ def _run_ranked(case: Case, made: Any, root: Path, res: Result, t0: float, profi
         for args, kw in per_rank
     ]
     try:
-        kernel = _launchable(load_kernel(case, root), case)
+        kernel = _launchable(load_kernel(case, root, roots), case)
         runs = run_ranks(kernel, calls, target=case.target, allow_unwritten=case.unwritten or False)
         out = [r.outputs for r in runs]
     except Stop:
@@ -461,16 +480,27 @@ def run_checkout(
     profile: bool = False,
     on_result: Callable[[Result], None] | None = None,
     verbose: bool = False,
+    cases_file: str | os.PathLike[str] | None = None,
 ) -> tuple[str, str, list[Result]]:
     """Run every case of the checkout at ``path`` -> (checkout name, its commit, results).
 
-    ``only``: run just the cases whose name contains it. What the kernels print (nki-library's
-    ``[INFO]`` logger prints to stdout) is dropped unless ``verbose``, then it goes to stderr;
-    nki-library's logger is also set to warnings only (``NKILIB_LOG_LEVEL=WARN``) unless the
-    environment sets it."""
-    checkout = detect_checkout(path)
-    root = Path(path).resolve()
-    cases = [c for c in all_cases() if c.repo == checkout]
+    ``only``: run just the cases whose name contains it. ``cases_file``: run the cases of
+    that file (``load_cases_file``) on ``path``, any directory, instead of trnsim's own. What
+    the kernels print (nki-library's ``[INFO]`` logger prints to stdout) is dropped unless
+    ``verbose``, then it goes to stderr; nki-library's logger is also set to warnings only
+    (``NKILIB_LOG_LEVEL=WARN``) unless the environment sets it."""
+    roots: tuple[str, ...] | None = None
+    if cases_file is not None:
+        root = Path(path)
+        if not root.is_dir():
+            raise UsageError(f"PATH {str(root)!r} is not a directory")
+        root = root.resolve()
+        cases, roots = load_cases_file(cases_file, root)
+        checkout = root.name
+    else:
+        checkout = detect_checkout(path)
+        root = Path(path).resolve()
+        cases = [c for c in all_cases() if c.repo == checkout]
     if only:
         cases = [c for c in cases if only in c.name]
         if not cases:
@@ -481,13 +511,13 @@ def run_checkout(
     # scratch directory, not the user's
     with (
         _library_log_level(verbose),
-        checkout_imports(root, checkout),
+        checkout_imports(root, checkout, roots),
         redirect_stdout(sys.stderr if verbose else io.StringIO()),
         tempfile.TemporaryDirectory(prefix="trnsim-conformance-") as scratch,
         contextlib.chdir(scratch),
     ):
         for case in cases:
-            r = run_case(case, root, seed=seed, profile=profile)
+            r = run_case(case, root, seed=seed, profile=profile, roots=roots)
             results.append(r)
             if on_result:
                 on_result(r)
@@ -506,6 +536,117 @@ def _library_log_level(verbose: bool) -> Iterator[None]:
         yield
     finally:
         os.environ.pop("NKILIB_LOG_LEVEL", None)
+
+
+CASES_FILE_HELP = (
+    "a cases file is Python: 'from trnsim.conformance import Case', then 'CASES = [Case(name, "
+    "repo, path, kernel, inputs, reference, ...)]' with path relative to PATH (optional "
+    "IMPORT_ROOTS = ['src']); see the README, 'Bring your own kernels'"
+)
+
+
+def load_cases_file(file: str | os.PathLike[str], root: Path) -> tuple[list[Case], tuple[str, ...]]:
+    """The cases of a user's cases file (a Python file defining ``CASES``, a list of ``Case``,
+    and optionally ``IMPORT_ROOTS``, directories under ``root`` to import the kernels' files
+    as packages from), checked against the checkout at ``root``. Anything wrong is one
+    ``UsageError`` line naming the file (and line), the rule and the values."""
+    import ast
+
+    path = Path(file)
+    where = str(file)
+    if not path.is_file():
+        raise UsageError(f"--cases {where!r}: no such file ({CASES_FILE_HELP})")
+    try:
+        text = path.read_text()
+        tree = ast.parse(text, filename=where)
+    except SyntaxError as exc:
+        raise UsageError(f"{where}:{exc.lineno}: SyntaxError: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--cases {where!r}: cannot read it: {exc}") from None
+    del tree
+    modname = "_trnsim_cases_" + "".join(ch if ch.isalnum() else "_" for ch in path.stem)
+    spec = importlib.util.spec_from_file_location(modname, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as exc:
+        tb = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        line = f":{tb[-1].lineno}" if tb else ""
+        msg = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise UsageError(f"{where}{line}: loading the cases file raised {msg}") from None
+    cases = getattr(mod, "CASES", None)
+    if cases is None:
+        raise UsageError(f"{where} defines no CASES ({CASES_FILE_HELP})")
+    if not isinstance(cases, list | tuple) or not cases:
+        raise UsageError(
+            f"{where}: CASES must be a non-empty list of Case, got {type(cases).__name__}"
+            + (" (empty)" if isinstance(cases, list | tuple) else "")
+        )
+    roots = getattr(mod, "IMPORT_ROOTS", ("",))
+    if not isinstance(roots, list | tuple) or not all(isinstance(r, str) for r in roots):
+        raise UsageError(f"{where}: IMPORT_ROOTS must be a list of directory names under PATH")
+    for r in roots:
+        if not (root / r).is_dir():
+            raise UsageError(f"{where}: IMPORT_ROOTS entry {r!r} is not a directory in {root}")
+    seen: set[str] = set()
+    for i, c in enumerate(cases):
+        if not isinstance(c, Case):
+            raise UsageError(
+                f"{where}: CASES[{i}] is a {type(c).__name__}, not a trnsim.conformance.Case"
+            )
+        if not c.name or c.name in seen:
+            raise UsageError(
+                f"{where}: CASES[{i}] "
+                + (f"repeats the name {c.name!r}" if c.name else "has no name")
+            )
+        seen.add(c.name)
+        for attr in ("inputs", "reference"):
+            if not callable(getattr(c, attr)):
+                raise UsageError(f"{where}: case {c.name!r}: {attr} must be a function")
+        kfile = root / c.path
+        if not kfile.is_file():
+            raise UsageError(f"{where}: case {c.name!r}: {c.path!r} is not a file in {root}")
+        if not _defines(kfile, c.kernel.split(".")[0]):
+            raise UsageError(
+                f"{where}: case {c.name!r}: {c.path} defines no {c.kernel.split('.')[0]!r} "
+                "at module level"
+            )
+        if c.target not in ("gen2", "gen3", "gen4", "trn1", "trn2", "trn3"):
+            raise UsageError(
+                f"{where}: case {c.name!r}: target {c.target!r} is not gen2, gen3 or gen4"
+            )
+        if not (c.rtol >= 0 and c.atol >= 0):
+            raise UsageError(f"{where}: case {c.name!r}: rtol and atol must be >= 0")
+    return list(cases), tuple(roots)
+
+
+def _defines(file: Path, name: str) -> bool:
+    """Whether a Python file binds ``name`` at module level (a def, class, assignment or
+    import), read with ``ast`` (not executed)."""
+    import ast
+
+    try:
+        tree = ast.parse(file.read_text(), filename=str(file))
+    except (SyntaxError, OSError, UnicodeDecodeError):
+        return True  # the run reports it (an ``external`` syntax error)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == name:
+                return True
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)):
+                    return True
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+        elif isinstance(node, ast.If | ast.Try | ast.With) and any(
+            isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == name for n in ast.walk(node)
+        ):
+            return True
+    return False
 
 
 def commit_of(root: Path) -> str:

@@ -37,7 +37,7 @@ from math import ceil
 from trnsim.core.collops import canonical_op
 from trnsim.core.instruction import Instruction, Operand
 from trnsim.core.isa import Engine, Op
-from trnsim.core.spec import DATA, MOVING, REDUCE_RES, SPECS, STATIONARY
+from trnsim.core.spec import DATA, INDEX, MOVING, REDUCE_RES, SPECS, STATIONARY
 from trnsim.hw import ChipSpec, CoreSpec
 
 NOTES = "shared/reference/nki-notes.md"
@@ -65,7 +65,13 @@ EXPONENTIAL_SPEEDUP = 4
 ``release-notes/components/nki.rst`` 0.3.0 (nki-notes 4.4 'Generation multipliers', 5)."""
 
 RECIPROCAL_FACTOR = 8
-"""VectorE ``reciprocal`` costs ``max(MIN_II, 8N)``. Source: ISA_DOC (nki-notes 4.4)."""
+"""VectorE ``reciprocal`` costs ``max(MIN_II, 8N)``. Source: ISA_DOC (nki-notes 4.4) and the
+current SDK's engine-selection page (``nki/api/nki.api.shared.rst``: "about 8x lower than
+Scalar Engine for large input tiles", ``max(MIN_II, 8*N)``). Reviewed for issue 27, which
+reports 2-3N from held-out measurements: the public trn2 profiles (``hw.sources.TKF_PROFILES``)
+time VectorE reciprocals of 4 and 8 fp32 elements per partition at 173 and 202 ns (medians),
+7.3 ns per element, about 7 VectorE cycles, as 8N predicts (2-3N would add 2-3 ns per
+element); kept at 8 until a public measurement says otherwise."""
 
 BN_AGGR_FACTOR = 13 / 3
 """``bn_aggr`` costs ``max(MIN_II, 13 * N / 3)``. Source: ISA_DOC (nki-notes 4.4)."""
@@ -78,20 +84,13 @@ RAND2_ELEMS_PER_CYCLE = 4
 """v4 ``rand2`` XORWOW: 4 x 32-bit values per lane per cycle. Source: SDK trainium3_arch.rst
 (nki-notes 5)."""
 
-DMA_ROW_OVERHEAD_BYTES = 64
-"""Assumption: each contiguous row (descriptor element) of a DMA costs as much as moving this
-many extra bytes, so short rows are penalised (a 256-B row moves at 80% of the rate, a 2 KiB
-row at 97%). Bounded by the DMA guide's advice that >= 2 KiB per partition is efficient and
-4 KiB saturates (NEURON_DMA_GUIDE, nki-notes 4.3); the calibration rows (256 B to 4 KiB rows)
-show no stronger effect on v2 (calibration/trainium.md A)."""
-
 DMA_PARTITIONS_PER_ENGINE_SOURCE = "nki-notes 4.3: each DMA engine serves 128/16 = 8 partitions"
 """A transfer touching P partitions of SBUF is served by ceil(P / (partitions / engines))
 engines, so partial-partition transfers get that fraction of the core's DMA bandwidth."""
 
 SHORT_ROW_BYTES = 512
 """Rows shorter than this are reported as 'short-row' DMAs in profiles (a diagnostic; the cost
-comes from DMA_ROW_OVERHEAD_BYTES). Source: NEURON_DMA_GUIDE minimum recommended payload of
+comes from ``DmaSpec.descriptor_s``). Source: NEURON_DMA_GUIDE minimum recommended payload of
 2 KiB per partition, perf guide (nki-notes 4.3)."""
 
 # ---- dtype classes -----------------------------------------------------------------------------
@@ -178,7 +177,8 @@ def _mm_mx_cycles(instr: Instruction, spec: CoreSpec) -> float:
 
 def _pe_transpose_cycles(instr: Instruction, spec: CoreSpec) -> float:
     data = instr.operand(DATA) or instr.src[0]
-    return max(data.partitions, min(spec.min_ii_cycles, data.free_size))
+    factor = 1 / spec.tensor.rate["fp32"] if dtype_class(data.dtype) == "fp32" else 1.0
+    return max(data.partitions, min(spec.min_ii_cycles, data.free_size)) * factor
 
 
 def _speedup(instr: Instruction, spec: CoreSpec) -> float:
@@ -317,8 +317,10 @@ RULES: tuple[CostRule, ...] = (
         "pe_transpose",
         _T,
         _pe_transpose_cycles,
-        "max(P, min(MIN_II, F))",
-        f"{ISA_DOC} nc_transpose; nki-notes 4.4",
+        "max(P, min(MIN_II, F)) x 4 for fp32 data",
+        f"{ISA_DOC} nc_transpose; fp32 x4: v2 arch guide (TensorE fp32 'roughly 4x' the bf16 "
+        "cost), measured: an fp32 128x128 transpose pass takes about the time of an fp32 "
+        "matmul pass of 128 columns on trn2 (hw.sources.TKF_PROFILES, 275 ns median)",
     ),
     CostRule(
         "activation",
@@ -375,7 +377,8 @@ RULES: tuple[CostRule, ...] = (
         _VS,
         _stream(RECIPROCAL_FACTOR),
         "max(MIN_II, 8N)",
-        f"{ISA_DOC} reciprocal",
+        f"{ISA_DOC} reciprocal; nki.api.shared.rst (8x ScalarE); trn2 profiles: 7.3 ns per "
+        "element at N=4..8 (hw.sources.TKF_PROFILES)",
     ),
     CostRule(
         "scan",
@@ -481,6 +484,45 @@ _BY_KEY[(Op.TOPK, Engine.GPSIMD)] = _BY_NAME["topk"]  # its documented cost, not
 _BY_KEY[(Op.TENSOR_COPY, Engine.GPSIMD)] = _BY_NAME["tensor_copy"]
 
 
+# ---- engine placement of instructions given no engine ----------------------------------------
+
+SCALAR_TENSOR_SCALAR_OPS = frozenset({("multiply", "add"), ("multiply", None), ("add", None)})
+"""The ``(op0, op1)`` combinations ScalarE runs for ``tensor_scalar``. Source: ISA_DOC
+``tensor_scalar`` ("The Scalar Engine on trn2 only supports a subset of the operator
+combination"), SDK-2.26 and NKI 0.6 docstrings."""
+
+AUTO_ENGINE_SOURCE = (
+    "ISA_DOC tensor_copy: engine=unknown (default) 'compiler selects best engine based on engine "
+    "workload'; measured: neuron-profile of trainium-kernel-fusion's attention kernels on trn2 "
+    "(hw.sources.TKF_PROFILES) runs their engine-less PSUM-to-SBUF tensor_copy calls on ScalarE "
+    "(100) and VectorE (42), alternating"
+)
+
+
+def auto_engines(instr: Instruction) -> tuple[Engine, ...]:
+    """The engines the compiler may place ``instr`` on when the kernel gave none (its record
+    has ``AUTO_ENGINE_ATTR``): ScalarE first, then VectorE, for a ``tensor_copy`` of floats
+    and an arithmetic ``tensor_scalar`` ScalarE supports (``SCALAR_TENSOR_SCALAR_OPS``, no
+    reversed operand); otherwise only the recorded engine. GpSimd is never picked (it cannot
+    reach PSUM and streams slower). The timing model takes the one that finishes first
+    (``trnsim.core.timing``; a tie goes to ScalarE, as the measured profiles show).
+    Source: ``AUTO_ENGINE_SOURCE``."""
+    from trnsim.core.isa import AUTO_ENGINE_ATTR
+
+    if not instr.attr(AUTO_ENGINE_ATTR) or instr.attr("dynamic") or instr.attr("tensor_indirect"):
+        return (instr.engine,)
+    ops = instr.src + instr.dst
+    if any(dtype_class(o.dtype) == "int" for o in ops):
+        return (instr.engine,)
+    if instr.opcode is Op.TENSOR_SCALAR:
+        pair = (instr.attr("op0"), instr.attr("op1"))
+        if pair not in SCALAR_TENSOR_SCALAR_OPS or instr.attr("reverse0") or instr.attr("reverse1"):
+            return (instr.engine,)
+    elif instr.opcode is not Op.TENSOR_COPY:
+        return (instr.engine,)
+    return (Engine.SCALAR, Engine.VECTOR)
+
+
 def rule_for(instr: Instruction) -> CostRule:
     """The cost rule that covers ``instr`` (KeyError-free: a missing rule is a ConfigError)."""
     rule = _BY_KEY.get((instr.opcode, instr.engine))
@@ -559,6 +601,56 @@ def matmul_flops(instr: Instruction) -> float:
     return 0.0
 
 
+HARDWARE_FLOPS_SOURCE = (
+    "aws-neuron-sdk tools/neuron-explorer/profile-schema-reference.rst (hardware_flops: 2 x "
+    "active rows x active columns x elements per matmul instruction; transpose_flops: those of "
+    "transposes); fp32 x2 measured: hw.sources.TKF_PROFILES (an fp32 nc_matmul issues as two "
+    "MATMUL passes, fp32_mode=LOW_HIGH, and hardware_flops counts both; an fp32 transpose is one "
+    "pass)"
+)
+
+
+def is_pe_transpose(instr: Instruction) -> bool:
+    """A transpose on the Tensor engine (``nc_transpose``, or ``nc_matmul`` with
+    ``is_transpose``)."""
+    return instr.engine is Engine.TENSOR and (
+        instr.opcode is Op.NC_TRANSPOSE
+        or (instr.opcode is Op.NC_MATMUL and bool(instr.attr("is_transpose")))
+    )
+
+
+def hardware_flops(instr: Instruction) -> tuple[float, float]:
+    """``(hardware FLOPs, transpose FLOPs)`` of one instruction, counted as neuron-profile
+    counts them (``HARDWARE_FLOPS_SOURCE``): a matmul ``2 K M N`` (``matmul_flops``), twice
+    that when an operand is fp32 (two passes); a Tensor-engine transpose of a ``[P, F]`` tile
+    ``2 P F P`` (a pass against a ``P x P`` identity), in both figures. Other engines: none."""
+    if instr.engine is not Engine.TENSOR:
+        return 0.0, 0.0
+    if is_pe_transpose(instr):
+        instr = tensor_indirect_access(instr)
+        data = instr.operand(DATA) or instr.operand(STATIONARY) or instr.src[0]
+        t = 2.0 * data.partitions * data.free_size * data.partitions
+        return t, t
+    f = matmul_flops(instr)
+    if f and any(dtype_class(o.dtype) == "fp32" for o in instr.src):
+        f *= 2
+    return f, 0.0
+
+
+def dma_hbm_split(instr: Instruction, cost: DmaCost) -> tuple[int, int]:
+    """``(HBM bytes read, HBM bytes written)`` of a DMA whose cost is ``cost``: its HBM
+    sources and destinations (of the bytes moved: ``cost.hbm_bytes`` split by side)."""
+    srcs = sum(1 for o in instr.src if o.memory == "hbm" and o.role != INDEX)
+    dsts = sum(1 for o in instr.dst if o.memory == "hbm")
+    if not srcs + dsts:
+        return 0, 0
+    if instr.attr("indirect") is None and instr.attr("ranks") is None:
+        read = sum(o.nbytes for o in instr.src if o.memory == "hbm" and o.role != INDEX)
+        return read, cost.hbm_bytes - read
+    per = cost.hbm_bytes / (srcs + dsts)  # moved bytes on each HBM side (indirect, collectives)
+    return int(per * srcs), cost.hbm_bytes - int(per * srcs)
+
+
 def matmul_rate_class(instr: Instruction) -> str:
     """The tensor.rate key whose peak a matmul should be compared with (for MFU)."""
     st = instr.operand(STATIONARY)
@@ -580,24 +672,32 @@ def matmul_rate_class(instr: Instruction) -> str:
 class DmaModel:
     """The DMA figures of one core in one chip, for one run.
 
-    ``engine_bw`` and ``engines`` from ``DmaSpec``; ``efficiency``: the fraction of the effective
-    engine bandwidth a kernel's transfers reach (a calibration constant, see
-    ``trnsim.core.calibration``); ``hbm_share``: HBM bandwidth available to this core
-    (chip ``hbm_bw`` / cores active on the chip: HBM is shared by all cores of a chip).
+    ``engines``, ``queues``, ``engine_bw``, ``fixed_latency_s`` and ``descriptor_s`` come from
+    ``DmaSpec`` (the DMA bandwidth guide and the measured descriptor cost); ``efficiency``
+    scales the engines' streaming rate (1.0: the documents' figures; a toolchain whose DMA
+    reached less, such as the one the SDK 2.20 matmul tutorial was measured with, has its own
+    fitted value in ``trnsim.core.calibration``); ``hbm_share``: HBM bandwidth available to this
+    core (chip ``hbm_bw`` / cores active on the chip: HBM is shared by all cores of a chip).
     """
 
     engines: int
     queues: int
     engine_bw: float
     fixed_latency_s: float
+    descriptor_s: float
     partitions: int
     efficiency: float
     hbm_share: float
 
     @property
     def core_bw(self) -> float:
-        """Derived: engines x engine bandwidth x efficiency."""
+        """Derived: engines x engine bandwidth x efficiency (streaming, long rows)."""
         return self.engines * self.engine_bw * self.efficiency
+
+    def engine_seconds(self, nbytes: float, descriptors: int) -> float:
+        """Engine time of ``descriptors`` descriptors moving ``nbytes`` in all: each pays
+        ``descriptor_s``, every byte ``1 / (engine_bw x efficiency)``."""
+        return descriptors * self.descriptor_s + nbytes / (self.engine_bw * self.efficiency)
 
     @staticmethod
     def for_core(
@@ -606,7 +706,7 @@ class DmaModel:
         active_cores: int = 1,
         efficiency: float | None = None,
     ) -> DmaModel:
-        from trnsim.core.calibration import DMA_EFFICIENCY, chip_of
+        from trnsim.core.calibration import chip_of
 
         chip = chip or chip_of(spec)
         return DmaModel(
@@ -614,8 +714,9 @@ class DmaModel:
             queues=spec.dma.queues_per_engine,
             engine_bw=spec.dma.engine_bw,
             fixed_latency_s=spec.dma.fixed_latency_s,
+            descriptor_s=spec.dma.descriptor_s,
             partitions=spec.partitions,
-            efficiency=DMA_EFFICIENCY if efficiency is None else efficiency,
+            efficiency=1.0 if efficiency is None else efficiency,
             hbm_share=chip.hbm_bw / max(1, active_cores),
         )
 
@@ -657,13 +758,20 @@ def contiguous_bytes(o: Operand) -> int:
 
 
 def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
-    """Cost of one DMA transfer.
+    """Cost of one DMA transfer (the DMA bandwidth guide's model, NEURON_DMA_GUIDE).
 
-    ``latency = dma.fixed_latency_s`` (descriptor, sync, semaphore: ~1.3 us, NEURON_DMA_GUIDE);
-    ``bytes_eff = bytes + rows x DMA_ROW_OVERHEAD_BYTES`` (short-row penalty);
-    ``occupancy = bytes_eff / (engines x engine_bw x efficiency)`` of the core's DMA;
-    ``duration = bytes_eff / (engines_used x engine_bw x efficiency)`` where ``engines_used =
-    ceil(P / 8)`` for a transfer touching P SBUF partitions (partial-partition penalty);
+    A transfer is cut into descriptors, one per contiguous row (``row``: the shortest
+    contiguous run of its operands, in practice the bytes per partition), spread over the
+    engines that serve its partitions: ``engines_used = ceil(P / 8)`` of the 16 for a transfer
+    touching P SBUF partitions. Each descriptor costs its engine ``descriptor_s`` plus its
+    bytes over ``engine_bw x efficiency``, so bandwidth follows the guide's curve in the bytes
+    per partition (``DmaSpec.row_efficiency``: about 68% at 256 B, 94% at 2 KiB, 97% at 4 KiB
+    on v3). Then:
+    ``latency = dma.fixed_latency_s`` (semaphore to first byte: ~1.3 us; a latency, the engines
+    are free meanwhile);
+    ``work = rows x descriptor_s + bytes / (engine_bw x efficiency)`` (engine-seconds);
+    ``occupancy = work / engines`` of the core's DMA bandwidth (what queues share);
+    ``duration = work / engines_used`` (the transfer's own data phase);
     ``hbm = hbm_bytes / hbm_share`` (reads plus writes of HBM).
     Indirect (gather/scatter) transfers: see ``indirect_dma_cost``.
     """
@@ -733,7 +841,7 @@ def indirect_dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     region, ``trnsim.core.indirect``), so the moved bytes are those of the other side (the
     data operand). Assumption: **one DMA descriptor per gathered/scattered row** (per
     contiguous run of the static pattern inside one indexed row, attribute
-    ``indirect_run_bytes``), each paying ``DMA_ROW_OVERHEAD_BYTES`` like the rows of a static
+    ``indirect_run_bytes``), each paying ``descriptor_s`` like the rows of a static
     transfer -- the DGE builds one descriptor per dynamic address (SDK ``nki-dge.rst``: a
     descriptor holds one source/destination address and stride pattern). The SWDGE descriptor
     generation time on GpSimd and the read of the index tile (4 bytes per index) are not
@@ -758,16 +866,15 @@ def _transfer(
 ) -> DmaCost:
     """The formula of ``dma_cost`` for ``nbytes`` moved in contiguous rows of ``row`` bytes;
     ``ops`` give the SBUF partition count (partial-partition penalty)."""
-    rows = ceil(nbytes / row)
-    eff_bytes = nbytes + rows * DMA_ROW_OVERHEAD_BYTES
+    rows = ceil(nbytes / row) if nbytes else 0
+    work = model.engine_seconds(nbytes, rows)
     per_engine = model.partitions // model.engines
     onchip = [o.partitions for o in ops if o.memory != "hbm"]
     used = min(model.engines, ceil(max(onchip) / per_engine)) if onchip else model.engines
-    rate = model.engine_bw * model.efficiency
     return DmaCost(
         latency_s=model.fixed_latency_s,
-        occupancy_s=eff_bytes / (model.engines * rate),
-        duration_s=eff_bytes / (used * rate),
+        occupancy_s=work / model.engines,
+        duration_s=work / used,
         hbm_s=hbm_bytes / model.hbm_share,
         nbytes=nbytes,
         hbm_bytes=hbm_bytes,

@@ -42,6 +42,16 @@ ENGINE_CHOICES: dict[Op, frozenset[Engine]] = {
 MIN_GENERATION: dict[Op, int] = {
     Op(e.name): e.min_generation for e in SPECS.values() if e.min_generation > 2
 }
+AUTO_ENGINE = frozenset(Op(e.name) for e in SPECS.values() if e.auto_engine)
+"""Ops the compiler places by engine workload when no engine is given (attribute
+``AUTO_ENGINE_ATTR`` on the record; ``trnsim.core.costs.auto_engines``)."""
+AUTO_ENGINE_ATTR = "auto_engine"
+SPILL_ATTR = "spill"
+"""The record attribute of a copy a front end issues to spill on-chip data (value ``"save"``),
+to refill it (``"reload"``) or to read a clean tile again from its source (``"refetch"``), as
+the compiler does when live data overflows SBUF (``trnsim.nki.legacy.allocator``): profiles
+count the HBM bytes of save and reload DMAs as neuron-profile's ``spill_save_bytes`` /
+``spill_reload_bytes`` (a refetch is an ordinary HBM read)."""
 IN_ORDER = frozenset(Op(e.name) for e in SPECS.values() if e.in_order)
 """Ops with core state beyond memory (random state, accumulators): program order matters."""
 READS_PSUM = frozenset(Op(e.name) for e in SPECS.values() if e.compute and PSUM in e.reads)

@@ -28,7 +28,7 @@ from trnsim.core.accel.decode import AccMemo, DecodeCache
 from trnsim.core.accel.deferred import Deferred
 from trnsim.core.argrules import broken, shape_dims
 from trnsim.core.instruction import Instruction
-from trnsim.core.isa import DEFAULT_ENGINE, Engine, Op
+from trnsim.core.isa import AUTO_ENGINE, AUTO_ENGINE_ATTR, DEFAULT_ENGINE, Engine, Op
 from trnsim.core.live import LiveInstruction, live_from
 from trnsim.core.location import kernel_location, warn
 from trnsim.core.memory import (
@@ -120,6 +120,10 @@ class NeuronCore:
         self.deferred: Deferred | None = None
         self._frozen: dict[tuple, tuple[tuple[str, Any], ...]] = {}
         self.sbuf.fill_sentinel = self.psum.fill_sentinel = functional
+        # A front end's hook, called with (op, dst, src, attrs) before each instruction is
+        # checked and recorded: the legacy front end's allocator (trnsim.nki.legacy.allocator)
+        # makes the operands' tiles resident there (refilling spilled ones) and notes the uses
+        self.observer: Callable[[Op, dict, dict, dict], None] | None = None
 
     # ---- allocation -----------------------------------------------------------------------
 
@@ -133,10 +137,12 @@ class NeuronCore:
         address: tuple[int, int] | None = None,
         view_type: type[View] = View,
         fill: bool = True,
+        offset: int | None = None,
     ) -> View:
         """A fresh tensor (sentinel-filled) in ``memory`` (``"sbuf"``, ``"psum"``, ``"hbm"``),
         as a ``view_type`` (a front end's View subclass). ``fill=False``: the caller writes
-        every byte of an HBM tensor itself (no sentinel fill)."""
+        every byte of an HBM tensor itself (no sentinel fill). ``offset``: an SBUF/PSUM byte
+        offset the caller chose for an automatic placement (``OnChipMemory.allocate``)."""
         try:
             fmt = _FORMATS[dtype]
         except KeyError:
@@ -152,12 +158,15 @@ class NeuronCore:
             mem = self.sbuf if memory == SBUF else self.psum
             deferred = self.deferred
             if deferred is None:
-                alloc = mem.allocate(shape[0], free * isz, align=isz, name=name, address=address)
+                alloc = mem.allocate(
+                    shape[0], free * isz, align=isz, name=name, address=address, offset=offset
+                )
             else:  # the sentinel fill runs in program order, behind the deferred data work
                 deferred.raise_pending()
                 alloc = mem.allocate(
-                    shape[0], free * isz, align=isz, name=name, address=address, fill=False
-                )
+                    shape[0], free * isz, align=isz, name=name, address=address, fill=False,
+                    offset=offset,
+                )  # fmt: skip
                 if mem.fill_sentinel:
                     deferred.fill(mem, alloc)
             storage = Storage(alloc, fmt, shape)
@@ -211,6 +220,9 @@ class NeuronCore:
     ) -> None:
         if attrs is None:
             attrs = {}
+        observer = self.observer
+        if observer is not None:
+            observer(op, dst, src, attrs)
         deferred = self.deferred
         if deferred is not None:
             deferred.raise_pending()
@@ -223,6 +235,8 @@ class NeuronCore:
                 "--max-instructions, CoreOptions.max_instructions)",
             )
         chosen = engine or DEFAULT_ENGINE[op]  # (rule engine: one of the spec's choices)
+        if engine is None and op in AUTO_ENGINE:  # the compiler's pick: the timing model's
+            attrs = {**attrs, AUTO_ENGINE_ATTR: True}
         # rules.check, with the verdict cached per signature (rules.Checker): bounds of each
         # operand first (dst then src), then the rules unless an equal call passed before.
         # Views of other kinds (indirect views describe themselves) take the plain path.

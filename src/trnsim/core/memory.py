@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable
+from bisect import bisect_left, insort
 from math import prod
 from typing import Any
 
@@ -60,9 +60,8 @@ class Allocation:
         "partition_start",
         "partitions",
         "placed_at",
-        "reclaim_first",
         "sharers",
-        "spill",
+        "user",
         "version",
         "writers",
     )
@@ -96,16 +95,13 @@ class Allocation:
         self.last_use: tuple[str, int] | None = None
         self.last_seq = -1
         self.sharers: list[Allocation] = []
-        # A front end's hook, run when an automatic placement is about to reuse this
-        # allocation's addresses (before the new tensor exists): it may copy the data out
-        # first (the legacy front end's spills of block tensors, trnsim.nki.legacy.language).
-        self.spill: Callable[[], None] | None = None
-        # The first to give its bytes when the memory is full (a front end's spilled copy, or
-        # a buffer kept only for double buffering): reused before any least recently used one.
-        self.reclaim_first = False
         # A PSUM tensor placed over another's addresses: its first matmul write starts its own
         # accumulation group (``start_accumulation``), whatever marks the other left there.
         self.acc_pending = False
+        # A front end's record of the tile these bytes hold (the legacy front end's allocator,
+        # trnsim.nki.legacy.allocator, which moves a tile between allocations when it spills
+        # and refills it: the tile's Storage then points at its new allocation)
+        self.user: Any = None
         # Bumped by every write of the data (version) and of the PSUM accumulation marks
         # (marks_version) through the NeuronCore: keys of its caches of decoded tiles.
         self.version = 0
@@ -163,6 +159,9 @@ class OnChipMemory:
         # PSUM only: 1 where the last writer was a matmul of an open accumulation group.
         self.acc = SPARE_ARRAYS.take(self.data.shape, np.uint8) if kind == PSUM else None
         self.live: list[Allocation] = []
+        # the live allocations as sorted (start, end, seq, allocation) byte spans, kept up to
+        # date once a front end asks for them (``sorted_spans``); None: not kept
+        self.spans: list[tuple[int, int, int, Allocation]] | None = None
         self.operands = OperandTable()
         # an LNC>1 launch's write-write race check (trnsim.core.races.RaceCheck), or None
         self.race: Any = None
@@ -185,9 +184,12 @@ class OnChipMemory:
         name: str = "",
         address: tuple[int, int] | None = None,
         fill: bool = True,
+        offset: int | None = None,
     ) -> Allocation:
         """A new rectangle, sentinel-filled unless ``fill`` is False (the caller fills it
-        later with ``fill``) or the memory's ``fill_sentinel`` is off."""
+        later with ``fill``) or the memory's ``fill_sentinel`` is off. ``offset``: a free byte
+        offset the caller chose (by its own placement policy), from partition 0; an automatic
+        placement all the same (not ``explicit``)."""
         unit = self.kind.upper()
         if partitions > self.partitions:
             raise broken(
@@ -237,16 +239,21 @@ class OnChipMemory:
                 for other in tuple(self.live)  # a snapshot: see _first_fit
                 if _overlaps(other, pstart, partitions, offset, nbytes)
             ]
+        elif offset is not None:
+            pstart = 0
+            reused = []
+            if offset % align or not self.is_free(partitions, offset, nbytes):
+                raise broken(
+                    f"{self.kind}-capacity-full",
+                    f"{unit} allocation {name!r} at byte {offset} ({_kib(nbytes)}/partition) "
+                    "overlaps a live allocation",
+                )
         else:
             pstart = 0
             reused = []
             offset = self._first_fit(pstart, partitions, nbytes, align)
             if offset is None:
                 offset, reused = self._reuse_least_recent(partitions, nbytes, align)
-                for other in reused:  # copied out (spilled) first, while its bytes are intact
-                    hook, other.spill = other.spill, None
-                    if hook is not None:
-                        hook()
             if offset is None:
                 used = sum(a.nbytes for a in self.live if a.partition_start < partitions)
                 raise broken(
@@ -268,9 +275,22 @@ class OnChipMemory:
                 other.sharers.append(alloc)
                 alloc.sharers.append(other)
         self.live.append(alloc)
+        if self.spans is not None:
+            insort(self.spans, (offset, offset + nbytes, next(_SPAN_SEQ), alloc))
         if fill and self.fill_sentinel:
             self.fill(alloc)
         return alloc
+
+    def sorted_spans(self) -> list[tuple[int, int, int, Allocation]]:
+        """The live allocations as ``(start byte, end byte, sequence, allocation)``, sorted by
+        start; kept up to date from the first call on (a front end's placement policy reads
+        it at every allocation: ``trnsim.nki.legacy.allocator``). Do not modify."""
+        if self.spans is None:
+            self.spans = sorted(
+                (a.byte_offset, a.byte_offset + a.nbytes, next(_SPAN_SEQ), a)
+                for a in tuple(self.live)
+            )
+        return self.spans
 
     def fill(self, alloc: Allocation) -> None:
         """Write the sentinel over ``alloc`` (and clear its PSUM accumulation marks)."""
@@ -279,6 +299,19 @@ class OnChipMemory:
         self.data[rows, cols] = SENTINEL_BYTE
         if self.acc is not None:
             self.acc[rows, cols] = 0
+
+    def is_free(self, partitions: int, offset: int, nbytes: int) -> bool:
+        """Whether bytes ``[offset, offset + nbytes)`` of partitions ``[0, partitions)`` are
+        inside the memory and outside every live allocation."""
+        if offset < 0 or offset + nbytes > self.bytes_per_partition:
+            return False
+        end = offset + nbytes
+        for a in tuple(self.live):  # a snapshot (see _first_fit)
+            if a.partition_start < partitions:
+                start = a.byte_offset
+                if start < end and offset < start + a.nbytes:
+                    return False
+        return True
 
     def _first_fit(self, pstart: int, partitions: int, nbytes: int, align: int) -> int | None:
         """The lowest ``align``-aligned byte offset where ``nbytes`` fit beside the live
@@ -310,13 +343,12 @@ class OnChipMemory:
     ) -> tuple[int | None, list[Allocation]]:
         """The memory is full of live allocations (Python still references them). Liveness is
         program order, not references: place the new allocation over the least recently used
-        ones (never used first; ``reclaim_first`` ones before anything else), which become its
-        address sharers; a later use of one of them after the new tensor's use is the real
-        overlap (``_note_use``). Returns (offset, the
+        ones (never used first), which become its address sharers; a later use of one of them
+        after the new tensor's use is the real overlap (``_note_use``). Returns (offset, the
         allocations it overlaps), or (None, []) when it does not fit even so."""
         candidates = sorted(
             (a for a in tuple(self.live) if a.partition_start < partitions),
-            key=lambda a: (not a.reclaim_first, a.last_seq),
+            key=lambda a: a.last_seq,
         )
         evicted: list[Allocation] = []
         offset = None
@@ -334,12 +366,22 @@ class OnChipMemory:
         self.live.extend(a for a in evicted if a not in reused)
         for a in reused:  # no longer blocking allocation; freed as usual when dropped
             a.live = False
+        self.spans = None  # (rebuilt when next asked for)
         return offset, reused
 
     def free(self, alloc: Allocation) -> None:
         if alloc.live:
             alloc.live = False
             self.live.remove(alloc)
+            spans = self.spans
+            if spans is not None:
+                i, n = bisect_left(spans, (alloc.byte_offset,)), len(spans)
+                while i < n and spans[i][3] is not alloc:
+                    i += 1
+                if i < n:
+                    del spans[i]
+                else:  # (not where expected: rebuilt when next asked for)
+                    self.spans = None
 
     def row_bytes(self) -> int:
         return self.bytes_per_partition
@@ -413,6 +455,9 @@ def _where(loc: tuple[str, int] | None, before: tuple[str, int] | None = None) -
         return "never" if before is None else f"before {_where(before)}"
     return f"{loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
 
+
+_SPAN_SEQ = itertools.count()
+"""Tie-breaker of equal spans in ``OnChipMemory.spans`` (allocations never compare)."""
 
 _USE_SEQ = itertools.count()
 _next_use = _USE_SEQ.__next__
@@ -531,7 +576,7 @@ class View:
         self.fmt = fmt if fmt is not None else storage.fmt
         self.dtype = dtype if dtype is not None else user_dtype(self.fmt)
         self.inbounds = False
-        self._operand: tuple[Operand, tuple, tuple] | None = None
+        self._operand: tuple[Operand, tuple, tuple, Allocation] | None = None
 
     def detached(self) -> View:
         """This view over a ``DetachedStorage`` (a plain ``View``; for deferred work)."""
@@ -678,7 +723,7 @@ class View:
         """The record's descriptor of this view as operand ``role`` (cached per view)."""
         return self.described(role)[0]
 
-    def described(self, role: str) -> tuple[Operand, tuple, tuple]:
+    def described(self, role: str) -> tuple[Operand, tuple, tuple, Allocation]:
         """``(operand(role), signature, parts)``: the signature is the operand without its
         byte offset (what the rules may look at, see ``rules.Checker``), the parts are the
         operand without its role. Cached per view."""
@@ -688,7 +733,7 @@ class View:
         else:
             alloc.last_seq = _next_use()
         d = self._operand
-        if d is not None:
+        if d is not None and d[3] is alloc:  # (a relocated tile's storage has a new alloc)
             if d[0][0] == role:
                 return d
             parts = d[2]  # the same view in another role
@@ -705,7 +750,7 @@ class View:
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (same object)
         op = tuple.__new__(Operand, (role, *parts))
         op = alloc.memory.operands.setdefault(op, op)
-        d = self._operand = (op, (role, *parts[:5], *parts[6:]), parts)
+        d = self._operand = (op, (role, *parts[:5], *parts[6:]), parts, alloc)
         return d
 
     @property

@@ -70,7 +70,18 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """Timing of one kernel on one NeuronCore generation (a model: see ``assumptions``)."""
+    """Timing of one kernel on one NeuronCore generation (a model: see ``assumptions``).
+
+    ``total_s``: the modelled latency as ``nki.benchmark`` reports it: the instruction stream's
+    span plus ``launch_s`` (the fixed cost of a launch). ``dma_bw``: the DMA bandwidth the
+    kernel's cores can stream at (engines x engine bandwidth x efficiency, at most their share
+    of HBM), the denominator of ``mbu``. The neuron-profile figures: ``hbm_read_bytes`` /
+    ``hbm_write_bytes`` (HBM bytes the DMA engines read and wrote, spills included),
+    ``spill_save_bytes`` / ``spill_reload_bytes`` (of which spills and refills),
+    ``hardware_flops`` / ``transpose_flops`` (counted as the profiler counts them:
+    ``trnsim.core.costs.hardware_flops``), per-engine active time (``engines``); see
+    ``neuron_profile()``.
+    """
 
     target: str
     total_s: float
@@ -82,11 +93,18 @@ class Profile:
     peak_dtype: str
     mfu: float
     bytes_by_memory: tuple[tuple[str, int], ...]
-    hbm_bw: float
+    dma_bw: float
     mbu: float
     instruction_counts: tuple[tuple[str, int], ...]
     critical_path: tuple[Contributor, ...]
     assumptions: tuple[str, ...]
+    launch_s: float = 0.0
+    hbm_read_bytes: int = 0
+    hbm_write_bytes: int = 0
+    spill_save_bytes: int = 0
+    spill_reload_bytes: int = 0
+    hardware_flops: float = 0.0
+    transpose_flops: float = 0.0
     schedule: Schedule | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -101,6 +119,37 @@ class Profile:
 
         valid = ", ".join(t.name for t in self.engines)
         raise UnknownNameError(f"no engine {name!r} in this profile; valid: {valid}")
+
+    @property
+    def dma_active_s(self) -> float:
+        """Seconds during which at least one DMA transfer moved data."""
+        for t in self.engines:
+            if t.name == "dma":
+                return t.busy_s
+        return 0.0
+
+    def neuron_profile(self) -> dict[str, float]:
+        """The figures under the names of neuron-profile's JSON summary (SDK
+        ``tools/neuron-explorer/profile-schema-reference.rst``), so a modelled profile can be
+        held against a measured one. As in that JSON, the ``*_percent`` values are fractions
+        of ``total_time`` (0.41 means 41%)."""
+        out: dict[str, float] = {
+            "total_time": self.total_s,
+            "hbm_read_bytes": self.hbm_read_bytes,
+            "hbm_write_bytes": self.hbm_write_bytes,
+            "spill_save_bytes": self.spill_save_bytes,
+            "spill_reload_bytes": self.spill_reload_bytes,
+            "hardware_flops": self.hardware_flops,
+            "transpose_flops": self.transpose_flops,
+            "dma_active_time": self.dma_active_s,
+            "dma_active_time_percent": self.dma_active_s / self.total_s if self.total_s else 0.0,
+        }
+        for t in self.engines:
+            if t.name in ("tensor", "vector", "scalar", "gpsimd"):
+                out[f"{t.name}_engine_active_time"] = t.busy_s
+                out[f"{t.name}_engine_active_time_percent"] = t.utilisation
+                out[f"{t.name}_engine_instruction_count"] = t.instructions
+        return out
 
     def to_json(self) -> dict[str, Any]:
         """The machine form: plain types, SI units."""
@@ -126,10 +175,17 @@ class Profile:
             "peak_dtype": self.peak_dtype,
             "mfu": self.mfu,
             "bytes": dict(self.bytes_by_memory),
-            # the HBM bandwidth the active cores' DMA can draw (MBU's denominator), not the
-            # chip's HBM bandwidth: named for what it is (issue 21)
-            "dma_hbm_bw": self.hbm_bw,
+            "dma_bw": self.dma_bw,
             "mbu": self.mbu,
+            "launch_s": self.launch_s,
+            "hbm_read_bytes": self.hbm_read_bytes,
+            "hbm_write_bytes": self.hbm_write_bytes,
+            "spill_save_bytes": self.spill_save_bytes,
+            "spill_reload_bytes": self.spill_reload_bytes,
+            "hardware_flops": self.hardware_flops,
+            "transpose_flops": self.transpose_flops,
+            "dma_active_s": self.dma_active_s,
+            "neuron_profile": self.neuron_profile(),
             "instruction_counts": dict(self.instruction_counts),
             "critical_path": [
                 {
@@ -152,10 +208,13 @@ class Profile:
             f"instructions (timing model; see assumptions)",
             f"  compute  {self.flops:.3e} FLOP, {fmt_rate(self.flops_per_s, 'FLOP/s')}, "
             f"MFU {self.mfu:.1%} of {fmt_rate(self.peak_flops, 'FLOP/s')} {self.peak_dtype}",
-            "  memory   "
-            + ", ".join(f"{m} {fmt_bytes(b)}" for m, b in self.bytes_by_memory)
-            + f"; MBU {self.mbu:.1%} of the {fmt_rate(self.hbm_bw, 'B/s')} of HBM the "
-            "cores' DMA can draw",
+            f"  HBM      read {fmt_bytes(self.hbm_read_bytes)}, written "
+            f"{fmt_bytes(self.hbm_write_bytes)} (spills {fmt_bytes(self.spill_save_bytes)} "
+            f"saved, {fmt_bytes(self.spill_reload_bytes)} reloaded); MBU {self.mbu:.1%} of "
+            f"{fmt_rate(self.dma_bw, 'B/s')} DMA; DMA active "
+            f"{self.dma_active_s / self.total_s if self.total_s else 0.0:.0%}",
+            f"  FLOPs    hardware {self.hardware_flops:.3e} (transposes "
+            f"{self.transpose_flops:.3e}; as neuron-profile counts them)",
             "  engines  "
             + ", ".join(f"{t.name} {t.utilisation:.0%} ({t.instructions:,})" for t in self.engines),
             "  critical path (top contributors):",

@@ -7,7 +7,9 @@ tensor indirection is allowed), typed attributes with defaults and allowed value
 attribute trnsim does not model is ``modelled=False``: any non-default value is refused with a
 ``not-implemented`` error), the names of its op-specific rules (``trnsim.core.rules``), the
 first NeuronCore generation that has it, ``in_order=True`` if it reads or writes engine state
-beyond memory (random state, accumulators), the semantics function, and its cost rule names
+beyond memory (random state, accumulators), ``auto_engine=True`` if, called without an engine,
+the compiler places it by engine workload (the timing model picks the engine;
+``trnsim.core.costs.auto_engines``), the semantics function, and its cost rule names
 (``trnsim.core.costs``). An entry whose semantics function follows the generic convention
 (``run="generic"``: sources by role name, decoded or ``raw``; attributes by name; ``shape``
 and the Vector engine's random ``state`` if asked for; the result written to ``dst``) needs
@@ -180,6 +182,7 @@ class Instr:
     engines: frozenset[Engine] | None = None
     min_generation: int = 2
     in_order: bool = False
+    auto_engine: bool = False
     reads: frozenset[str] = SB
     writes: frozenset[str] = SB
     run: str = "executor"
@@ -445,6 +448,7 @@ register(
         cost=("stream",),
         semantics=S.tensor_scalar,
         engines=frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
+        auto_engine=True,
         **_V,
     )
 )
@@ -481,6 +485,7 @@ register(
         (Attr("dtype", (str, type(None)), None),),
         cost=("tensor_copy",),
         engines=frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
+        auto_engine=True,
         doc="bit-exact for equal formats, else via fp32 (no semantics function: a cast)",
         **_V,
     )

@@ -36,6 +36,7 @@ statistics the totals add up); ``_run`` is the pass over the stream that reads t
 from __future__ import annotations
 
 import gc
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from typing import NamedTuple
 from trnsim.core import costs
 from trnsim.core.costs import DmaModel
 from trnsim.core.instruction import Instruction, Operand
-from trnsim.core.isa import SYNC_OPS, Engine, Op
+from trnsim.core.isa import IN_ORDER, SPILL_ATTR, SYNC_OPS, Engine, Op
 from trnsim.core.profile import Contributor, Profile, Schedule, TrackStats
 from trnsim.hw import ChipSpec, CoreSpec, core
 
@@ -273,7 +274,17 @@ class _Tracks:
     on it, its busy seconds and instruction count. A track first used after a barrier starts at
     the barrier."""
 
-    __slots__ = ("barrier_end", "barrier_idx", "busy", "count", "free", "ids", "last", "names")
+    __slots__ = (
+        "barrier_end",
+        "barrier_idx",
+        "busy",
+        "cals",
+        "count",
+        "free",
+        "ids",
+        "last",
+        "names",
+    )
 
     def __init__(self) -> None:
         self.ids: dict[tuple, int] = {}
@@ -282,11 +293,14 @@ class _Tracks:
         self.last: list[int] = []
         self.busy: list[float] = []
         self.count: list[int] = []
+        self.cals: list[_Calendar | None] = []  # a compute engine's calendar
         self.barrier_end = 0.0
         self.barrier_idx = -1
 
-    def get(self, key: tuple, name: str) -> int:
-        """The id of track ``key`` (created, named ``name``, on first use)."""
+    def get(self, key: tuple, name: str, window: int | None = None) -> int:
+        """The id of track ``key`` (created, named ``name``, on first use; with ``window``, a
+        compute engine whose instructions fill its idle gaps up to ``window`` busy stretches
+        back: ``SCHEDULE_WINDOW``)."""
         tid = self.ids.get(key)
         if tid is None:
             tid = len(self.names)
@@ -296,6 +310,10 @@ class _Tracks:
             self.last.append(self.barrier_idx)
             self.busy.append(0.0)
             self.count.append(0)
+            cal = _Calendar(window) if window is not None else None
+            if cal is not None:
+                cal.floor = self.barrier_end
+            self.cals.append(cal)
         return tid
 
     def barrier(self, t: float, idx: int) -> None:
@@ -304,23 +322,159 @@ class _Tracks:
         for tid in range(len(free)):
             if free[tid] < t:
                 free[tid] = t
+            cal = self.cals[tid]
+            if cal is not None:
+                cal.raise_floor(t)
         self.barrier_end, self.barrier_idx = t, idx
+
+
+class _Calendar:
+    """The busy intervals of a resource (a bandwidth pipe, an engine), sorted, disjoint and
+    merged where they touch (parallel lists ``starts`` / ``ends``, with ``owners``: the
+    instruction whose reservation ends each interval). ``reserve(t, length)`` books the
+    earliest free gap of ``length`` at or after ``t`` (and ``floor``): work ready early uses
+    idle time before work booked after it in program order (back-filling), never pushing one
+    already booked. With ``limit``, only the last ``limit`` busy intervals keep their gaps
+    open (older ones raise ``floor``): a bounded look-back."""
+
+    __slots__ = ("ends", "floor", "limit", "owners", "starts")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.owners: list[int] = []
+        self.floor = 0.0
+        self.limit = limit
+
+    @property
+    def end(self) -> float:
+        """The end of the last booking (or the floor)."""
+        return self.ends[-1] if self.ends and self.ends[-1] > self.floor else self.floor
+
+    def raise_floor(self, t: float) -> None:
+        """Nothing may start before ``t`` (a barrier)."""
+        if t > self.floor:
+            self.floor = t
+            self.forget_before(t)
+
+    def reserve(self, t: float, length: float, owner: int) -> tuple[float, int]:
+        """Book ``[s, s + length)`` with ``s >= t`` the earliest start where it fits; returns
+        ``(s, the instruction whose booking bound s)`` (-1 when ``s == t``)."""
+        dep = -1
+        if t < self.floor:
+            t = self.floor
+        if length <= 0.0:
+            return t, -1
+        starts, ends, owners = self.starts, self.ends, self.owners
+        n = len(ends)
+        s = t
+        if n and ends[-1] <= t:  # the common case: past every booking
+            i = n
+        else:
+            i = bisect_right(ends, t)
+            while i < n and starts[i] < s + length:  # the gap before interval i is too short
+                if ends[i] > s:
+                    s, dep = ends[i], owners[i]
+                i += 1
+        e = s + length
+        if i and ends[i - 1] == s:  # touches the interval before: extend it
+            ends[i - 1] = e
+            owners[i - 1] = owner
+            if i < n and starts[i] == e:  # ... and now the one after
+                ends[i - 1] = ends[i]
+                owners[i - 1] = owners[i]
+                del starts[i], ends[i], owners[i]
+        elif i < n and starts[i] == e:  # touches the interval after: extend it back
+            starts[i] = s
+        else:
+            starts.insert(i, s)
+            ends.insert(i, e)
+            owners.insert(i, owner)
+            if self.limit is not None and len(ends) > self.limit:
+                self.floor = max(self.floor, ends[0])
+                del starts[0], ends[0], owners[0]
+        return s, dep
+
+    def fill(self, t: float, length: float, owner: int) -> tuple[float, float, int]:
+        """Book ``length`` of the earliest idle time at or after ``t``, in as many pieces as
+        it takes (a transfer's bytes use whatever bandwidth is idle, around transfers already
+        booked): returns ``(start of the first piece, end of the last, the booking that bound
+        the start)``."""
+        if t < self.floor:
+            t = self.floor
+        if length <= 0.0:
+            return t, t, -1
+        starts, ends, owners = self.starts, self.ends, self.owners
+        n = len(ends)
+        if not n or ends[-1] <= t:  # past every booking: one piece
+            s, dep = self.reserve(t, length, owner)
+            return s, s + length, dep
+        pieces: list[tuple[float, float]] = []
+        s, dep, left = t, -1, length
+        i = bisect_right(ends, t)
+        while left > 0.0:
+            if i < n and starts[i] <= s:  # inside a booking: skip to its end
+                if ends[i] > s:
+                    s = ends[i]
+                    if not pieces:
+                        dep = owners[i]
+                i += 1
+                continue
+            take = min(left, starts[i] - s) if i < n else left
+            pieces.append((s, take))
+            left = left - take if take < left else 0.0
+            s += take
+        for a, length_ in pieces:
+            self.reserve(a, length_, owner)
+        return pieces[0][0], pieces[-1][0] + pieces[-1][1], dep
+
+    def reserve_probe(self, t: float, length: float) -> float:
+        """Where ``reserve(t, length)`` would start, without booking."""
+        if t < self.floor:
+            t = self.floor
+        ends, starts = self.ends, self.starts
+        n = len(ends)
+        if length <= 0.0 or not n or ends[-1] <= t:
+            return t
+        s = t
+        i = bisect_right(ends, t)
+        while i < n and starts[i] < s + length:
+            if ends[i] > s:
+                s = ends[i]
+            i += 1
+        return s
+
+    def forget_before(self, t: float) -> None:
+        """Drop the bookings that end at or before ``t`` (no transfer can start before it)."""
+        k = bisect_right(self.ends, t)
+        if k:
+            del self.starts[:k], self.ends[:k], self.owners[:k]
 
 
 class _DmaPipes:
     """One core's DMA state: the round-robin queue counter, the track of each queue, and the
-    two fluid FIFO pipes a transfer's data phase goes through (the core's DMA bandwidth, its
-    share of the chip's HBM bandwidth): when each is free and the transfer that last used it."""
+    calendar of the core's DMA bandwidth (a transfer books ``max(occupancy of the core's DMA
+    engines, time in the core's share of HBM bandwidth)``), with a count of the bookings made
+    since the calendar was last pruned."""
 
-    __slots__ = ("hbm_free", "hbm_last", "next_queue", "pipe_free", "pipe_last", "queue_track")
+    __slots__ = ("calendar", "next_queue", "queue_track", "since_prune")
 
     def __init__(self) -> None:
         self.next_queue = 0
         self.queue_track: dict[int, int] = {}
-        self.pipe_free = 0.0
-        self.pipe_last = -1
-        self.hbm_free = 0.0
-        self.hbm_last = -1
+        self.calendar = _Calendar()
+        self.since_prune = 0
+
+
+PRUNE_EVERY = 256
+"""Bookings between two prunings of a core's DMA calendar (bookkeeping only)."""
+
+SCHEDULE_WINDOW = 64
+"""How far back (busy stretches of its engine) an instruction may be placed ahead of
+instructions issued before it in program order, into an idle gap of its engine, when its
+inputs are ready: the Neuron compiler orders each engine's instructions from the dependencies
+(its instruction scheduler; each engine then runs in order), so an idle engine takes the next
+ready work. An assumption: the compiler's scheduling window is not public."""
 
 
 # ---- cost entries -----------------------------------------------------------------------------
@@ -329,15 +483,24 @@ class _DmaPipes:
 @dataclass(frozen=True, slots=True)
 class _ComputeEntry:
     seconds: float
+    latency_s: float  # after its end, until a dependent instruction may read what it wrote
     stats: int  # index into _Costs.stats / uses
     track: int
+    in_order: bool  # engine state beyond memory (IN_ORDER): never moved ahead of others
+
+
+@dataclass(frozen=True, slots=True)
+class _AutoEntry:
+    """An instruction the kernel gave no engine: one compute entry per engine it may run on
+    (``costs.auto_engines``); the scheduler takes the one that finishes first."""
+
+    options: tuple[_ComputeEntry, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class _DmaEntry:
     latency_s: float  # fixed latency, before the data phase
-    hbm_s: float  # the data phase's time in the core's share of HBM bandwidth
-    occupancy_s: float  # ... in the core's DMA bandwidth
+    pipe_s: float  # the data phase's booking of the core's DMA bandwidth calendar
     data_s: float  # the data phase's duration
     queue: int | None  # the transfer's ``queue`` attribute; None: round robin
     stats: int
@@ -358,6 +521,12 @@ class _EntryStats(NamedTuple):
     sbuf_bytes: int
     psum_bytes: int
     dma_hbm_bytes: int  # HBM bytes moved by DMA (MBU)
+    hbm_read: int  # ... of them read from HBM
+    hbm_write: int  # ... written to HBM
+    spill_save: int  # HBM bytes written by a spill (``SPILL_ATTR`` "save")
+    spill_reload: int  # HBM bytes read by a refill (``SPILL_ATTR`` "reload")
+    hw_flops: float  # neuron-profile's hardware FLOPs (costs.hardware_flops)
+    transpose_flops: float
 
 
 class _Costs:
@@ -379,8 +548,20 @@ class _Costs:
         aid = self.attr_ids[id(attrs)] = self.attr_vals.setdefault(attrs, len(self.attr_vals))
         return aid
 
-    def entry(self, key: tuple, ins: Instruction) -> _ComputeEntry | _DmaEntry | _SyncEntry:
+    def entry(
+        self, key: tuple, ins: Instruction
+    ) -> _ComputeEntry | _AutoEntry | _DmaEntry | _SyncEntry:
         """The entry of ``ins``'s shape ``key`` (not cached yet)."""
+        if ins.engine in _COMPUTE:
+            engines = costs.auto_engines(ins)
+            if engines != (ins.engine,):
+                options = tuple(self._entry(ins._replace(engine=e)) for e in engines)
+                auto = self.entries[key] = _AutoEntry(options)
+                return auto
+        entry = self.entries[key] = self._entry(ins)
+        return entry
+
+    def _entry(self, ins: Instruction) -> _ComputeEntry | _DmaEntry | _SyncEntry:
         sid = len(self.stats)
         b = [0, 0, 0]
         # a tensor-indirection operand moves (P, num_elem) elements, not its whole indexed view
@@ -388,23 +569,34 @@ class _Costs:
         for o in moved.src + moved.dst:
             b[_MEMORIES.index(o.memory)] += o.nbytes
         f, rate, dma_bytes = 0.0, "", 0
+        read = write = save = reload = 0
+        hw = tr = 0.0
         entry: _ComputeEntry | _DmaEntry | _SyncEntry
         if ins.opcode in SYNC_OPS:
             entry = _SyncEntry(sid)
         elif ins.engine is Engine.DMA:
             d = costs.dma_cost(ins, self.dma)
             b[0] = dma_bytes = d.hbm_bytes  # = the HBM operands' bytes, except indirect DMAs
-            entry = _DmaEntry(d.latency_s, d.hbm_s, d.occupancy_s, d.data_s, ins.attr("queue"), sid)
+            read, write = costs.dma_hbm_split(ins, d)
+            spill = ins.attr(SPILL_ATTR)
+            save = write if spill == "save" else 0
+            reload = read if spill == "reload" else 0
+            pipe_s = max(d.occupancy_s, d.hbm_s)
+            entry = _DmaEntry(d.latency_s, pipe_s, d.data_s, ins.attr("queue"), sid)
         else:
             sec = costs.instruction_cycles(ins, self.spec) / self.clocks[ins.engine]
             f = costs.matmul_flops(ins) if ins.engine is Engine.TENSOR else 0.0
             rate = costs.matmul_rate_class(ins) if f else ""
+            hw, tr = costs.hardware_flops(ins)
             c, eng = ins.core, ins.engine.value
             name = f"core{c}.{eng}" if self.multi else eng
-            entry = _ComputeEntry(sec, sid, self.tracks.get((c, ins.engine), name))
-        self.stats.append(_EntryStats(ins.opcode, f, rate, *b, dma_bytes))
+            lat = self.spec.static_latency_cycles / self.clocks[ins.engine]
+            tid = self.tracks.get((c, ins.engine), name, SCHEDULE_WINDOW)
+            entry = _ComputeEntry(sec, lat, sid, tid, ins.opcode in IN_ORDER)
+        self.stats.append(
+            _EntryStats(ins.opcode, f, rate, *b, dma_bytes, read, write, save, reload, hw, tr)
+        )
         self.uses.append(0)
-        self.entries[key] = entry
         return entry
 
 
@@ -414,6 +606,12 @@ class _Totals(NamedTuple):
     bytes_by_memory: Counter[str]
     dma_hbm_bytes: int
     op_counts: Counter[Op]
+    hbm_read: int
+    hbm_write: int
+    spill_save: int
+    spill_reload: int
+    hw_flops: float
+    transpose_flops: float
 
 
 def _totals(c: _Costs) -> _Totals:
@@ -424,17 +622,27 @@ def _totals(c: _Costs) -> _Totals:
     mem = [0, 0, 0]
     dma_bytes = 0
     op_counts: Counter[Op] = Counter()
+    rw = [0, 0, 0, 0]
+    hw = tr = 0.0
     for st, uses in zip(c.stats, c.uses, strict=True):
         op_counts[st.opcode] += uses
-        if st.flops and uses:
+        if not uses:
+            continue
+        if st.flops:
             flops += st.flops * uses
             by_class[st.rate_class] += st.flops * uses
         mem[0] += st.hbm_bytes * uses
         mem[1] += st.sbuf_bytes * uses
         mem[2] += st.psum_bytes * uses
         dma_bytes += st.dma_hbm_bytes * uses
+        rw[0] += st.hbm_read * uses
+        rw[1] += st.hbm_write * uses
+        rw[2] += st.spill_save * uses
+        rw[3] += st.spill_reload * uses
+        hw += st.hw_flops * uses
+        tr += st.transpose_flops * uses
     by_memory: Counter[str] = Counter({m: mem[i] for i, m in enumerate(_MEMORIES) if mem[i]})
-    return _Totals(flops, by_class, by_memory, dma_bytes, op_counts)
+    return _Totals(flops, by_class, by_memory, dma_bytes, op_counts, *rw, hw, tr)
 
 
 # ---- the scheduler ----------------------------------------------------------------------------
@@ -452,18 +660,22 @@ def schedule(
     chip: ChipSpec | None = None,
     active_cores: int | None = None,
     dma_efficiency: float | None = None,
+    launch_s: float | None = None,
 ) -> Profile:
     """Time a recorded instruction stream on ``target`` and return its ``Profile``.
 
     ``active_cores``: cores of the chip sharing its HBM bandwidth (default: the cores the
-    stream uses). ``dma_efficiency``: override the calibrated DMA efficiency.
+    stream uses). ``dma_efficiency``: scale the DMA engines' streaming rate (default 1.0, the
+    documents' figures; ``trnsim.core.calibration.TOOLCHAINS`` holds fitted values).
+    ``launch_s``: the fixed time a launch adds to the stream, as ``nki.benchmark`` measures
+    it (default ``trnsim.core.calibration.LAUNCH_OVERHEAD_S``; 0 for the stream alone).
     """
     # The stream holds millions of small objects; the cyclic GC would re-walk them all while the
     # scheduler allocates its lists (10x slower). Nothing here makes cycles.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _schedule(instrs, target, chip, active_cores, dma_efficiency)
+        return _schedule(instrs, target, chip, active_cores, dma_efficiency, launch_s)
     finally:
         if enabled:
             gc.enable()
@@ -488,6 +700,7 @@ def _schedule(
     chip: ChipSpec | None,
     active_cores: int | None,
     dma_efficiency: float | None,
+    launch_s: float | None,
 ) -> Profile:
     spec = target if isinstance(target, CoreSpec) else core(target)
     instrs = list(instrs)
@@ -500,7 +713,12 @@ def _schedule(
     meet = _rendezvous(instrs) if multi else None
     timeline = _run(instrs, _Regions(), cost, tracks, dma.queues, multi=multi, meet=meet)
     sched = Schedule(instrs, timeline.start, timeline.end, timeline.track, tracks.names)
-    return _profile(spec, dma, sched, timeline, _totals(cost), active, used_cores, tracks)
+    if launch_s is None:
+        from trnsim.core.calibration import LAUNCH_OVERHEAD_S
+
+        launch_s = LAUNCH_OVERHEAD_S
+    totals = _totals(cost)
+    return _profile(spec, dma, sched, timeline, totals, active, used_cores, tracks, launch_s)
 
 
 RENDEZVOUS_OPS = frozenset({Op.CORE_BARRIER, Op.SENDRECV}) | costs.COLLECTIVE_OPS
@@ -596,7 +814,13 @@ def _run(
     by_id, new_info = regions.by_id, regions.info
     entries, new_entry = cost.entries, cost.entry
     attr_ids, uses = cost.attr_ids, cost.uses
-    free, last, busy, count = tracks.free, tracks.last, tracks.busy, tracks.count
+    free, last, busy, count, cals = (
+        tracks.free,
+        tracks.last,
+        tracks.busy,
+        tracks.count,
+        tracks.cals,
+    )
     pipes_core, pipes = -1, _DmaPipes()  # the last core's DMA pipes (looked up when it changes)
     after_aids: set[int] = set()  # attrs holding explicit dependencies (AFTER)
     core_start: dict[int, int] = {}  # each core's first index in the stream (with AFTER only)
@@ -654,15 +878,27 @@ def _run(
             entry = entries[key]
         except KeyError:
             entry = new_entry(key, instrs[idx])
+        kind = type(entry)
+        if kind is _AutoEntry:  # the engine that finishes it first (ties: the first listed)
+            best, best_end = None, 0.0
+            for opt in entry.options:
+                done = cals[opt.track].reserve_probe(ready, opt.seconds) + opt.seconds
+                if best is None or done < best_end:
+                    best, best_end = opt, done
+            entry, kind = best, _ComputeEntry
         uses[entry.stats] += 1
         # ---- issue on its track -------------------------------------------------------------
-        kind = type(entry)
+        avail = 0.0  # after the end: until a dependent instruction may read its results
         if kind is _ComputeEntry:
             tid = entry.track
-            t0 = ready
-            if free[tid] > t0:
-                t0, dep = free[tid], last[tid]
+            cal = cals[tid]
+            if entry.in_order and cal.end > ready:  # after everything booked on its engine
+                ready, dep = cal.end, last[tid]
+            t0, owner = cal.reserve(ready, entry.seconds, idx)
+            if owner >= 0:
+                dep = owner
             t1 = t0 + entry.seconds
+            avail = entry.latency_s
         elif kind is _DmaEntry:
             if c != pipes_core:
                 pipes = pipes_of.get(c)
@@ -673,26 +909,28 @@ def _run(
             if queue is None:
                 queue = pipes.next_queue % n_queues
                 pipes.next_queue += 1
+            else:
+                queue %= n_queues
             tid = pipes.queue_track.get(queue)
             if tid is None:
                 name = f"core{c}.dma.q{queue}" if multi else f"dma.q{queue}"
                 tid = pipes.queue_track[queue] = tracks.get((c, "dma", queue), name)
-            t0 = ready
-            if free[tid] > t0:
-                t0, dep = free[tid], last[tid]
-            t_data = t0 + entry.latency_s
-            if pipes.pipe_free > t_data:  # the core's DMA bandwidth
-                t_data, dep = pipes.pipe_free, pipes.pipe_last
-            hbm_s = entry.hbm_s
-            if hbm_s > 0.0:  # the core's share of the chip's HBM bandwidth
-                if pipes.hbm_free > t_data:
-                    t_data, dep = pipes.hbm_free, pipes.hbm_last
-                pipes.hbm_free = t_data + hbm_s
-                pipes.hbm_last = idx
-            pipes.pipe_free = t_data + entry.occupancy_s
-            pipes.pipe_last = idx
-            t1 = t_data + entry.data_s
-            dma_spans.append((t0, t1))
+            # the latency overlaps the queue's previous transfer (descriptors are prefetched);
+            # the data phase follows it in queue order and books the bandwidth calendar
+            t0, t_data = ready, ready + entry.latency_s
+            if free[tid] > t_data:
+                t_data, dep = free[tid], last[tid]
+                t0 = t_data - entry.latency_s
+            slot, done, owner = pipes.calendar.fill(t_data, entry.pipe_s, idx)
+            if owner >= 0:
+                dep = owner
+            t1 = max(done, slot + entry.data_s)
+            dma_spans.append((slot, t1))
+            pipes.since_prune += 1
+            if pipes.since_prune >= PRUNE_EVERY:
+                pipes.since_prune = 0
+                if len(pipes.queue_track) >= n_queues:  # no new queue can start earlier
+                    pipes.calendar.forget_before(min(free[q] for q in pipes.queue_track.values()))
         else:  # a barrier: waits for every earlier instruction, every track waits for it
             tid = tracks.get((c, "sync"), f"core{c}.sync" if multi else "sync")
             if last_end > ready:
@@ -703,8 +941,9 @@ def _run(
         end[idx] = t1
         pred[idx] = dep
         track_of[idx] = tid
-        free[tid] = t1
-        last[tid] = idx
+        if t1 >= free[tid]:
+            free[tid] = t1
+            last[tid] = idx
         busy[tid] += t1 - t0
         count[tid] += 1
         if t1 >= last_end:
@@ -715,7 +954,7 @@ def _run(
                 access_end[rid] = t1
                 accessor[rid] = idx
         for rid in dst_ids:
-            write_end[rid] = t1
+            write_end[rid] = t1 + avail
             writer[rid] = idx
             if t1 >= access_end[rid]:
                 access_end[rid] = t1
@@ -732,8 +971,10 @@ def _profile(
     active: int,
     used_cores: set[int],
     tracks: _Tracks,
+    launch_s: float,
 ) -> Profile:
-    total = max(sched.end, default=0.0)
+    body = max(sched.end, default=0.0)
+    total = body + launch_s if body else 0.0
     names, busy, count = tracks.names, tracks.busy, tracks.count
     tracks = tuple(
         TrackStats(nm, busy[i], busy[i] / total if total else 0.0, count[i])
@@ -765,16 +1006,19 @@ def _profile(
     peak_dtype = flops_by_class.most_common(1)[0][0] if flops_by_class else "bf16"
     peak = spec.tensor.peak_flops(peak_dtype) * cores
     achieved = flops / total if total else 0.0
-    hbm_bw = min(dma.hbm_share, dma.core_bw / dma.efficiency) * cores
+    dma_bw = min(dma.hbm_share, dma.core_bw) * cores
     counts = {op.value: k for op, k in totals.op_counts.items() if k}
-    from trnsim.core.calibration import DMA_EFFICIENCY
-
+    d = spec.dma
     assumptions = (
-        f"costs: trnsim.core.costs rules for {spec.name} (NKI cost guidance, nki-notes 4.4)",
-        f"DMA efficiency {dma.efficiency:.3f} of {spec.dma.engines} x "
-        f"{spec.dma.engine_bw / 1e9:.0f} GB/s (calibrated {DMA_EFFICIENCY:.3f} on NeuronCore-v2, "
-        "calibration/trainium.md A; applied unchanged to other generations)",
+        f"costs: trnsim.core.costs rules for {spec.name} (NKI cost guidance, nki-notes 4.4); "
+        f"a dependent instruction waits {spec.static_latency_cycles} engine cycles more "
+        "(perf guide's static instruction overhead)",
+        f"DMA: {d.engines} engines x {d.engine_bw / 1e9:.0f} GB/s (DMA bandwidth guide) "
+        f"x efficiency {dma.efficiency:.2f}, {d.descriptor_s * 1e9:.1f} ns per descriptor "
+        f"(row), {d.fixed_latency_s * 1e6:.1f} us latency; ready transfers back-fill idle "
+        "bandwidth",
         f"HBM share {dma.hbm_share / 1e9:.0f} GB/s per core ({active} active core(s) on the chip)",
+        f"launch overhead {launch_s * 1e6:.1f} us (trnsim.core.calibration.LAUNCH_OVERHEAD_S)",
         "dependencies from bounding regions (may serialise more than hardware semaphores)",
     )
     return Profile(
@@ -788,11 +1032,18 @@ def _profile(
         peak_dtype=peak_dtype,
         mfu=achieved / peak if peak else 0.0,
         bytes_by_memory=tuple((m, bytes_mem[m]) for m in ("hbm", "sbuf", "psum") if m in bytes_mem),
-        hbm_bw=hbm_bw,
-        mbu=(totals.dma_hbm_bytes / total) / hbm_bw if total and hbm_bw else 0.0,
+        dma_bw=dma_bw,
+        mbu=(totals.dma_hbm_bytes / total) / dma_bw if total and dma_bw else 0.0,
         instruction_counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
-        critical_path=_critical_path(sched, timeline.pred, timeline.last_idx, total),
+        critical_path=_critical_path(sched, timeline.pred, timeline.last_idx, total, launch_s),
         assumptions=assumptions,
+        launch_s=launch_s if body else 0.0,
+        hbm_read_bytes=totals.hbm_read,
+        hbm_write_bytes=totals.hbm_write,
+        spill_save_bytes=totals.spill_save,
+        spill_reload_bytes=totals.spill_reload,
+        hardware_flops=totals.hw_flops,
+        transpose_flops=totals.transpose_flops,
         schedule=sched,
     )
 
@@ -812,10 +1063,11 @@ def _union_length(intervals) -> float:  # type: ignore[no-untyped-def]
 
 
 def _critical_path(
-    sched: Schedule, pred: list[int], last: int, total: float
+    sched: Schedule, pred: list[int], last: int, total: float, launch_s: float = 0.0
 ) -> tuple[Contributor, ...]:
     """Walk back from the last instruction along the binding constraints; each instruction on
-    the path is charged the time it added (its end minus its predecessor's end)."""
+    the path is charged the time it added (its end minus its predecessor's end); the launch
+    overhead is one more contributor (opcode ``launch``)."""
     groups: dict[tuple, list[float]] = {}
     end, instrs = sched.end, sched.instructions
     i = last
@@ -830,11 +1082,20 @@ def _critical_path(
             g[0] += added
         g[1] += 1
         i = p
+    if launch_s > 0.0 and last >= 0:
+        groups[("launch", "runtime", "", 0)] = [launch_s, 1]
     ranked = sorted(groups.items(), key=lambda kv: -kv[1][0])[:CRITICAL_PATH_TOP]
     out = []
     for (op, eng, file, line), (sec, n) in ranked:
-        loc = f"{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+        loc = f"{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}" if file else ""
         out.append(
-            Contributor(op.value, eng.value, loc, sec, sec / total if total else 0.0, int(n))
+            Contributor(
+                getattr(op, "value", op),
+                getattr(eng, "value", eng),
+                loc,
+                sec,
+                sec / total if total else 0.0,
+                int(n),
+            )
         )
     return tuple(out)

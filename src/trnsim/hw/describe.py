@@ -73,6 +73,12 @@ def core_rows(core: CoreSpec) -> list[Row]:
             "derived: psum_bytes / partitions / psum_banks",
         ),
         Row("min_ii_cycles", core.min_ii_cycles, "cycles", _src(core, "min_ii_cycles")),
+        Row(
+            "static_latency_cycles",
+            core.static_latency_cycles,
+            "cycles",
+            _src(core, "static_latency_cycles"),
+        ),
         Row("supports_mx", core.supports_mx, "", ""),
         Row("tensor.array", f"{t.rows}x{t.cols}", "", _src(t, "rows")),
         Row("tensor.clock_hz", t.clock_hz, "Hz", _src(t, "clock_hz")),
@@ -105,6 +111,7 @@ def core_rows(core: CoreSpec) -> list[Row]:
         Row("dma.engine_bw", d.engine_bw, "B/s", _src(d, "engine_bw")),
         Row("dma.core_bw", d.core_bw, "B/s", "derived: engines x engine_bw"),
         Row("dma.fixed_latency_s", d.fixed_latency_s, "s", _src(d, "fixed_latency_s")),
+        Row("dma.descriptor_s", d.descriptor_s, "s", _src(d, "descriptor_s")),
     ]
     return rows
 

@@ -25,9 +25,16 @@ NEURON_TRN2_ARCH = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trn2-arch.r
 NEURON_TRN3_ARCH = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trn3-arch.rst"
 NEURON_DMA_GUIDE = "aws-neuron-sdk nki/deep-dives/nki-dma-bandwidth-guide.rst"
 NEURON_DMA_OVERVIEW = "aws-neuron-sdk nki/get-started/about/nki-dma-overview.rst"
+NEURON_PERF_GUIDE = "aws-neuron-sdk v2.26 general/nki/nki_perf_guide.rst"
 NEURON_ISA_DOCS = "aws-neuron-sdk nki/api/nki/isa/__init__.py (instruction docstrings)"
 NEURON_INTRANODE_CC = "aws-neuron-sdk neuron-runtime/explore/intranode-collective-comm.rst"
 NEURON_COLLECTIVES = "aws-neuron-sdk neuron-runtime/about/collectives.rst"
+
+# --- public measurements ----------------------------------------------------------------------
+TKF_PROFILES = (
+    "allenkchau/trainium-kernel-fusion @ d709ddf profiling/artifacts/*/json_reports/"
+    "*_profile_full.json (neuron-profile 2.28 of NKI kernels on trn2.3xlarge, 'dma' packets)"
+)
 
 # --- peers -----------------------------------------------------------------------------------
 NVIDIA_H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com, SXM5 column)"

@@ -130,12 +130,20 @@ class TensorEngineSpec(_Spec):
 
 @dataclass(frozen=True, slots=True)
 class DmaSpec(_Spec):
-    """The DMA engines of one NeuronCore."""
+    """The DMA engines of one NeuronCore.
+
+    ``engine_bw``: one engine's streaming bandwidth (bytes/s) once a descriptor's fixed cost is
+    paid. ``descriptor_s``: that fixed cost, the engine time of one descriptor (one contiguous
+    element, in practice one partition's row) on top of its bytes / ``engine_bw``: what makes
+    short rows slow. ``fixed_latency_s``: from the semaphore that releases a transfer to its
+    first byte moving (a latency; the engine is not busy meanwhile).
+    """
 
     engines: int
     queues_per_engine: int
     engine_bw: float
     fixed_latency_s: float
+    descriptor_s: float
     min_efficient_bytes_per_partition: int
     saturating_bytes_per_partition: int
     name: str = "dma"
@@ -147,10 +155,25 @@ class DmaSpec(_Spec):
         """Derived: all engines of a core streaming at once (engines x per-engine bandwidth)."""
         return self.engines * self.engine_bw
 
+    def row_efficiency(self, row_bytes: float) -> float:
+        """Derived: the fraction of ``engine_bw`` a stream of ``row_bytes``-byte descriptors
+        reaches, ``t_bytes / (t_bytes + descriptor_s)`` with ``t_bytes = row_bytes /
+        engine_bw`` (the DMA guide's saturation curve: a small fraction below 256 B per
+        partition, about 90% at 2 KiB, about 95% or more from 4 KiB)."""
+        t_bytes = row_bytes / self.engine_bw
+        return t_bytes / (t_bytes + self.descriptor_s) if row_bytes > 0 else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class CoreSpec(_Spec):
-    """One NeuronCore: on-chip memories, engines and DMA."""
+    """One NeuronCore: on-chip memories, engines and DMA.
+
+    ``min_ii_cycles``: the shortest time an instruction occupies its engine (MIN_II).
+    ``static_latency_cycles``: the engine cycles from the end of an instruction's issue to its
+    results being readable by a dependent instruction (the "static instruction overhead" of
+    the performance guide): back-to-back independent instructions hide it, a dependent one
+    waits for it.
+    """
 
     name: str
     generation: int
@@ -159,6 +182,7 @@ class CoreSpec(_Spec):
     psum_bytes: int
     psum_banks: int
     min_ii_cycles: int
+    static_latency_cycles: int
     tensor: TensorEngineSpec
     vector: EngineSpec
     scalar: EngineSpec

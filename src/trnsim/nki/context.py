@@ -65,10 +65,28 @@ class Launch:
     printed: list[str] = field(default_factory=list)
     world: World | None = None
     rank: int = 0
+    # a front end's state carried from an earlier attempt of this launch (``Relaunch``), and
+    # a request, left by a program that finished, to run the launch again
+    carry: Any = None
+    relaunch: Relaunch | None = None
 
     def exchange(self, me: int, core: int, payload: Any, group: tuple[int, ...]) -> dict[int, Any]:
         """The programs of this launch as the ranks (``kernel[2]``): ``mailbox_exchange``."""
         return mailbox_exchange(self, me, core, payload, group)
+
+
+class Relaunch(Exception):
+    """A program's request to run its launch again from the start, with ``carry`` in
+    ``Launch.carry`` (the legacy front end carries its liveness plan this way:
+    ``trnsim.nki.legacy.allocator``). ``functional`` / ``keep_data``: how to run the next
+    attempt (None: as the caller asked). Raised by a program (the launch stops, as for an
+    error), or left in ``Launch.relaunch`` (asked once every program has finished)."""
+
+    def __init__(
+        self, carry: Any, functional: bool | None = None, keep_data: bool | None = None
+    ) -> None:
+        super().__init__("relaunch")
+        self.carry, self.functional, self.keep_data = carry, functional, keep_data
 
 
 @dataclass

@@ -515,10 +515,7 @@ def inputs_for(
         name = "INPUTS"
         args = vars(mod)["INPUTS"]
     else:
-        raise UsageError(
-            f"{base} gives no inputs for kernel {kernel!r}: "
-            f"define make_inputs_{kernel}(rng), make_inputs(rng) or INPUTS"
-        )
+        raise UsageError(no_inputs_message(mod, kernel))
     args = tuple(args) if type(args) in (tuple, list) else (args,)
     _check_arity(mod, kernel, args, name)
     for i, a in enumerate(args):
@@ -556,6 +553,31 @@ def _check_callable(fn: Any, path: str, name: str) -> None:
 
 # Inputs no kernel can take: a generator (make_inputs that yields), a dict, a set.
 _NOT_INPUTS = (types.GeneratorType, dict, set, frozenset)
+
+
+def no_inputs_message(mod: ModuleType, kernel: str) -> str:
+    """The one-line error of a kernel file without inputs (a foreign kernel, say), saying how
+    to add them and a golden: in the file, or in a wrapper file that imports the kernel."""
+    base = os.path.basename(_given_path(mod))
+    params: list[str] = []
+    target = getattr(getattr(mod, kernel, None), "fn", None)
+    if target is not None:
+        try:
+            params = [
+                p.name
+                for p in inspect.signature(target).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+            ]
+        except (TypeError, ValueError):
+            params = []
+    args = ", ".join(params)
+    return (
+        f"{base} gives no inputs for kernel {kernel!r}: add 'def make_inputs(rng): return "
+        f"({args}{',' if len(params) == 1 else ''})' (NumPy arrays; rng is "
+        f"numpy.random.default_rng(--seed)) and, to check the outputs, 'def golden({args}): "
+        f"return expected', to {base} or to a wrapper file that does 'from "
+        f"{os.path.splitext(base)[0]} import {kernel}' (README: 'Kernel files')"
+    )
 
 
 def _check_arity(mod: ModuleType, kernel: str, args: tuple[Any, ...], source: str) -> None:

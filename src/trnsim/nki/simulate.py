@@ -34,7 +34,7 @@ from trnsim.core.options import CoreOptions
 from trnsim.core.races import RaceCheck
 from trnsim.errors import UsageError
 from trnsim.hw import chip
-from trnsim.nki.context import Launch, Program, World, current_or_none, enter
+from trnsim.nki.context import Launch, Program, Relaunch, World, current_or_none, enter
 from trnsim.nki.outputs import Unwritten, check_in_hbm, checked_allowance, kernel_rule, unwritten
 from trnsim.nki.tensor import NkiTensor
 from trnsim.numerics import get_format
@@ -316,6 +316,51 @@ def _launch(
     rank: int = 0,
     allow_unwritten: bool | str = False,
 ) -> RunResult:
+    """Run the launch; a program's ``Relaunch`` request runs it again from the start (the
+    previous attempt's cores and data are dropped first), with the carried state and the
+    attempt's own ``functional`` / ``keep_data`` (default: as asked)."""
+    carry: Any = None
+    how = (functional, keep_data)
+    for _ in range(MAX_ATTEMPTS):
+        res = _attempt(
+            kernel, args, kwargs, target, lnc, rounding, seed, how[0], how[1], options,
+            max_instructions, world, rank, carry, allow_unwritten,
+        )  # fmt: skip
+        if not isinstance(res, Relaunch):
+            return res
+        if carry is not None and res.carry is carry:  # (a front end's bug)
+            raise RuntimeError("a launch asked to run again with the same state")
+        carry = res.carry
+        how = (
+            functional if res.functional is None else res.functional,
+            keep_data if res.keep_data is None else res.keep_data,
+        )
+    raise RuntimeError(f"a launch asked to run again more than {MAX_ATTEMPTS - 1} times")
+
+
+MAX_ATTEMPTS = 4
+"""Attempts of one launch (the legacy front end makes at most three: a first run stopped by a
+lack of memory, a planning run, the run with the plan)."""
+
+
+def _attempt(
+    kernel: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    target: str | None,
+    lnc: int | None,
+    rounding: str | None,
+    seed: int,
+    functional: bool,
+    keep_data: bool,
+    options: CoreOptions | None,
+    max_instructions: int | None,
+    world: World | None,
+    rank: int,
+    carry: Any,
+    allow_unwritten: bool | str,
+) -> RunResult | Relaunch:
+    """One attempt of ``_launch``: its result, or the relaunch a program asked for."""
     if options is None:
         options = CoreOptions.from_env()
     if max_instructions is not None:
@@ -347,7 +392,7 @@ def _launch(
     race = RaceCheck() if n > 1 and functional else None
     hbm.race = race  # write-write races between the cores (trnsim.core.races)
     barrier = threading.Barrier(n, action=race.advance if race else None)
-    launch = Launch(n, cores, barrier, world=world, rank=rank)
+    launch = Launch(n, cores, barrier, world=world, rank=rank, carry=carry)
     boot = Program(launch, 0, cores[0])
     enter(boot)
     try:
@@ -386,6 +431,10 @@ def _launch(
                 _in_threads(program, n)
     finally:
         _ACTIVE.remove(launch)
+    again = next((e for e in errors if isinstance(e, Relaunch)), None) or launch.relaunch
+    if again is not None and world is None:
+        again.__traceback__ = None  # (it would keep this attempt's frames and data alive)
+        return again
     _raise_first(errors)
     if race is not None:
         race.check("at the end of the launch")

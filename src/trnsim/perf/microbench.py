@@ -99,10 +99,13 @@ class Attention:
 
 @dataclass(frozen=True, slots=True)
 class Published:
-    """A measured single-chip figure and its source."""
+    """A measured single-chip figure and its source; ``toolchain``: the Neuron toolchain it
+    was measured with (``trnsim.core.calibration.TOOLCHAINS``), which the timing model then
+    uses for that row."""
 
     value: float
     source: str
+    toolchain: str = "current"
 
 
 _G = "shared/calibration/peers.md G (Azure AI-benchmarking-guide, ND H100 v5)"
@@ -118,7 +121,7 @@ PUBLISHED: dict[tuple[str, str, str, str], Published] = {
         328e12, _G + ", FlashAttention-2 forward (mask not stated: compared as full)"
     ),
     ("neuroncore-v2", "gemm", "bf16", "4096x8192x8192"): Published(
-        2 * 4096 * 8192 * 8192 / 6.97e-3, _A
+        2 * 4096 * 8192 * 8192 / 6.97e-3, _A, toolchain="neuron-2.20"
     ),
 }
 
@@ -217,13 +220,23 @@ def _module(file: str) -> Any:
     return load_module(str(_KERNELS / file))
 
 
-def _time(kernel: Callable[..., Any], arrays: tuple, t: Target, record_on: str, **kw: Any) -> float:
-    """Modelled latency of one core's stream, all of the target's cores active on its HBM."""
+def _time(
+    kernel: Callable[..., Any],
+    arrays: tuple,
+    t: Target,
+    record_on: str,
+    pub: Published | None = None,
+    **kw: Any,
+) -> float:
+    """Modelled latency of one core's stream, all of the target's cores active on its HBM
+    (with the DMA efficiency of the toolchain ``pub`` was measured with, if any)."""
+    from trnsim.core.calibration import TOOLCHAINS
     from trnsim.core.timing import schedule
     from trnsim.nki.benchmark import record
 
     stream = record(kernel, *arrays, target=record_on, **kw)
-    return schedule(stream, t.core, chip=t.chip, active_cores=t.cores).total_s
+    eff = TOOLCHAINS[pub.toolchain].dma_efficiency if pub is not None else None
+    return schedule(stream, t.core, chip=t.chip, active_cores=t.cores, dma_efficiency=eff).total_s
 
 
 def _single_core(t: Target) -> bool:
@@ -277,7 +290,7 @@ def gemm(t: Target, m: int, k: int, n: int, dtype: str = "bf16") -> MicroResult:
         mod = _module("matmul_table.py")
         double_row = dtype == "fp8" and t.core.generation >= 3
         a_t, b = mod.make_inputs(P=m, K=k, Q=n // t.cores, dtype=dtype, empty=True)
-        secs = _time(mod.blocked_matmul, (a_t, b), t, _gen(t.core), double_row=double_row)
+        secs = _time(mod.blocked_matmul, (a_t, b), t, _gen(t.core), pub, double_row=double_row)
         mode = " (fp8 in the double-row mode)" if double_row else ""
         model = (
             f"core timing model ({t.core.name}): the compute-table NKI matmul kernel, N split "

@@ -36,6 +36,7 @@ __trnsim__ = True
 MODULES = {
     "neuronxcc.nki": "trnsim.nki.legacy",
     "neuronxcc.nki.language": "trnsim.nki.legacy.language",
+    "neuronxcc.nki.language.constants": "trnsim.nki.legacy.language_constants",
     "neuronxcc.nki.isa": "trnsim.nki.legacy.isa",
     "neuronxcc.nki.isa.constants": "trnsim.nki.legacy.constants",
     "neuronxcc.nki.typing": "trnsim.nki.legacy.typing",
@@ -62,6 +63,7 @@ def install(force: bool = False) -> None:
         sys.modules[alias] = mod
     top.nki = sys.modules["neuronxcc.nki"]  # type: ignore[attr-defined]
     isa.constants = sys.modules["neuronxcc.nki.isa.constants"]  # type: ignore[attr-defined]
+    language.constants = sys.modules["neuronxcc.nki.language.constants"]  # type: ignore
 
 
 def uninstall() -> None:

@@ -9,7 +9,9 @@ run-to-run spread); ``warmup`` / ``iters`` are checked and recorded, not looped.
 
 Target: ``platform_target=`` > ``NEURON_PLATFORM_TARGET_OVERRIDE`` > the default (trnsim's
 ``resolve_target``). Artifacts: ``save_trace_name`` gets the Perfetto trace (JSON) of the run;
-``save_neff_name`` gets trnsim's instruction-count summary (JSON; there is no NEFF on trnsim);
+``save_neff_name`` gets trnsim's instruction-count summary with the neuron-profile figures
+(``Profile.neuron_profile``: HBM bytes read and written, spill bytes, engine active time, hardware
+FLOPs, DMA active time; JSON; there is no NEFF on trnsim);
 ``nki.profile`` writes both, plus the timeline PNG, into ``working_directory``.
 """
 
@@ -132,6 +134,7 @@ class BenchmarkKernel(LegacyKernel):
                 "latency_s": prof.total_s,
                 "instructions": prof.instructions,
                 "instruction_counts": dict(prof.instruction_counts),
+                "neuron_profile": prof.neuron_profile(),
             }
 
             def write(tmp: str) -> None:

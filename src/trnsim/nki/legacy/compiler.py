@@ -24,6 +24,7 @@ import numpy as np
 from trnsim.core.location import fail
 from trnsim.core.memory import PSUM, SBUF, user_dtype
 from trnsim.nki.context import current
+from trnsim.nki.legacy.allocator import allocator
 from trnsim.nki.legacy.tile import BlockTensor, Tile, as_tile
 from trnsim.numerics import get_format
 
@@ -91,6 +92,8 @@ class Allocator:
             region = (self.memory, p, byte, tile_shape, get_format(dtype).name)
             t = slots.get(region)
             if t is None:
+                fb = prod(tile_shape[1:]) * get_format(dtype).dtype.itemsize
+                allocator().vacate(self.memory, p, tile_shape[0], byte, fb)
                 t = as_tile(
                     core.allocate(tile_shape, dtype, self.memory, name=label, address=(p, byte))
                 )
@@ -114,6 +117,8 @@ def _in_bank(
     key = ("psum-bank", bank)
     whole = slots.get(key)
     if whole is None:
+        allocator().vacate(PSUM, 0, spec.partitions, bank * spec.psum_bank_bytes,
+                           spec.psum_bank_bytes)  # fmt: skip
         whole = core.allocate(
             (spec.partitions, spec.psum_bank_bytes), np.uint8, PSUM,
             name=f"psum bank {bank}", address=(0, bank * spec.psum_bank_bytes),

@@ -40,8 +40,11 @@ REDUCE_CMD = {
     "reset": (1, "reset"),
     "reduce": (2, "reduce"),
     "reset_reduce": (3, "reset_reduce"),
+    "load_reduce": (4, "load_reduce"),
 }
-"""``nisa.reduce_cmd``: same numbering (the new API adds ``load_reduce``)."""
+"""``nisa.reduce_cmd``: same numbering. ``load_reduce`` is the SDK main branch's, which its
+``nki/test`` files use through ``neuronxcc.nki.isa`` (``test_nki_isa_tensor_scalar_cumulative``);
+2.26 has the first four."""
 
 OOB_MODE = {"error": (0, "error"), "skip": (1, "skip")}
 
@@ -206,7 +209,10 @@ STAGED = {
     "nl.store of a PSUM tile": "tensor_copy to a new SBUF tile, then dma_copy (DMA reads no PSUM)",
     "nl.matmul / nc_matmul of a PSUM operand": "tensor_copy to SBUF first (PE reads SBUF only)",
     "nl.matmul(transpose_x=False)": "nc_transpose of x to PSUM, tensor_copy to SBUF, then matmul",
-    "partition broadcast [1, F] -> [P, F]": "dma_copy to HBM scratch, dma_copy back with stride 0",
+    "partition broadcast [1, F] -> [P, F]": "float tiles: nc_matmul of a [1, P] row of ones by "
+    "the row into PSUM, tensor_copy to SBUF (neuron-profile counts such 'partition broadcasts' "
+    "as compiler-inserted matmuls); integer tiles: dma_copy to HBM scratch and back with "
+    "stride 0",
     "on-chip [P] tile beside [P, F]": "treated as [P, 1] (broadcast along the free dims)",
     "t[i, ...] = x at a start partition compute engines refuse": "memset / tensor_copy into a "
     "new SBUF tile at partition 0, then dma_copy into place (DMA has no start-partition rule)",
@@ -219,7 +225,6 @@ IGNORED_OPTIONS = {
     "save_trace_name": "written as a Perfetto trace (JSON)",
     "additional_compile_opt": "no compiler on trnsim",
     "artifacts_dir": "no compiler on trnsim",
-    "multi_buffer (affine_range kwarg)": "trnsim allocates every tensor as written",
 }
 """Options legacy kernels and scripts pass that have no effect on trnsim, and why."""
 
@@ -235,12 +240,19 @@ LOWERING = {
     "nl.mean": ("tensor_reduce + tensor_scalar", "vector"),
     "nl.var": ("bn_stats + bn_aggr + tensor_copy", "vector"),
     "nl.matmul / nisa.nc_matmul": ("nc_matmul", "tensor"),
+    "nisa.nc_matmul(is_transpose=True) on NeuronCore-v2": (
+        "nc_matmul without the flag (2.26 docstring: a compiler hint; the Tensor engine's "
+        "transpose mode starts at v3, so v2 computes stationary.T @ moving)",
+        "tensor",
+    ),
     "nl.transpose": ("nc_transpose", "tensor"),
     "nisa.nc_transpose": ("nc_transpose", "engine= or the core's choice"),
     "nl.zeros / full in SBUF": ("memset", "unknown"),
     "nl.zeros in PSUM, then psum += matmul": ("(folded: the first nc_matmul overwrites)", "-"),
     "nl.where": ("tensor_copy + tensor_copy_predicated", "vector"),
-    "nl.loop_reduce": ("tensor_tensor into the assigned tile", "vector"),
+    "nl.loop_reduce": ("tensor_tensor into the assigned tile (a copy if it is empty)", "vector"),
+    "nl.softmax": ("tensor_reduce, activation (exp, sum), reciprocal, mult", "vector / scalar"),
+    "psum_fp32[...] = nisa.nc_transpose(bf16)": ("nc_matmul of the data by an identity", "tensor"),
     "nisa.tensor_scalar_reduce": ("tensor_scalar + tensor_reduce", "vector"),
     "nl.rand": ("rand2 (min 0, max 1)", "vector"),
 }

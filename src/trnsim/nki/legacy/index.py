@@ -15,6 +15,7 @@ docstrings.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterator
 from typing import Any
@@ -222,11 +223,14 @@ class Mask:
     def __init__(self, kind: str, op: str, a: Any, b: Any = None) -> None:
         self.kind, self.op, self.a, self.b = kind, op, a, b
 
-    def __and__(self, o: Mask) -> Mask:
-        return Mask("and", "&", self, o)
+    def __and__(self, o: Any) -> Mask:
+        return Mask("and", "&", self, _as_mask(o))
 
-    def __or__(self, o: Mask) -> Mask:
-        return Mask("or", "|", self, o)
+    def __or__(self, o: Any) -> Mask:
+        return Mask("or", "|", self, _as_mask(o))
+
+    __rand__ = __and__
+    __ror__ = __or__
 
     def __invert__(self) -> Mask:
         return Mask("not", "~", self)
@@ -244,6 +248,8 @@ class Mask:
 
     @property
     def ndim(self) -> int:
+        if self.kind == "const":
+            return 0
         if self.kind == "cmp":
             b = self.b.ndim if isinstance(self.b, Expr) else 0
             return max(self.a.ndim, b)
@@ -252,6 +258,8 @@ class Mask:
         return max(self.a.ndim, self.b.ndim)
 
     def evaluate(self, ndim: int) -> np.ndarray:
+        if self.kind == "const":
+            return np.full((1,) * ndim, bool(self.a))
         if self.kind == "cmp":
             b = self.b.values(ndim) if isinstance(self.b, Expr) else int(self.b)
             return _CMP[self.op](self.a.values(ndim), b)
@@ -270,13 +278,28 @@ class Mask:
         return e, self.op
 
 
+def _as_mask(m: Any) -> Mask:
+    """A mask operand: a ``Mask``, or a Python / NumPy bool (a comparison of loop indices
+    only, ``j + 1 < n``: loop variables are integers here, so it is already evaluated)."""
+    if isinstance(m, Mask):
+        return m
+    if isinstance(m, bool | np.bool_):
+        return Mask("const", "", bool(m))
+    raise fail("mask", f"a mask combines comparisons of index expressions, got {m!r}")
+
+
 MAX_BOXES = 64
 """trnsim's limit on the boxes one masked instruction splits into (``boxes``): beyond it the
 mask is refused (``not-implemented``) rather than issuing a long run of tiny instructions."""
 
 
 def _check_mask(mask: Mask, shape: tuple[int, ...]) -> np.ndarray:
-    """The mask evaluated over ``shape`` (broadcast), checked to fit the tile."""
+    """The mask evaluated over ``shape`` (broadcast), checked to fit the tile. A bool is a
+    predicate on the loop iteration (``mask=j + 1 < n`` with loop indices only: the 2.26
+    masking guide's "compile-time constant predicate"): True keeps every element, False
+    none (the instruction is skipped for that iteration)."""
+    if isinstance(mask, bool | np.bool_):
+        mask = _as_mask(mask)
     if not isinstance(mask, Mask):
         raise fail("mask", f"mask= takes a comparison of index expressions, got {mask!r}")
     nd = len(shape)
@@ -301,7 +324,7 @@ def box(mask: Mask | None, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
     The mask is evaluated over ``shape`` (its expressions broadcast to it); a mask that is not a
     box, or whose expressions do not fit the tile, is an error naming both (calls that can
     issue one instruction per box use ``boxes``)."""
-    if mask is None:
+    if mask is None or mask is True:
         return None
     full = _check_mask(mask, shape)
     nd = len(shape)
@@ -329,10 +352,15 @@ def boxes(mask: Mask | None, shape: tuple[int, ...]) -> list[tuple[slice, ...]] 
     mask means: elements outside it are neither read nor written. Bands of consecutive indices
     with the same selection along an axis share their boxes; more than ``MAX_BOXES`` boxes is
     ``not-implemented``."""
-    if mask is None:
+    if mask is None or mask is True:
         return None
-    full = _check_mask(mask, shape)
-    out = _split(full)
+    key = (_mask_structure(mask), tuple(shape))
+    out = _BOXES.get(key)
+    if out is None:
+        out = _split(_check_mask(mask, shape))
+        if len(_BOXES) >= INDEX_CACHE_ENTRIES:
+            _BOXES.clear()
+        _BOXES[key] = out
     if len(out) > MAX_BOXES:
         raise fail(
             "not-implemented",
@@ -342,19 +370,34 @@ def boxes(mask: Mask | None, shape: tuple[int, ...]) -> list[tuple[slice, ...]] 
     return out or [tuple(slice(0, 0) for _ in shape)]
 
 
+_BOXES: dict[tuple[Any, ...], list[tuple[slice, ...]]] = {}
+"""``boxes`` results by the mask's structure (a loop builds the same masks over and over)."""
+
+
+def _mask_structure(m: Any) -> Any:
+    """What a mask's value over a shape depends on (``Expr.structure`` for expressions)."""
+    if isinstance(m, Mask):
+        return (m.kind, m.op, _mask_structure(m.a), _mask_structure(m.b))
+    if isinstance(m, Expr):
+        return m.structure()
+    plain = isinstance(m, int | bool | np.integer | np.bool_)
+    return ("v", type(m).__name__, m if plain else id(m))
+
+
 def _split(sel: np.ndarray) -> list[tuple[slice, ...]]:
     """Disjoint boxes covering the True cells of ``sel``: runs of equal slices along axis 0,
     each split recursively over the remaining axes."""
     if sel.ndim == 0:
         return [()] if bool(sel) else []
+    n = sel.shape[0]
+    bounds = [0]
+    if n > 1:
+        flat = sel.reshape(n, -1)
+        bounds += (np.flatnonzero((flat[1:] != flat[:-1]).any(axis=1)) + 1).tolist()
+    bounds.append(n)
     out: list[tuple[slice, ...]] = []
-    n, i = sel.shape[0], 0
-    while i < n:
-        j = i + 1
-        while j < n and np.array_equal(sel[j], sel[i]):
-            j += 1
+    for i, j in itertools.pairwise(bounds):
         out += [(slice(i, j), *rest) for rest in _split(sel[i])]
-        i = j
     return out
 
 

@@ -84,6 +84,10 @@ def nc_matmul(
 
     st = ops.tensor(stationary, "stationary", "nisa.nc_matmul")
     mv = ops.tensor(moving, "moving", "nisa.nc_matmul")
+    if is_transpose and current().core.spec.generation < 3:
+        # a compiler hint on v2 (no transpose mode): the math stays stationary.T @ moving
+        # (differences.LOWERING)
+        is_transpose = False
     attrs: dict[str, Any] = {
         "is_stationary_onezero": is_stationary_onezero,
         "is_moving_onezero": is_moving_onezero,
@@ -102,11 +106,13 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     quad = current().core.spec.partitions // 4  # the Vector engine's largest transpose
     small = d.shape[0] <= quad and d.free_size <= quad
     on_tensor = eng is nisa.engine.tensor or (eng is nisa.engine.unknown and not small)
+    from trnsim.nki.legacy.language import transposer
+
     return ops.result(
         "nisa.nc_transpose@tensor" if on_tensor else "nisa.nc_transpose",
         (d.free_size, d.shape[0]),
         _dt(dtype, d.dtype),
-        lambda dst, x: nisa.nc_transpose(dst, x, engine=eng),
+        transposer(nisa.engine.tensor if on_tensor else eng),
         (d,),
         mask,
     )
@@ -131,13 +137,14 @@ def activation(
     d = ops.tensor(data, "data", "nisa.activation")
     flush()
 
-    def issue(dst: View, x: View) -> None:
+    def issue(dst: View, x: View, bias: Any, scale: Any, reduce_res: Any) -> None:
         nisa.activation(
             dst, ops.op_name(op), x, bias=bias, scale=scale,
             reduce_op=_opn(reduce_op), reduce_res=reduce_res,
         )  # fmt: skip
 
-    return ops.result("activation", d.shape, _dt(dtype, d.dtype), issue, (d,), mask)
+    side = {"bias": bias, "scale": scale, "reduce_res": reduce_res}
+    return ops.result("activation", d.shape, _dt(dtype, d.dtype), issue, (d,), mask, side=side)
 
 
 def activation_reduce(
@@ -181,13 +188,14 @@ def tensor_scalar(
     eng = _eng(engine) if engine is not None else nisa.engine.unknown
     dt = _dt(dtype, d.dtype)
 
-    def issue(dst: View, x: View) -> None:
+    def issue(dst: View, x: View, operand0: Any, operand1: Any) -> None:
         nisa.tensor_scalar(
             dst, x, ops.op_name(op0), operand0, reverse0, _opn(op1), operand1, reverse1,
             engine=eng,
         )  # fmt: skip
 
-    return ops.result("elementwise", d.shape, dt, issue, (d,), mask)
+    side = {"operand0": operand0, "operand1": operand1}
+    return ops.result("elementwise", d.shape, dt, issue, (d,), mask, side=side)
 
 
 def tensor_scalar_reduce(
@@ -201,13 +209,16 @@ def tensor_scalar_reduce(
     r = ops.tensor(reduce_res, "reduce_res", "nisa.tensor_scalar_reduce")
     rop = ops.op_name(reduce_op)
 
-    def issue(dst: View, x: View, res: View) -> None:
+    def issue(dst: View, x: View, res: View, operand0: Any) -> None:
         nisa.tensor_scalar(dst, x, ops.op_name(op0), operand0, reverse0)
         axes = tuple(range(1, len(dst.shape)))
         flat = res if len(res.shape) == 2 else as_tile(res).reshape(res.shape[0], 1)
         nisa.tensor_reduce(flat, rop, dst, axes, keepdims=True)
 
-    return ops.result("elementwise", d.shape, _dt(dtype, d.dtype), issue, (d, r), mask)
+    return ops.result(
+        "elementwise", d.shape, _dt(dtype, d.dtype), issue, (d, r), mask,
+        side={"operand0": operand0},
+    )  # fmt: skip
 
 
 def tensor_reduce(
@@ -277,11 +288,12 @@ def tensor_tensor_scan(
         "elementwise",
         a.shape,
         _dt(dtype, D.promote(ops.dtype_of(a), ops.dtype_of(b))),
-        lambda dst, x, y: nisa.tensor_tensor_scan(
+        lambda dst, x, y, initial: nisa.tensor_tensor_scan(
             dst, x, y, initial, ops.op_name(op0), ops.op_name(op1), reverse0, reverse1
         ),
         (a, b),
         mask,
+        side={"initial": initial},
     )
 
 
@@ -295,11 +307,12 @@ def scalar_tensor_tensor(
         "elementwise",
         d.shape,
         _dt(dtype, D.promote(ops.dtype_of(d), ops.dtype_of(o1))),
-        lambda dst, x, y: nisa.scalar_tensor_tensor(
+        lambda dst, x, y, operand0: nisa.scalar_tensor_tensor(
             dst, x, ops.op_name(op0), operand0, ops.op_name(op1), y, reverse0, reverse1
         ),
         (d, o1),
         mask,
+        side={"operand0": operand0},
     )
 
 
@@ -391,7 +404,7 @@ def range_select(
         "elementwise",
         t.shape,
         _dt(dtype, t.dtype),
-        lambda dst, x: nisa.range_select(
+        lambda dst, x, bound0, bound1, reduce_res: nisa.range_select(
             dst,
             x,
             ops.op_name(comp_op0),
@@ -405,6 +418,7 @@ def range_select(
         ),
         (t,),
         mask,
+        side={"bound0": bound0, "bound1": bound1, "reduce_res": reduce_res},
     )
 
 
@@ -420,14 +434,55 @@ def select_reduce(
     )  # fmt: skip
 
 
+def tensor_scalar_cumulative(
+    dst: Any = None, src: Any = None, op0: Any = None, op1: Any = None, imm0: Any = None,
+    imm1: Any = None, reduce_cmd: Any = None, *, mask: Any = None, **kwargs: Any,
+) -> None:  # fmt: skip
+    """``dst[i] = reg = op1(op0(src[i], imm0), reg)`` along each partition's free elements,
+    ``reg`` starting as ``reduce_cmd`` says (``reset_reduce``: ``op1``'s identity;
+    ``load_reduce``: ``imm1``; ``reduce``: the Vector engine's accumulator as left): the SDK
+    main branch's docstring, written into ``dst`` (its call takes ``dst``, as its ``nki/test``
+    file does through ``neuronxcc.nki.isa``)."""
+    call = "nisa.tensor_scalar_cumulative"
+    d = ops.tensor(dst, "dst", call)
+    s = ops.tensor(src, "src", call)
+    i0, i1 = ops.operand(imm0, "imm0", call), ops.operand(imm1, "imm1", call)
+    flush()
+    box = ix.box(mask, d.shape)
+    if box is not None:
+        d, s = ops.cut(d, box, d.shape), ops.cut(s, box, s.shape)
+        i0, i1 = ops.partitions(i0, box), ops.partitions(i1, box)
+    cmd = _to_new(reduce_cmd, D.REDUCE_CMD, nisa.reduce_cmd) or nisa.reduce_cmd.reset_reduce
+    nisa.tensor_scalar_cumulative(
+        d, s, ops.op_name(op0), ops.op_name(op1), i0, i1, cmd,
+    )  # fmt: skip
+
+
 def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
     d = ops.tensor(data, "data", "nisa.reciprocal")
     return ops.result("activation", d.shape, _dt(dtype, d.dtype), nisa.reciprocal, (d,), mask)
 
 
 def bn_stats(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
+    """``mask`` is over the data's index space (the instruction reads only what it keeps: the
+    2.26 programming guide, "Masking"); the statistics are those of the elements it keeps (the
+    SDK layernorm tutorial's v2 kernel masks the free-axis tail of its last 512-wide chunk)."""
     d = ops.tensor(data, "data", "nisa.bn_stats")
-    return ops.result("bn_stats", (d.shape[0], 6), _dt(dtype, d.dtype), nisa.bn_stats, (d,), None)
+    out_dtype = _dt(dtype, d.dtype)
+    boxes = ix.boxes(mask, tuple(d.shape))
+    if boxes is None:
+        return ops.result("bn_stats", (d.shape[0], 6), out_dtype, nisa.bn_stats, (d,), None)
+    if len(boxes) != 1 or boxes[0][0] != slice(0, d.shape[0]):
+        raise fail(
+            "not-implemented",
+            "nisa.bn_stats with a mask= that drops partitions or keeps more than one "
+            f"free-axis range of its data {list(d.shape)}",
+        )
+    ops.check_inside(d, boxes[0])
+    kept = ops.cut(d, boxes[0], tuple(d.shape))
+    if kept.shape[-1] == 0:
+        raise fail("shape", f"nisa.bn_stats: mask= keeps no element of its data {list(d.shape)}")
+    return ops.result("bn_stats", (d.shape[0], 6), out_dtype, nisa.bn_stats, (kept,), None)
 
 
 def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Any:

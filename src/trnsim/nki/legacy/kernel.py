@@ -17,8 +17,9 @@ import numpy as np
 from trnsim.core.location import fail
 from trnsim.core.memory import View
 from trnsim.nki import language as new_nl
-from trnsim.nki.context import current
+from trnsim.nki.context import current, current_or_none
 from trnsim.nki.legacy import grid as _grid
+from trnsim.nki.legacy.allocator import Allocator
 from trnsim.nki.legacy.tile import as_tile, discard, flush
 from trnsim.nki.legacy.typing import TensorPlaceholder
 from trnsim.nki.simulate import Kernel, run
@@ -31,24 +32,30 @@ MODES = ("auto", "simulation", "baremetal", "benchmark", "profile", "trace", "ja
 def _program_runner(fn: Callable[..., Any], grid: _grid.Grid) -> Callable[..., Any]:
     @functools.wraps(fn)
     def programs(*args: Any, **kwargs: Any) -> Any:
-        core = current().program_id
+        prog = current()
+        core = prog.program_id
+        alloc = Allocator(prog.core, prog.launch)  # the compiler's memory model (allocator.py)
         args = tuple(_argument(a, i) for i, a in enumerate(args))
         kwargs = {k: _argument(v, k) for k, v in kwargs.items()}
         first: Any = None
         ran = False
-        for pid in grid.programs():
-            if grid.core_of(pid) != core:
-                continue
-            _grid.state.pid, _grid.state.grid, _grid.state.shared_seq = pid, grid, 0
-            discard()
-            try:
-                out = fn(*args, **kwargs)
-                flush()
-            finally:
+        try:
+            for pid in grid.programs():
+                if grid.core_of(pid) != core:
+                    continue
+                _grid.state.pid, _grid.state.grid, _grid.state.shared_seq = pid, grid, 0
                 discard()
-            if not ran:
-                first, ran = out, True
-        _grid.state.pid, _grid.state.grid = (), None
+                try:
+                    out = fn(*args, **kwargs)
+                    flush()
+                finally:
+                    discard()
+                if not ran:
+                    first, ran = out, True
+            alloc.finish()
+        finally:
+            prog.core.observer = None
+            _grid.state.pid, _grid.state.grid = (), None
         return first
 
     return programs
@@ -92,6 +99,10 @@ class LegacyKernel(Kernel):
         return LegacyKernel(self.legacy_fn, _grid.parse(key), **self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if current_or_none() is not None and _grid.state.grid is not None:
+            # called from inside a running legacy kernel: the compiler traces a jit helper
+            # into its caller (one kernel), so it runs inline, on the caller's core and tiles
+            return self.legacy_fn(*args, **kwargs)
         return run(
             self, *_numpy_args(args), target=self.options.get("platform_target"), **kwargs
         ).outputs

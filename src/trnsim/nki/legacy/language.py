@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import sys
-import weakref
 from math import prod as _prod
 from typing import Any
 
@@ -20,26 +19,23 @@ import numpy as np
 from trnsim.core.argrules import shape_dims
 from trnsim.core.location import fail
 from trnsim.core.memory import HBM, PSUM, SBUF, View
-from trnsim.errors import KernelError
 from trnsim.nki import isa as nisa
 from trnsim.nki import language as new_nl
 from trnsim.nki.context import current
 from trnsim.nki.legacy import differences as D
 from trnsim.nki.legacy import grid as _grid
 from trnsim.nki.legacy import index as _index
+from trnsim.nki.legacy import language_constants as _constants
 from trnsim.nki.legacy import ops
 from trnsim.nki.legacy import tile as _tile_module
+from trnsim.nki.legacy.allocator import MULTI_BUFFER, Allocator, allocator
 from trnsim.nki.legacy.tile import (
-    CAPACITY_RULES,
     BlockTensor,
     Tile,
     as_tile,
     check_inside,
     flush,
     lazy_fill,
-    release_spares,
-    spillable,
-    track,
 )
 from trnsim.numerics import get_format
 
@@ -137,6 +133,12 @@ def _split_shape(shape: Any, buf: Buffer) -> tuple[tuple[int, ...], tuple[int, .
 def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Any:
     """A new tensor: an HBM tensor, an SBUF/PSUM tile, or a block tensor
     ``(B..., par_dim(P), F...)``."""
+    return _ndarray(shape, dtype, buffer, name)
+
+
+def _ndarray(shape: Any, dtype: Any, buffer: Any, name: str, fill: Any = None) -> Any:
+    """``ndarray``; ``fill`` (a 1-tuple): every block of a block tensor starts as that value
+    (a lazy fill of each block at its first use)."""
     flush()
     buf = _buffer(buffer)
     blocks, tile_shape = _split_shape(shape, buf)
@@ -149,190 +151,35 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
         return ops.new_tile(tile_shape, dtype, buf.memory, name)
     fmt = get_format(dtype)
     label = name or "tensor"
-    t = BlockTensor(
+    return BlockTensor(
         blocks,
         tile_shape,
-        block_locator(blocks, tile_shape, dtype, buf.memory, label),
+        block_locator(tile_shape, dtype, buf.memory, label, fill),
         label,
         fmt.dtype if fmt.kind != "packed" else dtype,
         buf.memory,
         fmt.name,
     )
-    double_buffer(t)
-    t.locate.tensor = weakref.ref(t)  # type: ignore[attr-defined]
-    return t
-
-
-MULTI_BUFFER = 2
-"""Physical copies the compiler keeps of a block tensor allocated in a loop (the block-dimension
-migration guide: "compiler could choose to allocate 2 physical tiles ... then the dma copy from
-HBM to SBUF can overlap"). A block tensor is allocated at its first use, after the kernel has
-dropped the previous one made at the same line; the last ``MULTI_BUFFER - 1`` of them are kept
-so consecutive iterations get different bytes (freed first when memory runs out:
-``tile.allocating``)."""
-
-
-def double_buffer(t: BlockTensor) -> None:
-    from trnsim.core.location import kernel_location
-
-    _state = _tile_module._state
-
-    t.site = kernel_location()
-    ring = _state.sites.setdefault(t.site, [])
-    ring.append(t)
-    del ring[:-MULTI_BUFFER]
-    for spare in ring[:-1]:  # kept for double buffering only: the first to go when memory is full
-        for alloc in spare.locate.allocs():
-            alloc.reclaim_first = True
-
-
-def _current(locate: Any) -> bool:
-    """The block tensor of ``locate`` is alive and the latest made at its line (an earlier one
-    kept for double buffering is not spilled: its blocks are dead once the next is made)."""
-    ref = getattr(locate, "tensor", None)
-    t = ref() if ref is not None else None
-    if t is None:
-        return False
-    ring = _tile_module._state.sites.get(getattr(t, "site", None))
-    return bool(ring) and ring[-1] is t
-
-
-def _spill_tile(shape: tuple[int, ...], dtype: Any, name: str) -> Tile:
-    """An SBUF tile for a spilled (or refilled) block that takes free space only: when SBUF
-    has none, the oldest spilled block in SBUF moves on to HBM to make room; only when no
-    spilled block is left does it take the ordinary placement (which reuses the least
-    recently used tile's bytes). A spill must not displace a live tile of the kernel."""
-    mem = current().core.sbuf
-    isz = get_format(dtype).dtype.itemsize
-    nbytes = _prod(shape[1:]) * isz
-    while True:
-        off = mem._first_fit(0, shape[0], nbytes, isz)
-        if off is not None:
-            t = as_tile(track(new_nl.ndarray(shape, dtype, new_nl.sbuf, name, address=(0, off))))
-            t.storage.alloc.reclaim_first = True
-            return t
-        oldest = builtins.min(
-            (a for a in tuple(mem.live) if a.reclaim_first and a.spill is not None),
-            key=lambda a: a.last_seq,
-            default=None,
-        )
-        if oldest is None:
-            t = ops.new_tile(shape, dtype, SBUF, name)
-            t.storage.alloc.reclaim_first = True
-            return t
-        hook, oldest.spill = oldest.spill, None
-        hook()
-        mem.free(oldest)
 
 
 def block_locator(
-    blocks: tuple[int, ...], tile_shape: tuple[int, ...], dtype: Any, memory: str, name: str
+    tile_shape: tuple[int, ...], dtype: Any, memory: str, name: str, fill: Any = None
 ):
-    """Logical blocks of an automatically allocated block tensor, allocated on first use: in
-    SBUF all blocks side by side in one allocation when it fits, else (and always in PSUM)
-    each block its own tile (the compiler allocates physical tiles for the blocks that are
-    live and frees them after their last use: ``tile.allocating`` evicts the least recently
-    used).
-
-    Spilling (trnsim's model of what the 2.26 programming model says the compiler does when
-    live data overflows an on-chip memory, "Memory hierarchy": spills and refills to the next
-    tier). A block written and not read since is live: when its bytes are about to be given
-    to another tile (``trnsim.core.memory`` reuse, or an eviction) it is first copied out: a
-    PSUM block to a new SBUF tile (``tensor_copy``), an SBUF block, or a PSUM block's SBUF
-    copy when SBUF is full, to a private HBM tensor (``dma_copy``). Using the block again
-    refills it into a new tile: HBM -> SBUF (``dma_copy``), SBUF -> PSUM (``tensor_copy``;
-    a DMA cannot write PSUM). The copy stays valid until the block is written again, so a
-    block only read since its refill is dropped, not copied again, when its bytes go. A block
-    read since its last write and never copied is dead when its bytes go (the compiler frees
-    a tile after its last use; using it again is the ``overlap`` error, as before). Only the
-    latest block tensor made at its line spills (an earlier one kept for double buffering is
-    dead). Each copy is an instruction of the record, issued in program order where the spill
-    or refill happens, so the timing model charges it. The compiler's own spill placement
-    and cost are not public; this is trnsim's choice."""
-    slot = _prod(tile_shape[1:])
-    free = tile_shape[1:]
-    strides = [1] * len(free)
-    for i in range(len(free) - 2, -1, -1):
-        strides[i] = strides[i + 1] * free[i + 1]
-    st = (1, *strides)
-    whole: list[Tile | None] = []
-    tiles: dict[tuple[int, ...], Tile] = {}  # blocks in their own tile now
-    copies: dict[tuple[int, ...], Tile] = {}  # valid spilled copies (SBUF or HBM)
-    dirty: set[tuple[int, ...]] = set()  # written and not read since
+    """The logical blocks of an automatically allocated block tensor: each block is a tile of
+    its own (``allocator.LTile``), made at its first use and allocated by liveness like any
+    tile (the block-dimension migration guide: "the physical tiles may not be alive in the
+    memory simultaneously"). ``fill``: each block starts as ``fill[0]`` (made lazily)."""
+    tiles: dict[tuple[int, ...], Tile] = {}
+    loop = allocator().loop_here()  # the blocks are multi-buffered over this loop's iterations
 
     def locate(b: tuple[int, ...]) -> tuple[Tile, Any]:
-        if not whole and memory == PSUM:  # PSUM: 8 banks; blocks live and die one by one
-            whole.append(None)
-        while not whole:
-            try:
-                shape2 = (tile_shape[0], _prod(blocks) * slot)
-                u = new_nl.ndarray(shape2, dtype, ops._BUFFER_OF[memory], name)
-                whole.append(as_tile(track(u)))
-            except KernelError as exc:
-                if exc.rule not in CAPACITY_RULES:
-                    raise
-                if not release_spares():
-                    whole.append(None)
-        u = whole[0]
-        if u is not None:
-            off = u.offset + _linear(b, blocks) * slot
-            return Tile.trusted(u.storage, tile_shape, st, off, u.p0, u.fmt, u.dtype, True), None
         t = tiles.get(b)
         if t is None:
-            t = ops.new_tile(tile_shape, dtype, memory, name)
-            c = copies.get(b)  # (read after placing t, which may have moved it on to HBM)
-            if c is not None:  # refill
-                if c.memory == HBM and memory == SBUF:
-                    nisa.dma_copy(t, c)
-                else:
-                    if c.memory == HBM:  # a DMA cannot write PSUM: staged in SBUF
-                        stage = _spill_tile(tile_shape, dtype, f"{name} refill")
-                        nisa.dma_copy(stage, c)
-                        c = stage
-                    nisa.tensor_copy(t, c)
-            tiles[b] = t
-            spillable(t, lambda: spill(b))
+            t = tiles[b] = as_tile(allocator().new_tile(tile_shape, dtype, memory, name, loop=loop))
+            if fill is not None:
+                lazy_fill(t, fill[0])
         return t, None
 
-    def note(b: tuple[int, ...], write: bool) -> None:
-        """An access to block ``b`` (``BlockTensor.block``): a write makes its copy stale."""
-        if write:
-            dirty.add(b)
-            c = copies.pop(b, None)
-            if c is not None:
-                spillable(c, None)
-        else:
-            dirty.discard(b)
-
-    def spill(b: tuple[int, ...]) -> None:
-        t = tiles.pop(b)
-        if b not in dirty or not _current(locate):
-            return  # read since written (a copy, if any, is still valid), or dead
-        dirty.discard(b)
-        if memory == SBUF:
-            c = as_tile(new_nl.ndarray(tile_shape, dtype, new_nl.private_hbm, f"{name} spill"))
-            nisa.dma_copy(c, t)
-        else:
-            c = _spill_tile(tile_shape, dtype, f"{name} spill")
-            nisa.tensor_copy(c, t)
-            spillable(c, lambda: spill_copy(b))
-        copies[b] = c
-
-    def spill_copy(b: tuple[int, ...]) -> None:
-        c = copies.get(b)
-        if c is None or not _current(locate):
-            return
-        h = as_tile(new_nl.ndarray(tile_shape, dtype, new_nl.private_hbm, f"{name} spill"))
-        nisa.dma_copy(h, c)
-        copies[b] = h
-
-    def allocs() -> list[Any]:
-        return [u.storage.alloc for u in whole if u is not None] + [
-            t.storage.alloc for t in tiles.values()
-        ]
-
-    locate.note = note  # type: ignore[attr-defined]
-    locate.allocs = allocs  # type: ignore[attr-defined]
     return locate
 
 
@@ -371,16 +218,25 @@ def _hbm(shape: tuple[int, ...], dtype: Any, buf: Buffer, name: str) -> Tile:
 
 
 def zeros(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Any:
-    return full(shape, 0, dtype, buffer=buffer, name=name)
+    return full(shape, 0, dtype, buffer=buffer, name=name, **kwargs)
 
 
 def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Any:
-    return full(shape, 1, dtype, buffer=buffer, name=name)
+    return full(shape, 1, dtype, buffer=buffer, name=name, **kwargs)
 
 
 def full(
-    shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any
-) -> Any:
+    shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+    lazy_initialization: bool = False, **kwargs: Any,
+) -> Any:  # fmt: skip
+    """A tensor of ``fill_value``. Each block of a block tensor, every PSUM tile and, with
+    ``lazy_initialization=True`` (a keyword the compiler's own NKI emitter writes), every tile
+    is filled lazily (``tile.lazy_fill``): the memset is issued at its first use, and not at
+    all when that use overwrites it whole or starts a matmul accumulation group in it (the
+    compiler emits no memset for such a tile: the first matmul starts the group)."""
+    buf = _buffer(buffer)
+    if buf.allocator is None and buf.memory != HBM and _split_shape(shape, buf)[0]:
+        return _ndarray(shape, dtype, buffer, name, fill=(fill_value,))
     t = ndarray(shape, dtype, buffer=buffer, name=name)
     if isinstance(t, BlockTensor):
         flush()
@@ -390,7 +246,7 @@ def full(
         tmp = ops.new_tile(t.shape, t.dtype, SBUF)
         nisa.memset(tmp, fill_value)
         nisa.dma_copy(t, tmp)
-    elif t.memory == PSUM:
+    elif t.memory == PSUM or lazy_initialization:
         lazy_fill(t, fill_value)
     else:
         nisa.memset(t, fill_value)
@@ -428,17 +284,61 @@ def static_cast(input_data: Any, dtype: Any) -> Any:
 # ---- loops --------------------------------------------------------------------------------------
 
 
-def affine_range(*args: Any, **kwargs: Any) -> range:
-    """A loop whose iterations have no loop-carried dependency (trnsim runs it in order)."""
-    return range(*args)
+class _Loop:
+    """An ``nl`` loop: its integers, in order, with the running core's allocator told where
+    the loop starts and ends (multi-buffering of ``affine_range`` bodies, loop-invariant
+    loads: ``allocator``). Behaves as the ``range`` it wraps otherwise."""
+
+    __slots__ = ("factor", "kind", "range")
+
+    def __init__(self, kind: str, args: tuple[Any, ...], factor: int) -> None:
+        self.kind, self.range, self.factor = kind, range(*args), int(factor)
+
+    def __iter__(self) -> Any:
+        al = Allocator.of_current()
+        if al is None:
+            yield from self.range
+            return
+        entry = al.enter_loop(self.kind, self.factor)
+        try:
+            for i in self.range:
+                entry[3] = i
+                al.next_iteration(entry)
+                yield i
+        finally:
+            al.exit_loop(entry)
+
+    def __len__(self) -> int:
+        return len(self.range)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.range[i]
+
+    def __reversed__(self) -> Any:
+        return reversed(self.range)
+
+    def __getattr__(self, name: str) -> Any:  # start / stop / step / index / count
+        return getattr(self.range, name)
+
+    def __repr__(self) -> str:
+        r = self.range
+        return f"nl.{self.kind}_range({r.start}, {r.stop}, {r.step})"
 
 
-def sequential_range(*args: Any, **kwargs: Any) -> range:
-    return range(*args)
+def affine_range(*args: Any, multi_buffer: int = MULTI_BUFFER, **kwargs: Any) -> _Loop:
+    """A loop whose iterations have no loop-carried dependency (trnsim runs it in order; tiles
+    made in it are multi-buffered: ``multi_buffer`` physical copies, as the compiler keeps)."""
+    return _Loop("affine", args, multi_buffer)
 
 
-def static_range(*args: Any) -> range:
-    return range(*args)
+def sequential_range(*args: Any, multi_buffer: int = MULTI_BUFFER, **kwargs: Any) -> _Loop:
+    """A loop with a loop-carried dependency (run in order; the tiles made in each iteration
+    are multi-buffered all the same: ``allocator``)."""
+    return _Loop("sequential", args, multi_buffer)
+
+
+def static_range(*args: Any) -> _Loop:
+    return _Loop("static", args, MULTI_BUFFER)
 
 
 # ---- SPMD ---------------------------------------------------------------------------------------
@@ -484,8 +384,8 @@ class _TileSize:
     """``nl.tile_size``: the target's limits (``trnsim.hw`` via the new API's ``tile_size``)."""
 
     def __getattr__(self, name: str) -> int:
-        if name == "psum_min_align":
-            return 4
+        if name in ("psum_min_align", "sbuf_min_align"):
+            return getattr(_constants, name)
         return getattr(new_nl.tile_size, name)
 
 
@@ -614,10 +514,20 @@ def _trailing_ones(v: View, nd: int) -> View:
     return t
 
 
+PE_BROADCAST_DTYPES = frozenset({"float32", "bfloat16", "float16"})
+"""Formats a partition broadcast goes through the Tensor engine in (exact: a product by 1.0,
+one term per fp32 PSUM sum); others (integers) go through HBM by DMA."""
+
+
 def _partition_broadcast(v: View, partitions: int, call: str) -> View:
-    """A ``[1, F...]`` tile broadcast along partitions, as the legacy compiler does it with
-    DMA: the row goes to an HBM scratch tensor and comes back to every partition (an HBM read
-    pattern may repeat rows; an on-chip one may not)."""
+    """A ``[1, F]`` tile broadcast along partitions, as the compiler does it: on the Tensor
+    engine, a matmul of a ``[1, P]`` row of ones (stationary) by the row (moving) into PSUM
+    (one bank, 512 fp32, per matmul), copied to SBUF. Source: neuron-profile's definition of
+    ``hardware_flops`` counts "matmul instructions for data movement (i.e. transposes and
+    partition broadcasts) inserted by the compiler" (aws-neuron-sdk
+    tools/neuron-explorer/profile-schema-reference.rst). Other formats and shapes: the row
+    goes to an HBM scratch tensor and comes back to every partition by DMA (an HBM read pattern
+    may repeat rows; an on-chip one may not)."""
     if not v.on_chip or v.shape[0] == partitions:
         return v
     if v.shape[0] != 1:
@@ -626,13 +536,23 @@ def _partition_broadcast(v: View, partitions: int, call: str) -> View:
             f"{call}: a {list(v.shape)} tile cannot broadcast to {partitions} partitions",
         )
     flush()
+    out = ops.new_tile((partitions, *v.shape[1:]), v.dtype, SBUF)
+    if len(v.shape) == 2 and v.fmt.name in PE_BROADCAST_DTYPES:
+        ones = ops.new_tile((1, partitions), v.dtype, SBUF, name="broadcast_ones")
+        nisa.memset(ones, 1.0)
+        bank = 512  # fp32 elements of one PSUM bank per partition
+        for c0 in range(0, v.shape[1], bank):
+            n = builtins.min(bank, v.shape[1] - c0)
+            ps = ops.new_tile((partitions, n), np.float32, PSUM, name="broadcast_psum")
+            nisa.nc_matmul(ps, ones, v[:, c0 : c0 + n], is_stationary_onezero=True)
+            nisa.tensor_copy(out[:, c0 : c0 + n], ps)
+        return out
     row = as_tile(new_nl.ndarray(v.shape, v.dtype, new_nl.private_hbm, name="broadcast_row"))
     nisa.dma_copy(row, v)
     rep = Tile.trusted(
         row.storage, (partitions, *row.shape[1:]), (0, *row.strides[1:]), row.offset, 0,
         row.fmt, row.dtype, True,
     )  # fmt: skip
-    out = ops.new_tile((partitions, *v.shape[1:]), v.dtype, SBUF)
     nisa.dma_copy(out, rep)
     return out
 
@@ -785,13 +705,48 @@ def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> 
     x = ops.tensor(x, "x", "nl.transpose")
     dt = ops.normalize_dtype(dtype) or x.dtype
     return ops.result(
-        "nl.transpose",
-        (x.free_size, x.shape[0]),
-        dt,
-        lambda dst, d: nisa.nc_transpose(dst, d, engine=nisa.engine.tensor),
-        (x,),
-        mask,
+        "nl.transpose", (x.free_size, x.shape[0]), dt, transposer(nisa.engine.tensor), (x,), mask
     )
+
+
+def transposer(eng: Any):
+    """The issue function of a legacy transpose on engine ``eng``: ``nc_transpose``, or, for
+    a Tensor-engine transpose written into PSUM of another float dtype
+    (``psum_fp32[...] = nisa.nc_transpose(bf16_tile)``, which the legacy API casts), the
+    Tensor engine's own way of transposing: a matmul of the data (stationary) with an identity
+    (moving), whose fp32 result is the transpose exactly (every sum has one nonzero term)."""
+
+    def issue(dst: View, data: View) -> None:
+        on_pe = eng is nisa.engine.tensor or (
+            eng is nisa.engine.unknown and (data.shape[0] > 32 or data.free_size > 32)
+        )
+        if (
+            on_pe
+            and dst.memory == PSUM
+            and dst.fmt != data.fmt
+            and dst.fmt.kind == data.fmt.kind == "float"
+        ):
+            flush()
+            nisa.nc_matmul(dst, data, _identity(data.shape[0], data.dtype), accumulate=False)
+            return
+        nisa.nc_transpose(dst, data, engine=eng)
+
+    return issue
+
+
+def _identity(n: int, dtype: Any) -> Tile:
+    """An ``n x n`` identity tile of ``dtype`` in SBUF, made once per program (``iota`` of
+    ``p - f``, then ``== 0``)."""
+    key = ("identity", n, get_format(dtype).name)
+    cache = _tile_module._state.consts
+    t = cache.get(key)
+    if t is None:
+        diff = ops.new_tile((n, n), np.float32, SBUF, "identity")
+        nisa.iota(diff, [[-1, n]], 0, 1)
+        t = ops.new_tile((n, n), dtype, SBUF, "identity")
+        nisa.tensor_scalar(t, diff, "equal", 0.0)
+        cache[key] = t
+    return t
 
 
 # ---- reductions ---------------------------------------------------------------------------------
@@ -811,22 +766,30 @@ def _make_reduce(name: str, op: str):
         x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kw: Any
     ) -> Tile:
         x = ops.tensor(x, "x", f"nl.{name}")
-        axes, shape = _reduce_shape(x, axis, keepdims)
         dt = ops.normalize_dtype(dtype) or x.dtype
+        axes, shape = _reduce_shape(x, axis, keepdims)
         nd = len(x.shape)
+        # the mask is over the input's index space; the result keeps the box's other axes
+        box = _box(mask, x.shape)
+        out_box = None
+        if box is not None:
+            x = ops.cut(x, box, x.shape)
+            kept = [s if d not in axes else slice(0, 1) for d, s in enumerate(box)]
+            out_box = tuple(kept if keepdims else [s for d, s in enumerate(box) if d not in axes])
         if not keepdims and axes != tuple(range(nd - len(axes), nd)):
-            # reduce any free axes: move them last (a free-dim permutation is a view)
+            # reduce any free axes of an access pattern (the 2-D max-pool idiom's axes [1, 3]):
+            # move them last (a free-dim permutation is a view; the compiler orders them so)
             keep = [d for d in range(nd) if d not in axes]
             x = as_tile(x).permute(*keep, *axes)
             axes = tuple(range(nd - len(axes), nd))
 
         def issue(dst: View, data: View) -> None:
+            if out_box is not None:
+                if ops.empty_box(out_box):
+                    return
+                dst = ops.cut(dst, out_box, dst.shape)
             nisa.tensor_reduce(dst, op, data, axes, keepdims=keepdims)
 
-        box = _box(mask, x.shape)
-        if box is not None:  # the mask is over the input's index space
-            x = ops.cut(x, box, x.shape)
-            axes, shape = _reduce_shape(x, axis, keepdims)
         return ops.result("reduce", shape, dt, issue, (x,), None)
 
     fn.__name__ = name
@@ -880,48 +843,91 @@ def var(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
 def loop_reduce(
     x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
 ) -> Tile:
-    """``b = nl.loop_reduce(a, op, loop_indices)``: ``b <- op(b, a)`` where ``b`` is the tile
-    the result is assigned to (the docstring: "the destination tile is also the rhs input to
-    ``op``"; its equivalent is ``b = nisa.tensor_tensor(data1=b, data2=a, op)``). The
-    destination is the variable named by the assignment in the kernel's code."""
+    """``b = nl.loop_reduce(a, op, loop_indices)`` or ``t[...] = nl.loop_reduce(...)``:
+    ``b <- op(b, a)`` where ``b`` is the running tile the result is assigned to (the
+    docstring: "the destination tile is also the rhs input to ``op``"; its equivalent is
+    ``b = nisa.tensor_tensor(data1=b, data2=a, op)``). The running tile is the variable the
+    statement assigns (``b = ...``), or the target of a subscript assignment (a tile's view,
+    a block of a block tensor). A running tile that holds no data yet (nothing wrote it) is
+    initialised by the first call, ``b <- a``: the compiler-emitted kernels rely on it (the
+    first iteration of ``loop_indices`` initialises an unzeroed accumulator); a tile zeroed
+    first is reduced into, as the docstring's equivalence says."""
     x = ops.tensor(x, "x", "nl.loop_reduce")
-    dst = _assignment_target(sys._getframe(1))
+    name = ops.op_name(op)
+    target = _assignment_target(sys._getframe(1))
+    box = _box(mask, x.shape)
+
+    def issue(dst: View, a: View) -> None:
+        if isinstance(dst.storage, _tile_module._Unplaced):
+            raise fail(
+                "loop-reduce",
+                "nl.loop_reduce's result must be assigned to the running tile it reduces "
+                f"into (b = nl.loop_reduce(a, ...) or t[...] = nl.loop_reduce(...)), got a "
+                f"{list(a.shape)} tile used without an assignment",
+            )
+        d, src = ops.cut(dst, box, a.shape), ops.cut(a, box, a.shape)
+        if not Allocator.holds_data(d):
+            nisa.tensor_copy(d, src)
+        else:
+            nisa.tensor_tensor(d, d, src, name)
+
+    if target is _SUBSCRIPT:  # t[...] = loop_reduce(...): issued into the target on assignment
+        dt = ops.normalize_dtype(dtype) or x.dtype
+        return ops.result("elementwise", x.shape, dt, issue, (x,), None)
+    dst = target
     if not isinstance(dst, View) or tuple(dst.shape) != tuple(x.shape):
         raise fail(
             "loop-reduce",
             "nl.loop_reduce's result must be assigned to the running tile it reduces into "
             f"(b = nl.loop_reduce(a, ...) with b a tile of shape {list(x.shape)}), got {dst!r}",
         )
-    name = ops.op_name(op)
-    dt = ops.normalize_dtype(dtype) or dst.dtype
-
-    def issue(out: View, b: View, a: View) -> None:
-        nisa.tensor_tensor(out, b, a, name)
-
     flush()
-    if dt != dst.dtype:
-        return ops.result("elementwise", x.shape, dt, issue, (dst, x), mask)
-    box = _box(mask, x.shape)
-    nisa.tensor_tensor(ops.cut(dst, box, x.shape), ops.cut(dst, box, x.shape),
-                       ops.cut(x, box, x.shape), name)  # fmt: skip
+    ops.tensor(dst, "running tile", "nl.loop_reduce")
+    issue(dst, x)
     return as_tile(dst)
 
 
+_SUBSCRIPT = object()
+
+
 def _assignment_target(frame: Any) -> Any:
-    """The current value of the variable the calling statement assigns to (``b = f(...)``)."""
+    """The current value of the variable the calling statement assigns to (``b = f(...)``),
+    ``_SUBSCRIPT`` for a subscript assignment (``t[i] = f(...)``), else None."""
+    key = (frame.f_code, frame.f_lasti)
+    how = _TARGETS.get(key)
+    if how is None:
+        how = _TARGETS[key] = _target_of(frame.f_code, frame.f_lasti)
+    if how is _SUBSCRIPT or not how:
+        return how or None
+    for scope in (frame.f_locals, frame.f_globals):
+        if how in scope:
+            return scope[how]
+    return None
+
+
+_TARGETS: dict[tuple[Any, int], Any] = {}
+"""What the statement at each (code, instruction offset) assigns to (``_target_of``)."""
+
+
+def _target_of(code: Any, last: int) -> Any:
+    """The variable name a call's result at bytecode offset ``last`` is stored into,
+    ``_SUBSCRIPT`` for a subscript store, else ``""``."""
     import dis
 
-    code, last = frame.f_code, frame.f_lasti
     for ins in dis.get_instructions(code):
         if ins.offset <= last or ins.opname in ("CACHE", "PRECALL"):
             continue
         if ins.opname in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
-            name = ins.argval
-            for scope in (frame.f_locals, frame.f_globals):
-                if name in scope:
-                    return scope[name]
-        return None
-    return None
+            return ins.argval
+        if ins.opname == "STORE_SUBSCR":
+            return _SUBSCRIPT
+        if ins.opname in ("LOAD_FAST", "LOAD_NAME", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_CONST",
+                          "BUILD_TUPLE", "LOAD_ATTR", "BUILD_SLICE", "BINARY_SUBSCR",
+                          "LOAD_FAST_LOAD_FAST", "LOAD_SMALL_INT", "COPY", "SWAP",
+                          "LOAD_FAST_BORROW", "BINARY_OP"):  # fmt: skip
+            continue
+        return ""
+    return ""
 
 
 # ---- broadcast / shape --------------------------------------------------------------------------
@@ -962,6 +968,7 @@ def rand(shape: Any, dtype: Any = np.float32, **kwargs: Any) -> Tile:
 
 def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> None:
     flush()
+    allocator().resident(x)
     new_nl.device_print(prefix, x)
 
 
@@ -1021,8 +1028,59 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None, **kwargs: Any
     nisa.dma_compute(d, [d, v], reduce_op="add")
 
 
+def softmax(
+    x: Any, axis: Any, *, dtype: Any = None, compute_dtype: Any = None, mask: Any = None,
+    **kwargs: Any,
+) -> Tile:  # fmt: skip
+    """``exp(x - max(x)) / sum(exp(x - max(x)))`` along ``axis`` (free axes ending at the last
+    one: the 2.26 docstring's ``[1], [1, 2], ...``), computed in fp32, returned in ``dtype``
+    (``compute_dtype`` "behaves the same"). Lowered as the compiler's engines do it: the
+    negated max (``tensor_reduce``), ``exp`` with that bias and the sum in the same
+    activation (``reduce_res``), a ``reciprocal``, a multiply; over fewer than all free axes
+    the max and the sums broadcast along the others (``tensor_tensor``)."""
+    x = ops.tensor(x, "x", "nl.softmax")
+    nd = len(x.shape)
+    axes = tuple(sorted(int(a) % nd for a in (axis if isinstance(axis, tuple | list) else [axis])))
+    if not axes or axes[0] == 0 or axes != tuple(range(nd - len(axes), nd)):
+        raise fail(
+            "reduce-axis",
+            f"nl.softmax axis {list(axes)} of a {nd}-d tile must be free axes ending at the last "
+            f"one ([1], [1, 2], ...)",
+        )
+    dt = ops.normalize_dtype(dtype or compute_dtype) or x.dtype
+    every = len(axes) == nd - 1
+
+    def issue(dst: View, data: View) -> None:
+        p = data.shape[0]
+        if every:
+            negmax = ops.new_tile((p, 1), float32, SBUF)
+            nisa.tensor_reduce(negmax, "maximum", data, axes, negate=True, keepdims=True)
+            e = ops.new_tile(data.shape, float32, SBUF)
+            total = ops.new_tile((p, 1), float32, SBUF)
+            nisa.activation(e, "exp", data, bias=negmax, reduce_op="add", reduce_res=total)
+            inv = ops.new_tile((p, 1), float32, SBUF)
+            nisa.reciprocal(inv, total)
+            nisa.tensor_scalar(dst, e, "multiply", inv)
+            return
+        kept = data.shape[: nd - len(axes)]
+        red = (*kept, *([1] * len(axes)))
+        m = ops.new_tile(red, float32, SBUF)
+        nisa.tensor_reduce(m, "maximum", data, axes, keepdims=True)
+        d = ops.new_tile(data.shape, float32, SBUF)
+        nisa.tensor_tensor(d, data, _tile_module.broadcast_to(m, data.shape), "subtract")
+        nisa.activation(d, "exp", d)
+        total = ops.new_tile(red, float32, SBUF)
+        nisa.tensor_reduce(total, "add", d, axes, keepdims=True)
+        nisa.reciprocal(total, total)
+        nisa.tensor_tensor(dst, d, _tile_module.broadcast_to(total, data.shape), "multiply")
+
+    return ops.result("activation", x.shape, dt, issue, (x,), mask)
+
+
+softmax.legacy_op = "softmax"  # type: ignore[attr-defined]
+
 for _n in (
-    "all_reduce", "random_seed", "rms_norm", "softmax",
+    "all_reduce", "random_seed", "rms_norm",
 ):  # fmt: skip
     globals()[_n] = _not_implemented(_n)
 

@@ -13,17 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from trnsim.core.location import fail
+from trnsim.core.location import fail, kernel_location
 from trnsim.core.memory import View, user_dtype
 from trnsim.nki import language as new_nl
 from trnsim.nki.legacy import differences as D
 from trnsim.nki.legacy import index as ix
+from trnsim.nki.legacy.allocator import allocator
 from trnsim.nki.legacy.tile import (
     BlockTensor,
     Pending,
     Tile,
     _Unplaced,
-    allocating,
     as_tile,
     check_fresh,
     check_inside,
@@ -31,6 +31,7 @@ from trnsim.nki.legacy.tile import (
     flush,
     touch,
 )
+from trnsim.nki.legacy.tile import new_tile as _tile_new
 from trnsim.numerics import get_format
 
 _BUFFER_OF = {D.BUFFERS["sbuf"]: new_nl.sbuf, D.BUFFERS["psum"]: new_nl.psum}
@@ -60,9 +61,8 @@ def operand(x: Any, what: str, call: str) -> Any:
 
 
 def new_tile(shape: Sequence[int], dtype: Any, memory: str, name: str = "") -> Tile:
-    """A new SBUF/PSUM tile (evicting unused tiles if it does not fit: ``tile.allocating``)."""
-    shape = tuple(int(s) for s in shape)
-    return as_tile(allocating(lambda: new_nl.ndarray(shape, dtype, _BUFFER_OF[memory], name)))
+    """A new SBUF/PSUM tile, placed by the compiler's allocation model (``allocator``)."""
+    return _tile_new(tuple(int(s) for s in shape), dtype, memory, name)
 
 
 def cut(v: View, box: tuple[slice, ...] | None, shape: tuple[int, ...]) -> View:
@@ -96,11 +96,18 @@ def result(
     operands: Sequence[Any] = (),
     mask: Any = None,
     accumulate: Callable[..., None] | None = None,
+    side: dict[str, Any] | None = None,
 ) -> Tile:
-    """A new tile, pending, computed by ``issue(dst, *operands)`` (cut to the mask)."""
+    """A new tile, pending, computed by ``issue(dst, *operands, **side)`` (cut to the mask).
+
+    ``side``: the instruction's per-partition operands (an activation's ``bias`` / ``scale``
+    / ``reduce_res``, a ``tensor_scalar`` tile operand, ...; tiles or scalars), cut to the
+    mask's partitions: the mask applies to the whole instruction, every operand (the 2.26
+    programming guide, "Masking")."""
     memory, _, memories, casts = D.RETURNS[call]
     shape = tuple(int(s) for s in shape)
     boxes = ix.boxes(mask, shape) or [None]  # one instruction per box of the mask
+    side = {k: operand(v, k, call) for k, v in (side or {}).items()}
     for box in boxes:
         for o in operands:
             if isinstance(o, View):
@@ -114,7 +121,8 @@ def result(
             if empty_box(box):
                 continue
             ops = [cut(o, box, shape) if isinstance(o, View) else o for o in operands]
-            fn(cut(dst, box, shape), *ops)
+            kw = {k: partitions(v, box) for k, v in side.items()}
+            fn(cut(dst, box, shape), *ops, **kw)
 
     def run(dst: View) -> None:
         each_box(issue, dst)
@@ -125,11 +133,19 @@ def result(
         def acc(dst: View) -> None:
             each_box(accumulate, dst)
 
-    return defer(
-        Pending(
-            out, run, memories, casts, acc, lambda: new_nl.ndarray(shape, dtype, _BUFFER_OF[memory])
-        )
-    )
+    load = made = None
+    if call == "nl.load" and operands and isinstance(operands[0], View):
+        made = kernel_location()  # (a load's line: the key of its loop-invariance)
+        load = (made, operands[0], out.fmt, tuple((s.start, s.stop) for b in boxes if b for s in b))
+        held = allocator().hoisted_load(*load)
+        if held is not None:  # a loop-invariant load: the tile loaded before (no DMA)
+            return as_tile(held)
+
+    def place() -> View:
+        return _tile_new(shape, dtype, memory, "", made)
+
+    held = (*operands, *side.values())
+    return defer(Pending(out, run, memories, casts, acc, place, load, held))
 
 
 def _unplaced_tile(shape: tuple[int, ...], dtype: Any, memory: str) -> Tile:

@@ -17,18 +17,17 @@ is an error naming both.
 from __future__ import annotations
 
 import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from trnsim.core import indirect
 from trnsim.core.location import fail
-from trnsim.core.memory import HBM, PSUM, View
+from trnsim.core.memory import HBM, PSUM, SBUF, View
 from trnsim.errors import KernelError
 from trnsim.nki import isa as nisa
 from trnsim.nki.legacy import index as ix
+from trnsim.nki.legacy.allocator import LTile, allocator, covers, whole_view
 from trnsim.nki.tensor import NkiTensor
 
 # The legacy ``nl`` module the tile operators dispatch to (``a + b`` is ``nl.add(a, b)``, with
@@ -239,7 +238,9 @@ class _Unplaced:
 @dataclass
 class Pending:
     """A legacy call's result, not yet issued: ``issue(dst)`` issues it into ``dst``;
-    ``place()`` gives ``tile`` its own bytes (``allocate``) first when it is issued there."""
+    ``place()`` gives ``tile`` its own bytes (``allocate``) first when it is issued there.
+    ``load``: ``(line, src, format, mask boxes)`` of an ``nl.load`` (remembered for the next
+    iteration: ``allocator.Allocator.hoisted_load``)."""
 
     tile: Tile
     issue: Callable[[View], None]
@@ -247,14 +248,24 @@ class Pending:
     casts: bool
     accumulate: Callable[[View], None] | None = None
     allocate: Callable[[], View] | None = None
+    load: tuple[Any, ...] | None = None
+    operands: tuple[Any, ...] = ()
 
     def issue_here(self) -> None:
-        if self.allocate is not None and isinstance(self.tile.storage, _Unplaced):
-            real = allocating(self.allocate)
-            t = self.tile
-            t.storage, t.shape, t.strides = real.storage, real.shape, real.strides
-            t.offset, t.p0 = real.offset, real.p0
-        self.issue(self.tile)
+        t = self.tile
+        if self.allocate is None or not isinstance(t.storage, _Unplaced):
+            self.issue(t)
+            return
+        _adopt(t, self.allocate())
+        self.issue(t)
+        if self.load is not None:
+            allocator().note_load(*self.load, t)
+
+
+def _adopt(t: Tile, real: View) -> None:
+    """An unplaced tile takes ``real``'s bytes (``real`` has ``t``'s shape)."""
+    t.storage, t.shape, t.strides = real.storage, real.shape, real.strides
+    t.offset, t.p0 = real.offset, real.p0
 
 
 class _State(threading.local):
@@ -263,22 +274,19 @@ class _State(threading.local):
     def __init__(self) -> None:
         self.outside: dict[int, tuple[View, ix.OutsideTile]] = {}
         self.stale: dict[int, tuple[View, str]] = {}
-        # on-chip allocations of this program's tiles, least recently used first
-        self.lru: OrderedDict[int, weakref.ref[Any]] = OrderedDict()
-        self.evicted: dict[int, tuple[weakref.ref[Any], str]] = {}
-
-        # PSUM tiles created by nl.zeros / nl.full whose memset is not issued yet
-        self.fills: dict[int, tuple[weakref.ref[Any], View, Any]] = {}
-        # the last block tensors made at each kernel line (language.double_buffer)
-        self.sites: dict[tuple[str, int], list[Any]] = {}
+        # tiles the front end makes once per program (language._identity)
+        self.consts: dict[Any, Any] = {}
 
 
 _state = _State()
 
 
 def defer(p: Pending) -> Tile:
+    """``p`` is the pending result; its operands keep their bytes until it is issued (the
+    allocator does not give them away to place its result or its target)."""
     flush()
     _state.pending = p
+    allocator().hold(p.operands)
     return p.tile
 
 
@@ -287,169 +295,73 @@ def flush() -> None:
     p = _state.pending
     if p is not None:
         _state.pending = None
-        p.issue_here()
+        try:
+            p.issue_here()
+        finally:
+            allocator().hold(())
 
 
 def discard() -> None:
     _state.pending = None
     _state.outside.clear()
     _state.stale.clear()
-    _state.lru.clear()
-    _state.evicted.clear()
-    _state.fills.clear()
-    _state.sites.clear()
+    _state.consts.clear()
 
 
-# ---- zero-initialised PSUM: the compiler folds nl.zeros into the first matmul ------------------
+# ---- fills made lazily: the compiler folds nl.zeros into the first matmul ----------------------
 
 
 def lazy_fill(t: View, value: Any) -> None:
-    """``nl.zeros`` / ``nl.full`` of a PSUM tile: the memset is issued at the tile's first use,
-    unless that use is ``t += matmul`` with value 0 (then the matmul starts the accumulation
-    group: what the legacy compiler emits) or a write of the whole tile."""
-    alloc = t.storage.alloc
-    _state.fills[id(alloc)] = (weakref.ref(alloc), t, value)
+    """``nl.zeros`` / ``nl.full`` of a tile made lazily (every PSUM one; ``lazy_initialization``
+    and every block of a block tensor): the memset is issued at the tile's first use, unless
+    that use is ``t += matmul`` with value 0 (then the matmul starts the accumulation group:
+    what the legacy compiler emits) or a write of the whole tile."""
+    lt = t.storage.alloc.user
+    if isinstance(lt, LTile):
+        lt.fill = (value,)
+    else:
+        nisa.memset(t, value)
 
 
-def _fill_entry(v: View) -> tuple[int, Any] | None:
-    alloc = v.storage.alloc
-    entry = _state.fills.get(id(alloc))
-    if entry is None or entry[0]() is not alloc:
-        return None
-    return id(alloc), entry
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out = [1] * len(shape)
-    for i in range(len(shape) - 2, -1, -1):
-        out[i] = out[i + 1] * shape[i + 1]
-    return tuple(out)
-
-
-def _covers(v: View, t: View) -> bool:
-    """``v`` is all of ``t`` (the same elements, any shape)."""
-    if _same(v, t):
-        return True
-    return (
-        v.offset == t.offset
-        and v.p0 == t.p0
-        and v.size == t.size
-        and v.shape[0] == t.shape[0]
-        and v.strides[0] == t.strides[0]
-        and tuple(v.strides[1:]) == _c_strides(tuple(v.shape[1:]))
-        and tuple(t.strides[1:]) == _c_strides(tuple(t.shape[1:]))
-    )
+def _fill_of(v: View) -> Any:
+    lt = v.storage.alloc.user
+    return lt if lt is not None and getattr(lt, "fill", None) is not None else None
 
 
 def _drop_fill(v: View, zero_only: bool) -> bool:
     """Forget a pending fill that a write of the whole tile ``v`` makes unnecessary."""
-    hit = _fill_entry(v)
-    if hit is None:
+    lt = _fill_of(v)
+    if lt is None:
         return False
-    key, (_, t, value) = hit
-    if (zero_only and value != 0) or not _covers(v, t):
+    if (zero_only and lt.fill[0] != 0) or not covers(v, lt):
         return False
-    del _state.fills[key]
+    lt.fill = None
     return True
 
 
 def _issue_fill(v: View) -> None:
-    hit = _fill_entry(v)
-    if hit is not None:
-        key, (_, t, value) = hit
-        del _state.fills[key]
+    lt = _fill_of(v)
+    if lt is not None:
+        value = lt.fill[0]
+        lt.fill = None
         flush()
-        nisa.memset(t, value)
-
-
-# ---- liveness: the compiler reuses the bytes of tiles that are no longer used -------------------
-#
-# A Python variable keeps a tile alive until it is rebound, past its last use; the legacy
-# compiler frees it after its last use. When an on-chip allocation does not fit, the least
-# recently used tiles are freed (evicted) until it does; using an evicted tile later is the
-# ``tile-reused`` error (on hardware the compiler could not have reused it: the kernel would not
-# fit). A tile is used when it is an operand or a destination of a legacy call.
-
-CAPACITY_RULES = ("sbuf-capacity", "psum-capacity")
+        nisa.memset(as_tile(whole_view(v.storage, lt.shape, lt.fmt)), value)
 
 
 def touch(v: View) -> None:
-    """Mark ``v``'s allocation as just used (and refuse it if it was evicted); a pending
-    zero fill of it is issued first."""
-    alloc = v.storage.alloc
-    if _state.fills:
+    """``v`` is about to be used: a pending fill of its tile is issued first."""
+    if _fill_of(v) is not None:
         _issue_fill(v)
-    if not getattr(alloc, "live", True):
-        entry = _state.evicted.get(id(alloc))
-        if entry is not None and entry[0]() is alloc:
-            raise fail("tile-reused", entry[1])
-        return
-    key = id(alloc)
-    lru = _state.lru
-    if key in lru:
-        lru.move_to_end(key)
 
 
-def track(v: View) -> View:
-    """Register a new on-chip tile for eviction under memory pressure."""
-    alloc = v.storage.alloc
-    if alloc.kind != HBM and isinstance(getattr(alloc, "live", None), bool):
-        _state.lru[id(alloc)] = weakref.ref(alloc)
-    return v
-
-
-def allocating(make: Callable[[], View]) -> View:
-    """``make()`` an on-chip tile, evicting least recently used tiles while it does not fit."""
-    while True:
-        try:
-            return track(make())
-        except KernelError as exc:
-            if exc.rule not in CAPACITY_RULES:
-                raise
-            if release_spares():
-                continue
-            if not _evict_one(exc.rule.split("-")[0]):
-                raise
-
-
-def spillable(v: View, spill: Callable[[], None] | None) -> None:
-    """Register ``spill()`` to run when ``v``'s allocation is evicted or its addresses are
-    reused (``trnsim.core.memory``; None: forget it). It
-    copies the data to the next memory tier before the bytes are given away (the 2.26
-    programming model: when live data overflows an on-chip memory "the Neuron compiler
-    inserts the necessary spills or refills between that memory and the next-tier memory")."""
-    v.storage.alloc.spill = spill
-
-
-def release_spares() -> bool:
-    """Drop the extra buffers kept for double buffering (``language.double_buffer``): they
-    go first when memory runs out. True if any was held."""
-    held = any(len(ring) > 1 for ring in _state.sites.values())
-    for ring in _state.sites.values():
-        del ring[:-1]
-    return held
-
-
-def _evict_one(kind: str) -> bool:
-    pending = _state.pending.tile.storage.alloc if _state.pending is not None else None
-    for key, ref in list(_state.lru.items()):
-        alloc = ref()
-        del _state.lru[key]
-        if alloc is None or not alloc.live or alloc.kind != kind or alloc is pending:
-            continue
-        hook, alloc.spill = alloc.spill, None
-        if hook is not None:
-            hook()  # copy it out first (issued here: before the bytes are reused)
-        alloc.memory.free(alloc)
-        where = f"{alloc.kind.upper()} partitions {alloc.partition_start}..{alloc.partition_start + alloc.partitions - 1}, bytes {alloc.byte_offset}..{alloc.byte_offset + alloc.nbytes - 1}"  # noqa: E501
-        _state.evicted[key] = (
-            ref,
-            f"a tile ({where}) is used after its bytes were given to a later tensor: the "
-            f"{alloc.kind.upper()} was full and this tile had not been used for the longest "
-            "time (the compiler frees a tile after its last use; this one was used again)",
-        )
-        return True
-    return False
+def new_tile(
+    shape: tuple[int, ...], dtype: Any, memory: str, name: str = "",
+    made: tuple[str, int] | None = None,
+) -> Tile:  # fmt: skip
+    """A new SBUF/PSUM tile, placed by the compiler's allocation model (``allocator``);
+    ``made``: the kernel line that made it (a pending result's call; default: here)."""
+    t = allocator().new_tile(tuple(shape), dtype, memory, name, made=made, view_type=Tile)
+    return t  # type: ignore[return-value]
 
 
 def check_fresh(v: Any) -> None:
@@ -471,6 +383,7 @@ def _take(value: Any) -> Pending | None:
     p = _state.pending
     if p is not None and p.tile is value:
         _state.pending = None
+        allocator().hold(())
         return p
     return None
 
@@ -540,9 +453,7 @@ def _on_chip(dst: View, write: Callable[[View], None]) -> None:
     except KernelError as e:
         if e.rule != "start-partition" or dst.memory == PSUM:
             raise
-        from trnsim.nki import language as new_nl
-
-        tmp = allocating(lambda: new_nl.ndarray(tuple(dst.shape), dst.dtype, new_nl.sbuf))
+        tmp = new_tile(tuple(dst.shape), dst.dtype, SBUF)
         write(tmp)
         nisa.dma_copy(dst, tmp)
 
@@ -686,9 +597,6 @@ class BlockTensor:
 
     def block(self, blocks: tuple[int, ...], write: bool) -> Tile:
         t, slot = self.locate(blocks)
-        note = getattr(self.locate, "note", None)
-        if note is not None:  # reads and writes decide what spills (language.block_locator)
-            note(blocks, write)
         if self.owners is not None and slot is not None:
             me = (id(self), blocks, self.name)
             owner = self.owners.get(slot)
