@@ -49,6 +49,8 @@ BASES: dict[str, list[str]] = {
         "4",
     ],
     "validate": ["validate", "--sets", "F"],
+    # a directory without the public checkouts: the flags are checked before it is searched
+    "calibrate": ["calibrate", str(ROOT / "tests" / "data"), "--only", "gemm"],
     # a verb of sub-commands: one base each ("dra allocate", ...)
     "dra allocate": ["dra", "allocate", str(DRA / "claims" / "connected-4.yaml"), *DRA_FLEET],
     "dra simulate": ["dra", "simulate", "synthetic:8", *DRA_FLEET],
