@@ -10,6 +10,7 @@ import trnsim
 RANK = {
     "errors": 0,
     "extras": 0,
+    "inputs": 0,  # a leaf: imports trnsim.errors only
     "hw": 1,
     "numerics": 2,
     "core": 3,

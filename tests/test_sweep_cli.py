@@ -118,7 +118,7 @@ def _cli(*argv: str, env: dict | None = None, timeout: float = 120) -> subproces
     [
         ({"verb": "train", "grid": {"tpp": [1]}}, "no parameter 'tpp'"),
         ({"verb": "train", "grid": {"tp": []}}, "has no values"),
-        ({"verb": "train", "grid": {"tp": ["x"]}}, "'x' is not a positive integer"),
+        ({"verb": "train", "grid": {"tp": ["x"]}}, "tp: 'x' is not a number"),
         ({"verb": "serve2"}, "cannot be swept"),
     ],
 )

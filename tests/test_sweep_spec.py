@@ -102,7 +102,7 @@ def test_point_ids_depend_on_the_values_alone():
     [
         ({"grid": {"tpp": [1]}}, "train has no parameter 'tpp' (did you mean tp"),
         ({"grid": {"tp": []}}, "grid tp has no values"),
-        ({"grid": {"tp": ["four"]}}, "'four' is not a positive integer"),
+        ({"grid": {"tp": ["four"]}}, "tp: 'four' is not a number"),
         ({"grid": {"tp": [1.5]}}, "must be a whole number"),
         ({"grid": {"precision": ["bf17"]}}, "'bf17' is not one of"),
         ({"grid": {"no_sp": [3]}}, "3 is not true or false"),

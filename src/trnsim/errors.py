@@ -57,6 +57,12 @@ class UsageError(TrnsimError, ValueError):
     """Bad usage or input from the user (a flag value, a path, a kernel file): exit status 2."""
 
 
+class InputError(UsageError, ConfigError):
+    """A number given to trnsim (a flag, a function's argument) broke a rule of
+    ``trnsim.inputs``: a usage error (exit status 2), and a ``ConfigError`` for callers that
+    catch those."""
+
+
 class Stop(BaseException):
     """trnsim stopping a run on purpose: a time limit, Ctrl-C or SIGTERM (``trnsim.nki.watchdog``).
 

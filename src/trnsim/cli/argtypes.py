@@ -86,6 +86,35 @@ def bounded_int(low: int, high: int):
     return check
 
 
+def rule_type(name: str, base=None):
+    """An argparse type checking the value against rule ``name`` of ``trnsim.inputs`` (the
+    same rule the library functions check): ``'1e20': sequences per step must be a whole
+    number >= 1 and <= 16,777,216 (...) (rule global-batch)``. ``base`` (a type of this
+    module, such as ``positive_int``) parses first, with its own message."""
+    from trnsim import inputs
+
+    rule = inputs.RULES[name]
+
+    def check(text: str) -> int | float:
+        value: int | float
+        if base is not None:
+            value = base(text)
+        else:
+            try:
+                value = int(text, 0)
+            except (TypeError, ValueError):
+                value = _number(text, "a number")  # refuses NaN and inf too
+                if rule.integral and value == int(value):
+                    value = int(value)
+        why = inputs.problem(name, value)
+        if why is not None:
+            raise argparse.ArgumentTypeError(f"{text!r}: {why}")
+        return value
+
+    check.__name__ = f"rule_{rule.param}"
+    return check
+
+
 def fraction_list(text: str) -> tuple[float, ...]:
     """Comma-separated fractions in [0, 1] (per-position rates: ``0.865,0.725,0.635``)."""
     parts = [p.strip() for p in str(text).split(",")]
@@ -95,12 +124,11 @@ def fraction_list(text: str) -> tuple[float, ...]:
 
 
 def batch_size(text: str) -> int | str:
-    """A positive integer, or ``max`` (the largest batch that fits)."""
+    """A whole number of sequences (rule ``batch`` of ``trnsim.inputs``), or ``max`` (the
+    largest batch that fits)."""
     if str(text).strip().lower() == "max":
         return "max"
     try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a batch size (a positive integer, or max)"
-        ) from None
+        return rule_type("batch")(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (a batch size: a whole number, or max)") from None

@@ -22,6 +22,7 @@ import re
 from rich.console import Console
 from rich.table import Table
 
+from trnsim import inputs
 from trnsim.cli.argtypes import positive_int
 from trnsim.errors import ConfigError, UsageError
 from trnsim.fabric import OPS, CollectiveResult, collective_time
@@ -88,6 +89,9 @@ def ranks_arg(text: str) -> int:
     value = positive_int(text)
     if value < 2:
         raise argparse.ArgumentTypeError(f"{text!r}: a collective needs at least 2 ranks")
+    why = inputs.problem("ranks", value)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {why}")
     return value
 
 

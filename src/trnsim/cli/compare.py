@@ -11,7 +11,7 @@ from trnsim import hw
 from trnsim.errors import UsageError
 from trnsim.hw.describe import kind_of, rows
 from trnsim.report.output import print_json
-from trnsim.report.tables import fit
+from trnsim.report.tables import fit, prose
 from trnsim.report.units import pretty
 
 
@@ -67,12 +67,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
-    table = Table(title=f"{data['kind']}s: " + " vs ".join(data["presets"]), title_justify="left")
+    first = data["presets"][0]
+    table = Table(
+        title=f"{data['kind']}s: " + " vs ".join(data["presets"]) + f" (ratio: to {first})",
+        title_justify="left",
+    )
     table.add_column("figure")
     for i, name in enumerate(data["presets"]):
         table.add_column(name, justify="right")
         if i:
-            table.add_column(f"x {data['presets'][0]}", justify="right", style="cyan")
+            table.add_column("ratio", justify="right", style="cyan")
     for row in data["rows"]:
         cells = [row["key"]]
         for i, (v, r) in enumerate(zip(row["values"], row["ratios"], strict=True)):
@@ -80,5 +84,15 @@ def run(args: argparse.Namespace) -> int:
             if i:
                 cells.append(f"{r:.2f}x" if r is not None else "")
         table.add_row(*cells)
-    Console().print(fit(table))
+    console = Console()
+    console.print(fit(table))
+    if any("peak" in row["key"] for row in data["rows"]):
+        console.print(prose(PEAK_NOTE, style="dim"))
     return 0
+
+
+# Peaks are published per number format; a row compares one format ("-": not published).
+PEAK_NOTE = (
+    "peaks: each row is one number format (peak_flops.fp8 against fp8, never fp8 against "
+    "fp4); dense unless the key says sparse; '-': the preset publishes no peak in that format"
+)

@@ -7,16 +7,22 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import positive_int
-from trnsim.cli.plan import add_mode_flags, apply_mode_defaults
-from trnsim.cli.train import add_precision, dump
+from trnsim.cli.argtypes import rule_type
+from trnsim.cli.plan import (
+    CONTEXT,
+    add_mode_flags,
+    add_slo_flags,
+    apply_mode_defaults,
+    slo_from_args,
+)
+from trnsim.cli.train import add_precision, default_to_context, dump
 from trnsim.errors import TrnsimError, UsageError
 from trnsim.hw import system as lookup_system
 from trnsim.perf.compare import DEFAULT_SYSTEMS, compare
 from trnsim.report.output import output_path
 from trnsim.report.progress import progress
-from trnsim.report.tables import fit
-from trnsim.report.units import pretty
+from trnsim.report.tables import fit, prose
+from trnsim.report.units import pretty, usd
 from trnsim.workloads import resolve_model
 
 COMPARE_DEFAULTS = {
@@ -37,10 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--chips",
-        type=positive_int,
+        type=rule_type("chips"),
         help="chips per system (default: each system's rack/UltraServer, 64 for a pod)",
     )
     add_mode_flags(parser, COMPARE_DEFAULTS)
+    add_slo_flags(parser)
     add_precision(parser)
     parser.add_argument("--png", help="write a bar chart to this PNG file")
     parser.add_argument("--json", action="store_true", help="machine-readable output, SI units")
@@ -62,7 +69,8 @@ def chart_note(rows: list) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    apply_mode_defaults(args, COMPARE_DEFAULTS)
+    context_defaults = {k: v for k, v in COMPARE_DEFAULTS.items() if getattr(args, k) is None}
+    apply_mode_defaults(args, {k: v for k, v in COMPARE_DEFAULTS.items() if k not in CONTEXT})
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     if not systems:
         raise UsageError(f"--systems {args.systems!r}: name at least one system preset")
@@ -78,11 +86,14 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         output_path(args.png, "--png")
     try:
-        model_name = resolve_model(args.model).name
+        m = resolve_model(args.model)
     except TrnsimError as exc:
         raise UsageError(f"--model {args.model}: {exc}") from None
+    model_name = m.name
+    default_to_context(args, m, {k: v for k, v in context_defaults.items() if k in CONTEXT})
+    slo = slo_from_args(args, args.mode)
     rows = compare(
-        args.model,
+        m,
         args.mode,
         systems,
         args.chips,
@@ -92,47 +103,55 @@ def run(args: argparse.Namespace) -> int:
         output_tokens=args.output_tokens,
         precision_name=args.precision,
         progress=None if args.json else progress,
+        slo=slo,
     )
     if args.png:
         from trnsim.report.plots import comparison_chart
 
-        comparison_chart(
-            rows, args.png, f"{model_name} {args.mode} ({args.precision})", chart_note(rows)
-        )
+        title = f"{model_name} {args.mode} ({args.precision})"
+        bound = {"slo": slo} if slo else {}  # serving: the latency bound on the chart
+        comparison_chart(rows, args.png, title, chart_note(rows), **bound)
     if args.json:
         dump(
             {
                 "model": model_name,
                 "mode": args.mode,
+                **({"slo": slo.as_dict()} if slo else {}),
                 "rows": [r.as_dict() for r in rows],
                 "png": args.png,
             }
         )
         return 0
     console = Console()
-    table = Table(title=f"{model_name} {args.mode}, best plan per system", title_justify="left")
+    what = "best plan per system" + (" within the latency bound" if slo else "")
+    table = Table(
+        title=f"{model_name} {args.mode} ({args.precision}), {what}", title_justify="left"
+    )
     cols = ["system", "chips", "plan", "tokens/s", "tokens/s/chip"]
     cols += ["MFU"] if args.mode == "train" else ["TTFT", "TPOT"]
     cols += ["USD/Mtok", "J/token"]
     for c in cols:
         table.add_column(c)
     for r in rows:
+        fits = r.fits
         cells = [
             r.system,
-            str(r.chips),
-            r.plan,
-            pretty(r.tokens_per_s),
-            pretty(r.tokens_per_s_per_chip),
+            f"{r.chips:,}",
+            r.plan_summary or r.plan,
+            pretty(r.tokens_per_s, "tok/s") if fits else "-",
+            pretty(r.tokens_per_s_per_chip, "tok/s") if fits else "-",
         ]
         if args.mode == "train":
             cells.append(f"{r.mfu:.1%}" if r.mfu is not None else "-")
         else:
             cells += [pretty(r.ttft_s, "s"), pretty(r.tpot_s, "s")]
-        cells += [pretty(r.usd_per_million_tokens), pretty(r.joules_per_token)]
+        cells += [usd(r.usd_per_million_tokens), pretty(r.joules_per_token, "J")]
         table.add_row(*cells)
     console.print(fit(table))
+    if slo is not None:
+        console.print(prose(slo.describe()))
     for r in rows:
-        console.print(f"[dim]{r.system}: " + "; ".join(r.assumptions) + "[/dim]")
+        console.print(prose(f"{r.system}: " + "; ".join(r.assumptions), style="dim"))
     if args.png:
-        console.print(f"chart: {args.png}")
+        console.print(prose(f"chart: {args.png}"))
     return 0

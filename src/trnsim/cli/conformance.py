@@ -25,6 +25,7 @@ from trnsim.conformance.runner import OUTCOMES, Result, run_checkout
 from trnsim.errors import UsageError
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
+from trnsim.report.tables import fit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 1 on 'external' cases too (a library bug, a package not installed)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show what the kernels print and log (nki-library's [INFO] lines); hidden otherwise",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -74,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 profile=args.profile,
                 on_result=lambda r: bar.advance(),
+                verbose=args.verbose,
                 cases_file=args.cases,
             )
     except UsageError as exc:
@@ -90,8 +97,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        console = Console(width=None if sys.stdout.isatty() else 220)
-        show(console, checkout, commit, results, counts, args.profile)
+        show(Console(), checkout, commit, results, counts, args.profile)
     accepted = counts["pass"] + (0 if args.strict else counts["external"])
     return 0 if accepted == len(results) else 1
 
@@ -122,5 +128,5 @@ def show(
         where = f" ({r.location})" if r.location and r.location not in r.detail else ""
         row.append(r.detail + where)
         t.add_row(*row)
-    console.print(t)
+    console.print(fit(t))
     console.print(", ".join(f"{o} {n}" for o, n in counts.items() if n))

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim import numerics as nx
+from trnsim.report.tables import fit
 
 
 def section(console: Console) -> None:
@@ -26,7 +27,7 @@ def section(console: Console) -> None:
         qb = nx.quantize(b, fb, axis=0, scale_rule=rule)
         err = np.abs(nx.mx_matmul(qa, qb) - exact).max() / np.abs(exact).max()
         table.add_row(f"{fa} x {fb}", rule, f"{err:.2e}")
-    console.print(table)
+    console.print(fit(table))
 
     x = np.full(1 << 16, 1.0 + 2.0**-10, dtype=np.float32)  # between two bf16 neighbours
     rne = nx.to_float32(nx.cast(x, "bfloat16"), "bfloat16").mean()

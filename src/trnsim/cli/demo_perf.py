@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.table import Table
 
 from trnsim.cli.infer import show_inference
 from trnsim.cli.train import show_training
 from trnsim.perf import ParallelPlan, estimate_inference, estimate_training, plan_for_chips
 from trnsim.perf.compare import compare
-from trnsim.report.units import pretty
+from trnsim.report.tables import fit
+from trnsim.report.units import pretty, usd
 
 
 def section(console: Console) -> None:
@@ -34,9 +36,17 @@ def section(console: Console) -> None:
         global_batch=512,
         seq_len=4096,
     )
-    console.print("[bold]Llama-3.1-8B training, 64 chips each, best plan per system[/bold]")
+    table = Table(
+        title="Llama-3.1-8B training (bf16), 64 chips each, best plan per system",
+        title_justify="left",
+    )
+    for col in ("system", "plan", "tokens/s/chip", "USD/Mtok"):
+        table.add_column(col, justify="left" if col in ("system", "plan") else "right")
     for r in rows:
-        console.print(
-            f"  {r.system:24s} {r.plan:36s} {pretty(r.tokens_per_s_per_chip):>10s} "
-            f"tok/s/chip  USD/Mtok {pretty(r.usd_per_million_tokens)}"
+        table.add_row(
+            r.system,
+            r.plan_summary or r.plan,
+            pretty(r.tokens_per_s_per_chip, "tok/s"),
+            usd(r.usd_per_million_tokens),
         )
+    console.print(fit(table))

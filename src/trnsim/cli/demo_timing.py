@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim.core import calibration
+from trnsim.report.tables import fit
 
 KERNEL_FILE = Path(__file__).resolve().parents[3] / "examples" / "kernels" / "timing"
 
@@ -38,7 +39,7 @@ def section(console: Console) -> None:
             f"{p.engine('tensor').utilisation:.0%}",
             f"{top.opcode} ({top.fraction:.0%})",
         )
-    console.print(table)
+    console.print(fit(table))
     console.print(
         "DMA from the bandwidth guide's per-engine figures and descriptor cost; calibrated on "
         "public measurements (Autocomp on trn1, trainium-kernel-fusion on trn2, the SDK "

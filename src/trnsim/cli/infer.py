@@ -8,7 +8,9 @@ from typing import Any
 
 from rich.console import Console
 
-from trnsim.cli.argtypes import batch_size, fraction, fraction_list, positive_int
+from trnsim import inputs
+from trnsim.cli.argtypes import batch_size, fraction_list, rule_type
+from trnsim.cli.plan import add_slo_flags, slo_from_args
 from trnsim.cli.train import (
     add_common,
     check_moe_imbalance,
@@ -17,6 +19,7 @@ from trnsim.cli.train import (
     cost_inputs,
     dump,
     model_from_args,
+    no_plan,
     print_kv,
     resolve_chips,
     resolve_system,
@@ -28,7 +31,8 @@ from trnsim.perf.planner import search_inference
 from trnsim.perf.precision import KV_CACHE_BYTES
 from trnsim.perf.table_model import compute_model
 from trnsim.report.progress import progress
-from trnsim.report.units import pretty
+from trnsim.report.tables import prose
+from trnsim.report.units import pretty, usd
 from trnsim.workloads import resolve_model
 
 
@@ -41,9 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sequences per replica, or max: the largest batch whose KV cache fits (maximum "
         "throughput, as trtllm-bench sizes it; needs plan flags)",
     )
-    parser.add_argument("--input-tokens", type=positive_int, default=1024, help="prompt tokens")
-    parser.add_argument("--output-tokens", type=positive_int, default=256, help="generated tokens")
-    parser.add_argument("--max-seq-len", type=positive_int, help="KV cache length to allocate")
+    parser.add_argument(
+        "--input-tokens", type=rule_type("input-tokens"), default=1024, help="prompt tokens"
+    )
+    parser.add_argument(
+        "--output-tokens", type=rule_type("output-tokens"), default=256, help="generated tokens"
+    )
+    parser.add_argument(
+        "--max-seq-len", type=rule_type("max-seq-len"), help="KV cache length to allocate"
+    )
     parser.add_argument(
         "--draft-model",
         help="speculative decoding: the draft model (preset or config.json), eagle3 (an "
@@ -51,13 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--spec-tokens",
-        type=positive_int,
+        type=rule_type("spec-tokens"),
         help="speculative decoding: tokens the draft proposes per step (default 4; eagle3 3; "
         "mtp 1; needs --draft-model)",
     )
     parser.add_argument(
         "--spec-acceptance",
-        type=fraction,
+        type=rule_type("spec-acceptance"),
         help="speculative decoding: per-token acceptance rate (default: the method's published "
         "rate: eagle3 0.86, mtp 0.875; a draft model 0.7, assumed; needs --draft-model)",
     )
@@ -76,10 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prefix-hit",
-        type=fraction,
+        type=rule_type("prefix-hit"),
         default=0.0,
         help="prefix caching: fraction of each prompt already in the KV cache (default 0)",
     )
+    add_slo_flags(parser)
     parser.add_argument(
         "--pad-heads",
         action="store_true",
@@ -133,9 +144,14 @@ def speculative_from_args(args: argparse.Namespace, m: Any) -> Speculative | Non
             f"--spec-per-position gives {len(per_pos)} rates for --spec-tokens {tokens}"
         )
     try:
-        return Speculative(draft, tokens, args.spec_acceptance, tuple(per_pos or ()))
+        spec = Speculative(draft, tokens, args.spec_acceptance, tuple(per_pos or ()))
     except ConfigError as exc:
+        if isinstance(exc, UsageError):  # a rule of trnsim.inputs, naming its flag
+            raise
         raise UsageError(f"--spec-per-position: {exc}") from None
+    if method == "draft":  # smaller than the target, the same vocabulary (rule draft-model)
+        inputs.check_speculative(spec, draft, m, args.output_tokens)
+    return spec
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,16 +161,14 @@ def run(args: argparse.Namespace) -> int:
     chips = resolve_chips(args, sysm)
     check_ranks_per_chip(args, sysm.chip)
     check_stack(args, sysm.chip, "serve")
-    if args.max_seq_len is not None and args.max_seq_len < args.input_tokens + args.output_tokens:
-        raise UsageError(
-            f"--max-seq-len {args.max_seq_len} is shorter than --input-tokens "
-            f"{args.input_tokens} + --output-tokens {args.output_tokens} = "
-            f"{args.input_tokens + args.output_tokens}"
-        )
-    if args.prefix_hit >= 1:
-        raise UsageError(
-            f"--prefix-hit {args.prefix_hit}: at least one prompt token must be prefilled (< 1)"
-        )
+    inputs.check_inference(
+        m,
+        batch=None if args.batch == "max" else args.batch,
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        max_seq_len=args.max_seq_len,
+        prefix_hit=args.prefix_hit,
+    )
     spec = speculative_from_args(args, m)
     ranks = chips * args.ranks_per_chip
     cm = compute_model(args.compute, sysm.chip, args.ranks_per_chip)
@@ -201,13 +215,13 @@ def run(args: argparse.Namespace) -> int:
             progress=None if args.json else progress,
             compute_model=cm,
             stack=args.stack,
+            slo=None,  # the lowest TPOT at this batch; the bound is reported, not imposed
         )
         if not res.top:
-            print(
-                f"trnsim infer: no plan of {m.name} fits on {chips} chips of {sysm.name}: "
-                + "; ".join(res.notes),
-                file=sys.stderr,
-            )
+            why = f"no plan of {m.name} fits on {chips} chips of {sysm.name}"
+            if args.json:
+                dump(no_plan(why, m.name, sysm.name, chips, res))
+            print(f"trnsim infer: {why}: " + "; ".join(res.notes), file=sys.stderr)
             return 1
         plan = res.top[0].plan.replace(moe_imbalance=args.moe_imbalance)
         chosen = (
@@ -254,8 +268,14 @@ def run(args: argparse.Namespace) -> int:
     )
     if chosen:
         est.assumptions.insert(0, chosen)
+    slo = slo_from_args(args)
+    met = slo.met(est.ttft_s, est.tpot_s)
+    est.assumptions.append(
+        f"{slo.describe()}: {'met' if met else 'NOT met'} (TTFT {pretty(est.ttft_s, 's')}, "
+        f"TPOT {pretty(est.tpot_s, 's')})"
+    )
     if args.json:
-        dump(est.as_dict())
+        dump({**est.as_dict(), "slo": {**slo.as_dict(), "met": met}})
     else:
         show_inference(Console(), est)
     return 0 if est.fits else 1
@@ -263,26 +283,26 @@ def run(args: argparse.Namespace) -> int:
 
 def show_inference(console: Console, est: Any) -> None:
     rows = [
-        ("plan", f"{est.plan.describe()} (dp = replicas)"),
+        ("plan", f"{est.plan.summary('serve')} (DP = replicas)"),
         ("fits in HBM", "yes" if est.fits else "[red]NO[/red]"),
         ("TTFT", pretty(est.ttft_s, "s")),
         ("TPOT", pretty(est.tpot_s, "s")),
         ("end-to-end latency", pretty(est.e2e_latency_s, "s")),
-        ("output tokens/s (all replicas)", pretty(est.throughput_tokens_per_s)),
-        ("decode tokens/s", pretty(est.decode_tokens_per_s)),
+        ("output rate (all replicas)", pretty(est.throughput_tokens_per_s, "tok/s")),
+        ("decode rate", pretty(est.decode_tokens_per_s, "tok/s")),
         ("memory per chip", pretty(est.memory.total * est.plan.ranks_per_chip, "B")),
         ("  KV cache per chip", pretty(est.memory.kv_cache * est.plan.ranks_per_chip, "B")),
-        ("USD per million tokens", pretty(est.usd_per_million_tokens)),
-        ("joules per token", pretty(est.joules_per_token)),
+        ("cost per million tokens", usd(est.usd_per_million_tokens)),
+        ("energy per token", pretty(est.joules_per_token, "J")),
     ]
     print_kv(
         console,
         f"{est.model} serving on {est.chips} chips of {est.system} "
-        f"(batch {est.batch}, {est.input_tokens} in, {est.output_tokens} out, "
+        f"(batch {est.batch:,}, {est.input_tokens:,} in, {est.output_tokens:,} out, "
         f"{est.precision})",
         rows,
     )
     if not est.fits:
-        console.print(f"[red]{est.memory.explain()}[/red]")
+        console.print(prose(est.memory.explain(), style="red"))
     for a in est.assumptions:
-        console.print(f"[dim]- {a}[/dim]")
+        console.print(prose(f"- {a}", style="dim"))

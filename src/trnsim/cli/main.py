@@ -13,15 +13,17 @@ import errno
 import faulthandler
 import importlib
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
-from trnsim import __version__
+from trnsim import __version__, inputs
 from trnsim.errors import Deadline, Interrupted, KernelError, Stop, Terminated, TrnsimError
 
 # verb -> (module under trnsim.cli, help). Add a verb by adding a line here.
@@ -63,7 +65,7 @@ class Parser(argparse.ArgumentParser):
     instead of the usage block, exit status 2. Sub-parsers are of this class too."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {clip(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,9 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     saved = _catch_signals() if in_main else {}
     prefix = f"trnsim {args.verb}:"
     try:
-        return int(args._run(args) or 0)
+        with inputs.flag_names(), warnings.catch_warnings():
+            warnings.simplefilter("always", inputs.InputWarning)
+            warnings.showwarning = _warning_printer(prefix)
+            return int(args._run(args) or 0)
     except TrnsimError as exc:
-        _say(f"{prefix} error: {exc}")
+        _say(f"{prefix} error: {clip(str(exc))}")
         return exit_status(exc)
     except Stop as exc:  # a time limit, Ctrl-C or SIGTERM, with where the user's code was
         _stop_kernel_threads(type(exc))
@@ -230,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except OSError as exc:
+        if exc.errno in USER_PATH:
+            name = clip(str(exc.filename)) if exc.filename is not None else "a path"
+            _say(f"{prefix} error: {name}: {exc.strerror} (errno {exc.errno})")
+            return EXIT_USAGE
         if exc.errno not in OUT_OF_SPACE:
             return _internal(prefix, exc)
         _quiet_stdout()  # the final flush would fail again
@@ -270,9 +279,31 @@ def _restore(saved: dict[int, Any]) -> None:
         signal.signal(signum, handler)
 
 
+def _warning_printer(prefix: str):
+    """``warnings.showwarning`` for a verb's run: an ``InputWarning`` is one line
+    ``trnsim VERB: warning: ...`` on stderr, each text once; other warnings as Python shows
+    them."""
+    seen: set[str] = set()
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, inputs.InputWarning):
+            return default(message, category, filename, lineno, file, line)
+        text = str(message)
+        if text not in seen:
+            seen.add(text)
+            _say(f"{prefix} warning: {text}")
+        return None
+
+    return show
+
+
 # A full disk or a failing device under stdout or an output file: the user's environment, not
 # a bug (exit 2, one line), unlike any other OSError that escapes the checks before work.
 OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
+# A path the user gave that no file system takes (a name longer than 255 bytes): whichever
+# check met it first (``Path.is_file`` raises it), it is bad input (exit 2), not a bug.
+USER_PATH = (errno.ENAMETOOLONG,)
 
 
 def _internal(prefix: str, exc: BaseException) -> int:
@@ -295,6 +326,21 @@ def _stop_kernel_threads(exc_type: type[BaseException]) -> None:
         from trnsim.nki.watchdog import stop_kernel_threads
 
         stop_kernel_threads(exc_type)
+
+
+LONG_WORD = 200  # characters: a longer word of an error line is shown by its ends
+
+
+def clip(text: str) -> str:
+    """``text`` with each word of more than ``LONG_WORD`` characters (a 5,000-character name
+    given as a flag value) shortened to its ends and its length, so an error stays one line a
+    person can read."""
+
+    def short(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return f"{word[:60]}...{word[-20:]} ({len(word):,} characters)"
+
+    return re.sub(rf"\S{{{LONG_WORD + 1},}}", short, text)
 
 
 def _say(line: str) -> None:

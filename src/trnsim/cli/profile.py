@@ -41,6 +41,7 @@ from trnsim.nki.kernelfile import (
 )
 from trnsim.report.output import distinct_outputs, output_path, print_json
 from trnsim.report.progress import progress
+from trnsim.report.tables import fit, prose
 
 TARGETS = ["gen2", "gen3", "gen4", "trn1", "trn2", "trn3"]
 
@@ -265,18 +266,24 @@ def run(args: argparse.Namespace) -> int:
 
 def show(console: Console, kernel: str, p: Profile) -> None:
     """The human summary: totals, engines, critical path."""
+    console.print(f"[bold]{kernel}[/bold] on {p.target}: [bold]{p.total_s * 1e3:.4g} ms[/bold]")
     console.print(
-        f"[bold]{kernel}[/bold] on {p.target}: [bold]{p.total_s * 1e3:.4g} ms[/bold] "
-        f"(launch {p.launch_s * 1e6:.0f} us included), {p.instructions:,} instructions; "
-        f"{p.flops_per_s / 1e12:.3g} TFLOP/s = MFU {p.mfu:.1%} of {p.peak_flops / 1e12:.3g} "
-        f"({p.peak_dtype}); MBU {p.mbu:.1%} of {p.dma_bw / 1e9:.0f} GB/s DMA"
+        prose(
+            f"launch {p.launch_s * 1e6:.0f} us included, {p.instructions:,} instructions; "
+            f"{p.flops_per_s / 1e12:.3g} TFLOP/s = MFU {p.mfu:.1%} of "
+            f"{p.peak_flops / 1e12:.3g} TFLOP/s ({p.peak_dtype}); MBU {p.mbu:.1%} of "
+            f"{p.dma_bw / 1e9:.0f} GB/s DMA"
+        )
     )
     np_ = p.neuron_profile()
     console.print(
-        f"HBM read {fmt_bytes(p.hbm_read_bytes)}, written {fmt_bytes(p.hbm_write_bytes)}; "
-        f"spill save {fmt_bytes(p.spill_save_bytes)}, reload {fmt_bytes(p.spill_reload_bytes)}; "
-        f"hardware FLOPs {p.hardware_flops:.3e} (transposes {p.transpose_flops:.3e}); "
-        f"DMA active {np_['dma_active_time_percent']:.1%}"
+        prose(
+            f"HBM read {fmt_bytes(p.hbm_read_bytes)}, written {fmt_bytes(p.hbm_write_bytes)}; "
+            f"spill save {fmt_bytes(p.spill_save_bytes)}, "
+            f"reload {fmt_bytes(p.spill_reload_bytes)}; "
+            f"hardware FLOPs {p.hardware_flops:.3e} (transposes {p.transpose_flops:.3e}); "
+            f"DMA active {np_['dma_active_time_percent']:.1%}"
+        )
     )
     t = Table(title="engines", title_justify="left")
     for col in ("engine", "busy", "utilisation", "instructions"):
@@ -285,7 +292,7 @@ def show(console: Console, kernel: str, p: Profile) -> None:
         t.add_row(
             e.name, f"{e.busy_s * 1e6:,.1f} us", f"{e.utilisation:.1%}", f"{e.instructions:,}"
         )
-    console.print(t)
+    console.print(fit(t))
     c = Table(title="critical path: main contributors", title_justify="left")
     for col in ("share", "time", "opcode", "engine", "count", "source"):
         c.add_column(col, justify="right" if col in ("share", "time", "count") else "left")
@@ -298,5 +305,5 @@ def show(console: Console, kernel: str, p: Profile) -> None:
             f"{x.count:,}",
             x.location,
         )
-    console.print(c)
-    console.print("[dim]model assumptions: " + "; ".join(p.assumptions) + "[/dim]")
+    console.print(fit(c))
+    console.print(prose("model assumptions: " + "; ".join(p.assumptions), style="dim"))

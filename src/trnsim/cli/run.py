@@ -26,6 +26,7 @@ from trnsim.cli.profile import TARGETS, add_kernel_arguments, heartbeat
 from trnsim.nki.kernelfile import FileRun, parse_args, run_file
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
+from trnsim.report.tables import fit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,4 +115,4 @@ def show(console: Console, r: FileRun) -> None:
     for eng, n in r.by_engine.items():
         ops = [f"{op} {c}" for (e, op), c in pairs.most_common() if e == eng]
         t.add_row(eng, str(n), ", ".join(ops[:4]))
-    console.print(t)
+    console.print(fit(t))

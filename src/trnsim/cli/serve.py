@@ -20,6 +20,7 @@ from trnsim.cli.argtypes import (
     nonneg_int,
     positive_float,
     positive_int,
+    rule_type,
 )
 from trnsim.cli.infer import speculative_from_args
 from trnsim.cli.train import (
@@ -129,10 +130,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="native",
         help="neuron policy: the current plugin (native) or the NxD Inference 0.2.x form",
     )
-    e.add_argument("--max-num-seqs", type=positive_int, help="running requests at most")
-    e.add_argument("--max-num-batched-tokens", type=positive_int, help="tokens per step at most")
-    e.add_argument("--max-model-len", type=positive_int, help="prompt + output tokens at most")
-    e.add_argument("--block-size", type=positive_int, help="KV block size in tokens")
+    e.add_argument(
+        "--max-num-seqs",
+        type=rule_type("max-num-seqs", positive_int),
+        help="running requests at most",
+    )
+    e.add_argument(
+        "--max-num-batched-tokens",
+        type=rule_type("batched-tokens", positive_int),
+        help="tokens per step at most",
+    )
+    e.add_argument(
+        "--max-model-len",
+        type=rule_type("max-model-len", positive_int),
+        help="prompt + output tokens at most",
+    )
+    e.add_argument(
+        "--block-size", type=rule_type("block-size", positive_int), help="KV block size in tokens"
+    )
     e.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, help="prefix caching")
     e.add_argument(
         "--gpu-memory-utilization", type=fraction, default=0.9, help="HBM fraction (default 0.9)"
@@ -143,7 +158,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.30,
         help="vllm-neuron KV cap (fraction of the memory budget; default 0.30)",
     )
-    e.add_argument("--num-gpu-blocks", type=positive_int, help="KV blocks (override)")
+    e.add_argument(
+        "--num-gpu-blocks", type=rule_type("kv-blocks", positive_int), help="KV blocks (override)"
+    )
     e.add_argument("--prefill-buckets", type=_ints, help="neuron: prefill token buckets")
     e.add_argument("--batch-buckets", type=_ints, help="neuron: decode batch buckets")
     e.add_argument("--context-buckets", type=_ints, help="neuron: decode context buckets")
@@ -151,11 +168,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--chunked-prefill", action="store_true", help="neuron nxdi form: segmented prefill"
     )
     e.add_argument(
-        "--prefill-chunk-size", type=positive_int, help="optimum-neuron: chunked prefill size"
+        "--prefill-chunk-size",
+        type=rule_type("chunk-tokens", positive_int),
+        help="optimum-neuron: chunked prefill size",
     )
     e.add_argument(
         "--long-prefill-token-threshold",
-        type=nonneg_int,
+        type=rule_type("prefill-cap", nonneg_int),
         default=0,
         help="vLLM: one request's tokens per step at most (0: no cap)",
     )
@@ -177,11 +196,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model's multi-token-prediction modules)",
     )
     e.add_argument(
-        "--spec-tokens", type=positive_int, help="draft tokens per step (default 4; eagle3 3)"
+        "--spec-tokens",
+        type=rule_type("spec-tokens", positive_int),
+        help="draft tokens per step (default 4; eagle3 3)",
     )
     e.add_argument(
         "--spec-acceptance",
-        type=fraction,
+        type=rule_type("spec-acceptance", fraction),
         help="acceptance per draft token (default: the method's, as trnsim infer)",
     )
     e.add_argument(
@@ -190,32 +211,92 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="measured acceptance of each draft position, comma-separated",
     )
     w = parser.add_argument_group("workload (one of --rate, --concurrency, --trace)")
-    w.add_argument("--rate", type=positive_float, help=f"requests/s (default {DEFAULT_RATE:g})")
-    w.add_argument("--concurrency", type=positive_int, help="closed loop: concurrent users")
-    w.add_argument("--trace", help="trace file: Azure LLM CSV, Mooncake JSONL, or generic")
-    w.add_argument("--trace-speedup", type=positive_float, default=1.0, help="replay faster")
     w.add_argument(
-        "--requests", type=positive_int, help=f"requests (default {DEFAULT_REQUESTS}; a trace: all)"
+        "--rate",
+        type=rule_type("rate", positive_float),
+        help=f"requests/s (default {DEFAULT_RATE:g})",
+    )
+    w.add_argument(
+        "--concurrency",
+        type=rule_type("concurrency", positive_int),
+        help="closed loop: concurrent users",
+    )
+    w.add_argument("--trace", help="trace file: Azure LLM CSV, Mooncake JSONL, or generic")
+    w.add_argument(
+        "--trace-speedup",
+        type=rule_type("speedup", positive_float),
+        default=1.0,
+        help="replay faster",
+    )
+    w.add_argument(
+        "--requests",
+        type=rule_type("requests", positive_int),
+        help=f"requests (default {DEFAULT_REQUESTS}; a trace: all)",
     )
     w.add_argument("--arrival", choices=ARRIVALS, default="poisson")
-    w.add_argument("--burstiness", type=positive_float, default=1.0, help="gamma arrivals")
-    w.add_argument("--input-tokens", type=positive_int, default=1024, help="mean prompt tokens")
-    w.add_argument("--output-tokens", type=positive_int, default=256, help="mean output tokens")
+    w.add_argument(
+        "--burstiness",
+        type=rule_type("burstiness", positive_float),
+        default=1.0,
+        help="gamma arrivals",
+    )
+    w.add_argument(
+        "--input-tokens",
+        type=rule_type("input-tokens", positive_int),
+        default=1024,
+        help="mean prompt tokens",
+    )
+    w.add_argument(
+        "--output-tokens",
+        type=rule_type("output-tokens", positive_int),
+        default=256,
+        help="mean output tokens",
+    )
     w.add_argument("--input-dist", choices=LENGTH_KINDS, default="fixed")
-    w.add_argument("--input-spread", type=nonneg_float, default=0.0, help="+- (uniform) or s.d.")
+    w.add_argument(
+        "--input-spread",
+        type=rule_type("length-spread", nonneg_float),
+        default=0.0,
+        help="+- (uniform) or s.d.",
+    )
     w.add_argument("--output-dist", choices=LENGTH_KINDS, default="fixed")
-    w.add_argument("--output-spread", type=nonneg_float, default=0.0, help="+- (uniform) or s.d.")
-    w.add_argument("--shared-prefix", type=nonneg_int, default=0, help="shared prompt tokens")
-    w.add_argument("--prefix-groups", type=positive_int, default=1, help="shared prefixes")
+    w.add_argument(
+        "--output-spread",
+        type=rule_type("length-spread", nonneg_float),
+        default=0.0,
+        help="+- (uniform) or s.d.",
+    )
+    w.add_argument(
+        "--shared-prefix",
+        type=rule_type("shared-prefix", nonneg_int),
+        default=0,
+        help="shared prompt tokens",
+    )
+    w.add_argument(
+        "--prefix-groups",
+        type=rule_type("prefix-groups", positive_int),
+        default=1,
+        help="shared prefixes",
+    )
     w.add_argument("--seed", type=nonneg_int, default=0)
     c = parser.add_argument_group("cluster")
-    c.add_argument("--replicas", type=positive_int, help="data-parallel replicas (default 1)")
+    c.add_argument(
+        "--replicas",
+        type=rule_type("replicas", positive_int),
+        help="data-parallel replicas (default 1)",
+    )
     c.add_argument("--router", choices=ROUTERS, default="least-loaded")
     c.add_argument("--disagg", type=_pd, metavar="P:D", help="prefill:decode replicas")
     s = parser.add_argument_group("objectives, search and sweeps")
-    s.add_argument("--slo-ttft", type=positive_float, help="TTFT objective (s)")
-    s.add_argument("--slo-tpot", type=positive_float, help="TPOT objective (s)")
-    s.add_argument("--slo-e2e", type=positive_float, help="end-to-end objective (s)")
+    s.add_argument(
+        "--slo-ttft", type=rule_type("slo-ttft", positive_float), help="TTFT objective (s)"
+    )
+    s.add_argument(
+        "--slo-tpot", type=rule_type("slo-tpot", positive_float), help="TPOT objective (s)"
+    )
+    s.add_argument(
+        "--slo-e2e", type=rule_type("slo-e2e", positive_float), help="end-to-end objective (s)"
+    )
     s.add_argument(
         "--max-rate", action="store_true", help="search the highest rate meeting the p99 SLOs"
     )
@@ -228,7 +309,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--plot", help="PNG: latency against throughput per chip (with a sweep)")
     o.add_argument("--perfetto", help="Perfetto/Chrome trace JSON of steps and requests")
     o.add_argument(
-        "--perfetto-max", type=positive_int, default=5000, help="requests/steps in the trace"
+        "--perfetto-max",
+        type=rule_type("trace-events", positive_int),
+        default=5000,
+        help="requests/steps in the trace",
     )
     o.add_argument("--requests-out", help="per-request records, .csv or .jsonl")
 

@@ -34,11 +34,18 @@ def _summary(spec: hw.CoreSpec | hw.ChipSpec | hw.SystemSpec) -> str:
     if isinstance(spec, hw.SystemSpec):
         return f"{spec.chips:,} x {spec.chip.name}; {spec.description}"
     if isinstance(spec, hw.ChipSpec):
-        best = max(spec.peak_flops.values())
         tag = " (PROJECTED)" if spec.projected else ""
         hbm = pretty(spec.hbm_bytes, "B")
-        return f"{spec.vendor} {spec.family}{tag}; {pretty(best, 'FLOP/s')} peak; {hbm} HBM"
+        return f"{spec.vendor} {spec.family}{tag}; {peak_summary(spec)}; {hbm} HBM"
     return f"generation {spec.generation}; {pretty(spec.sbuf_bytes, 'B')} SBUF"
+
+
+def peak_summary(chip: hw.ChipSpec) -> str:
+    """The chip's highest dense peak and the number format(s) it is in ("2.517 PFLOP/s dense
+    FP8/MXFP8/MXFP4"): peaks of different formats are never compared unnamed."""
+    best = max(chip.peak_flops.values())
+    formats = [d.upper() for d, v in chip.peak_flops.items() if v == best]
+    return f"{pretty(best, 'FLOP/s')} dense {'/'.join(formats)}"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import nonneg_int, positive_float, positive_int
+from trnsim.cli.argtypes import nonneg_int, positive_float, positive_int, rule_type
 from trnsim.errors import UsageError
 from trnsim.report.output import output_path, print_json
 from trnsim.report.progress import progress
@@ -27,15 +27,38 @@ DEFAULT_PNG = "trnsim-torch-demo.png"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--steps", type=positive_int, default=200, help="training steps per run (default 200)"
+        "--steps",
+        type=rule_type("study-steps", positive_int),
+        default=200,
+        help="training steps per run (default 200)",
     )
-    parser.add_argument("--batch", type=positive_int, default=8, help="sequences per step")
-    parser.add_argument("--seq-len", type=positive_int, default=32, help="characters per sequence")
-    parser.add_argument("--d-model", type=positive_int, default=64, help="model width")
-    parser.add_argument("--layers", type=positive_int, default=2, help="transformer blocks")
-    parser.add_argument("--heads", type=positive_int, default=4, help="attention heads")
-    parser.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate")
-    parser.add_argument("--seed", type=nonneg_int, default=0, help="seed of data and weights")
+    parser.add_argument(
+        "--batch", type=rule_type("gpt-batch", positive_int), default=8, help="sequences per step"
+    )
+    parser.add_argument(
+        "--seq-len",
+        type=rule_type("gpt-seq-len", positive_int),
+        default=32,
+        help="characters per sequence",
+    )
+    parser.add_argument(
+        "--d-model", type=rule_type("gpt-width", positive_int), default=64, help="model width"
+    )
+    parser.add_argument(
+        "--layers", type=rule_type("gpt-layers", positive_int), default=2, help="transformer blocks"
+    )
+    parser.add_argument(
+        "--heads", type=rule_type("gpt-heads", positive_int), default=4, help="attention heads"
+    )
+    parser.add_argument(
+        "--lr", type=rule_type("study-lr", positive_float), default=3e-3, help="AdamW learning rate"
+    )
+    parser.add_argument(
+        "--seed",
+        type=rule_type("study-seed", nonneg_int),
+        default=0,
+        help="seed of data and weights",
+    )
     parser.add_argument(
         "--formats",
         default="fp32,bf16,mxfp8,mxfp4",

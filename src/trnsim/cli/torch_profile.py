@@ -19,7 +19,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import nonneg_int, positive_int
+from trnsim import inputs
+from trnsim.cli.argtypes import nonneg_int, positive_int, rule_type
 from trnsim.errors import UsageError
 from trnsim.report.output import output_path, print_json
 from trnsim.report.progress import progress
@@ -53,16 +54,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--numerics", default="bf16", help="eager/compiled numerics policy")
     parser.add_argument("--rounding", choices=("rne", "stochastic"), default="rne")
-    parser.add_argument("--batch", type=positive_int, default=8, help="sequences (gpt)")
-    parser.add_argument("--seq-len", type=positive_int, default=None, help="tokens per sequence")
-    parser.add_argument("--d-model", type=positive_int, default=64, help="gpt width")
-    parser.add_argument("--layers", type=positive_int, default=2, help="gpt blocks")
+    parser.add_argument(
+        "--batch", type=rule_type("gpt-batch", positive_int), default=8, help="sequences (gpt)"
+    )
+    parser.add_argument(
+        "--seq-len",
+        type=rule_type("seq-len", positive_int),
+        default=None,
+        help="tokens per sequence",
+    )
+    parser.add_argument(
+        "--d-model", type=rule_type("gpt-width", positive_int), default=64, help="gpt width"
+    )
+    parser.add_argument(
+        "--layers", type=rule_type("gpt-layers", positive_int), default=2, help="gpt blocks"
+    )
     parser.add_argument("--system", default="trn3-gen2-ultraserver", help="system (shapes mode)")
-    parser.add_argument("--tp", type=positive_int, default=1, help="tensor parallel degree")
-    parser.add_argument("--dp", type=positive_int, default=1, help="data parallel degree")
+    parser.add_argument(
+        "--tp", type=rule_type("tp", positive_int), default=1, help="tensor parallel degree"
+    )
+    parser.add_argument(
+        "--dp", type=rule_type("dp", positive_int), default=1, help="data parallel degree"
+    )
     parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1, help="3: FSDP2")
-    parser.add_argument("--micro-batch", type=positive_int, default=1, help="shapes mode")
-    parser.add_argument("--global-batch", type=positive_int, default=None, help="shapes mode")
+    parser.add_argument(
+        "--micro-batch", type=rule_type("micro-batch", positive_int), default=1, help="shapes mode"
+    )
+    parser.add_argument(
+        "--global-batch",
+        type=rule_type("global-batch", positive_int),
+        default=None,
+        help="shapes mode",
+    )
     parser.add_argument("--no-sp", action="store_true", help="no sequence parallelism (tp > 1)")
     parser.add_argument("--depth", type=nonneg_int, default=4, help="module name depth (0: all)")
     parser.add_argument("--trace", metavar="PATH", help=f"Perfetto trace (default {DEFAULT_TRACE})")
@@ -113,6 +136,10 @@ def _gpt(args: argparse.Namespace) -> Any:
     cfg = GPTConfig(
         d_model=args.d_model, n_layers=args.layers, n_heads=heads, seq_len=args.seq_len or 32
     )
+    # the sequences of one step are real tensors: --batch (eager, compiled) or one
+    # --micro-batch (shapes mode's small GPT)
+    batch = args.micro_batch if args.mode == "shapes" else args.batch
+    inputs.check_gpt_size(cfg.d_model, cfg.n_layers, cfg.seq_len, batch)
     return GPT(cfg), cfg
 
 

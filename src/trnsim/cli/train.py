@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trnsim.cli.argtypes import nonneg_int, positive_float, positive_int
+from trnsim.cli.argtypes import nonneg_int, positive_float, positive_int, rule_type
 from trnsim.errors import ConfigError, TrnsimError, UsageError
 from trnsim.hw import lookup
 from trnsim.hw.specs import ChipSpec, SystemSpec
@@ -23,8 +23,8 @@ from trnsim.perf.table_model import COMPUTE_MODELS, compute_model
 from trnsim.perf.train import default_global_batch, default_global_batch_note
 from trnsim.report.output import print_json
 from trnsim.report.progress import progress
-from trnsim.report.tables import fit
-from trnsim.report.units import pretty
+from trnsim.report.tables import fit, prose
+from trnsim.report.units import pretty, usd
 from trnsim.workloads import ModelArgs, resolve_model
 from trnsim.workloads.hf_config import MEGATRON_VOCAB, synthetic_gpt
 
@@ -77,13 +77,15 @@ def add_model(parser: argparse.ArgumentParser) -> None:
         help="model preset (e.g. llama-3.1-70b) or a Hugging Face config.json path",
     )
     g = parser.add_argument_group("synthetic GPT model (instead of --model)")
-    g.add_argument("--hidden", type=positive_int, help="hidden size")
-    g.add_argument("--layers", type=positive_int, help="transformer layers")
-    g.add_argument("--heads", type=positive_int, help="attention heads")
-    g.add_argument("--ffn", type=positive_int, help="FFN hidden size (default 4 x --hidden)")
+    g.add_argument("--hidden", type=rule_type("model-hidden"), help="hidden size")
+    g.add_argument("--layers", type=rule_type("model-layers"), help="transformer layers")
+    g.add_argument("--heads", type=rule_type("model-heads"), help="attention heads")
+    g.add_argument(
+        "--ffn", type=rule_type("model-ffn"), help="FFN hidden size (default 4 x --hidden)"
+    )
     g.add_argument(
         "--vocab",
-        type=positive_int,
+        type=rule_type("model-vocab"),
         help=f"vocabulary (default {MEGATRON_VOCAB}, the Megatron-Core scaling table's)",
     )
 
@@ -117,7 +119,11 @@ def model_from_args(args: argparse.Namespace) -> ModelArgs:
         args.heads,
         ffn=args.ffn,
         vocab=args.vocab or MEGATRON_VOCAB,
-        seq_len=max(getattr(args, "seq_len", 0) or 0, 4096),
+        seq_len=max(
+            getattr(args, "seq_len", 0) or 0,
+            (getattr(args, "input_tokens", 0) or 0) + (getattr(args, "output_tokens", 0) or 0),
+            4096,
+        ),
     )
 
 
@@ -139,22 +145,22 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help=f"hw preset: chip, instance, UltraServer or cluster (default {DEFAULT_SYSTEM})",
     )
     parser.add_argument(
-        "--chips", type=positive_int, help="chips used (default: the system's chips)"
+        "--chips", type=rule_type("chips"), help="chips used (default: the system's chips)"
     )
     parser.add_argument(
-        "--tp", type=positive_int, help="tensor parallel degree (default: chosen by the planner)"
+        "--tp", type=rule_type("tp"), help="tensor parallel degree (default: chosen by the planner)"
     )
-    parser.add_argument("--pp", type=positive_int, help="pipeline parallel degree")
-    parser.add_argument("--ep", type=positive_int, help="expert parallel degree")
+    parser.add_argument("--pp", type=rule_type("pp"), help="pipeline parallel degree")
+    parser.add_argument("--ep", type=rule_type("ep"), help="expert parallel degree")
     add_precision(parser)
     parser.add_argument(
         "--ranks-per-chip",
-        type=positive_int,
+        type=rule_type("ranks-per-chip"),
         default=1,
         help="ranks per chip (2 for Trn1 NeuronCore counts)",
     )
     parser.add_argument(
-        "--price", type=positive_float, help="USD per chip-hour (default: perf.cost)"
+        "--price", type=rule_type("price"), help="USD per chip-hour (default: perf.cost)"
     )
     parser.add_argument(
         "--compute",
@@ -165,7 +171,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--moe-imbalance",
-        type=positive_float,
+        type=rule_type("moe-imbalance"),
         default=1.0,
         help="MoE load imbalance: the busiest expert-parallel rank's tokens over the mean "
         "(>= 1; default 1, uniform routing)",
@@ -206,26 +212,32 @@ def check_moe_imbalance(args: argparse.Namespace, m: ModelArgs) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
     parser.add_argument(
-        "--dp", type=positive_int, help="data parallel degree (default: fill the chips)"
+        "--dp", type=rule_type("dp"), help="data parallel degree (default: fill the chips)"
     )
-    parser.add_argument("--cp", type=positive_int, help="context parallel degree")
+    parser.add_argument("--cp", type=rule_type("cp"), help="context parallel degree")
     parser.add_argument(
         "--global-batch",
-        type=positive_int,
+        type=rule_type("global-batch"),
         help="sequences per step (default: 1,024, or 1,024 tokens per chip when more)",
     )
-    parser.add_argument("--micro-batch", type=positive_int, help="sequences per micro-batch")
-    parser.add_argument("--seq-len", type=positive_int, default=4096, help="tokens per sequence")
+    parser.add_argument(
+        "--micro-batch", type=rule_type("micro-batch"), help="sequences per micro-batch"
+    )
+    parser.add_argument(
+        "--seq-len",
+        type=rule_type("seq-len"),
+        help="tokens per sequence (default 4,096, or the model's context when shorter)",
+    )
     parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage")
     parser.add_argument("--recompute", choices=("none", "selective", "full"))
     parser.add_argument("--no-sp", action="store_true", help="disable sequence parallelism")
     parser.add_argument(
         "--interleave",
-        type=positive_int,
+        type=rule_type("interleave"),
         help="virtual pipeline stages per rank (interleaved 1F1B when > 1)",
     )
     parser.add_argument(
-        "--tokens", type=positive_float, help="tokens to train (time, cost, energy)"
+        "--tokens", type=rule_type("tokens"), help="tokens to train (time, cost, energy)"
     )
     parser.add_argument(
         "--samples",
@@ -372,6 +384,24 @@ def dump(data: dict[str, Any]) -> None:
     print_json(json.loads(json.dumps(data, default=str)))
 
 
+def no_plan(why: str, model: str, system: str, chips: int, res: Any) -> dict[str, Any]:
+    """The ``--json`` result when the planner finds no plan: what was searched and why none
+    was chosen (strict JSON, like every other result; exit status 1)."""
+    return {
+        "model": model,
+        "system": system,
+        "chips": chips,
+        "fits": False,
+        "found": False,
+        "reason": why,
+        "considered": res.considered,
+        "invalid": res.invalid,
+        "over_capacity": res.over_capacity,
+        **({"over_slo": res.over_slo} if res.slo is not None else {}),
+        "notes": res.notes,
+    }
+
+
 def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
     """Domain checks of the flags before any work; returns the chip count."""
     chips = resolve_chips(args, sysm)
@@ -385,9 +415,23 @@ def check_train_args(args: argparse.Namespace, sysm: SystemSpec) -> int:
     return chips
 
 
+def default_to_context(args: argparse.Namespace, m: ModelArgs, defaults: dict) -> None:
+    """Workload defaults the user did not set (``defaults``: dest -> value) shortened to the
+    model's context: the sequence to it, the prompt so that prompt + generation fit (a GPT-3
+    preset has 2,048 positions; the defaults are 4,096 tokens and 2,048 + 512)."""
+    ctx = m.max_seq_len
+    if "seq_len" in defaults and getattr(args, "seq_len", None) is None:
+        args.seq_len = min(defaults["seq_len"], ctx)
+    if "output_tokens" in defaults and getattr(args, "output_tokens", None) is None:
+        args.output_tokens = max(1, min(defaults["output_tokens"], ctx // 4))
+    if "input_tokens" in defaults and getattr(args, "input_tokens", None) is None:
+        args.input_tokens = max(1, min(defaults["input_tokens"], ctx - args.output_tokens))
+
+
 def run(args: argparse.Namespace) -> int:
     ttt_args = mlperf_args(args)
     m = model_from_args(args)
+    default_to_context(args, m, {"seq_len": 4096})
     check_moe_imbalance(args, m)
     options = plan_options(args, m)
     sysm = resolve_system(args.system)
@@ -449,11 +493,10 @@ def run(args: argparse.Namespace) -> int:
             if res.top:
                 break
         if not res.top:
-            print(
-                f"trnsim train: no plan of {m.name} fits on {' or '.join(tried)}: "
-                + "; ".join(res.notes),
-                file=sys.stderr,
-            )
+            why = f"no plan of {m.name} fits on {' or '.join(tried)}"
+            if args.json:
+                dump(no_plan(why, m.name, cand.name, c_chips, res))
+            print(f"trnsim train: {why}: " + "; ".join(res.notes), file=sys.stderr)
             return 1
         if cand is not sysm:
             sysm, chips = cand, c_chips
@@ -538,24 +581,25 @@ def mlperf_args(args: argparse.Namespace) -> tuple[float, float | None] | None:
 def show_training(console: Console, est: Any) -> None:
     mem = est.memory
     rows = [
-        ("plan", est.plan.describe()),
+        ("plan", est.plan.summary()),
         ("fits in HBM", "yes" if est.fits else "[red]NO[/red]"),
         ("step time", pretty(est.step_time_s, "s")),
-        ("tokens/s", pretty(est.tokens_per_s)),
-        ("sequences/s", pretty(est.seq_per_s)),
+        ("throughput", pretty(est.tokens_per_s, "tok/s")),
+        ("sequences/s", pretty(est.seq_per_s, "seq/s")),
         ("MFU (6N + attention)", f"{est.mfu:.1%}"),
         ("MFU (6N)", f"{est.mfu_6n:.1%}"),
         ("memory per chip", pretty(mem.total * est.plan.ranks_per_chip, "B")),
     ]
-    rows += [(f"  {k}", pretty(v, "s")) for k, v in est.breakdown.items() if v]
+    rows += [(f"  {k.replace('_', ' ')}", pretty(v, "s")) for k, v in est.breakdown.items() if v]
     if est.time_to_train_s is not None:
         rows.append(("time to train", f"{est.time_to_train_s / 86400:,.2f} days"))
         if est.cost and est.cost.usd is not None:
-            rows.append(("cost", f"${est.cost.usd:,.0f}"))
+            rows.append(("cost", usd(est.cost.usd)))
         if est.cost and est.cost.energy_j is not None:
             rows.append(("energy", f"{est.cost.energy_j / 3.6e9:,.1f} MWh"))
-    print_kv(console, f"{est.model} training on {est.chips} chips of {est.system}", rows)
+    title = f"{est.model} training on {est.chips} chips of {est.system} ({est.precision})"
+    print_kv(console, title, rows)
     if not est.fits:
-        console.print(f"[red]{mem.explain()}[/red]")
+        console.print(prose(mem.explain(), style="red"))
     for a in est.assumptions:
-        console.print(f"[dim]- {a}[/dim]")
+        console.print(prose(f"- {a}", style="dim"))

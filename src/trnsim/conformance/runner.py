@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import io
 import os
 import sys
 import tempfile
@@ -478,12 +479,16 @@ def run_checkout(
     seed: int = 0,
     profile: bool = False,
     on_result: Callable[[Result], None] | None = None,
+    verbose: bool = False,
     cases_file: str | os.PathLike[str] | None = None,
 ) -> tuple[str, str, list[Result]]:
     """Run every case of the checkout at ``path`` -> (checkout name, its commit, results).
 
     ``only``: run just the cases whose name contains it. ``cases_file``: run the cases of
-    that file (``load_cases_file``) on ``path``, any directory, instead of trnsim's own."""
+    that file (``load_cases_file``) on ``path``, any directory, instead of trnsim's own. What
+    the kernels print (nki-library's ``[INFO]`` logger prints to stdout) is dropped unless
+    ``verbose``, then it goes to stderr; nki-library's logger is also set to warnings only
+    (``NKILIB_LOG_LEVEL=WARN``) unless the environment sets it."""
     roots: tuple[str, ...] | None = None
     if cases_file is not None:
         root = Path(path)
@@ -505,8 +510,9 @@ def run_checkout(
     # writes where it runs (nki-samples' attn_fwd_v10: @baremetal(save_neff_name=...)) go to a
     # scratch directory, not the user's
     with (
+        _library_log_level(verbose),
         checkout_imports(root, checkout, roots),
-        redirect_stdout(sys.stderr),
+        redirect_stdout(sys.stderr if verbose else io.StringIO()),
         tempfile.TemporaryDirectory(prefix="trnsim-conformance-") as scratch,
         contextlib.chdir(scratch),
     ):
@@ -516,6 +522,20 @@ def run_checkout(
             if on_result:
                 on_result(r)
     return checkout, commit_of(root), results
+
+
+@contextmanager
+def _library_log_level(verbose: bool) -> Iterator[None]:
+    """nki-library's own logger (``nkilib.core.utils.logging``) reads ``NKILIB_LOG_LEVEL`` when
+    it is imported: WARN while the checkout runs, unless verbose or the user set it."""
+    if verbose or "NKILIB_LOG_LEVEL" in os.environ:
+        yield
+        return
+    os.environ["NKILIB_LOG_LEVEL"] = "WARN"
+    try:
+        yield
+    finally:
+        os.environ.pop("NKILIB_LOG_LEVEL", None)
 
 
 CASES_FILE_HELP = (

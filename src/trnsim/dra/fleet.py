@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trnsim import inputs
 from trnsim.errors import UsageError
 from trnsim.hw.catalog import SYSTEMS
 from trnsim.hw.instances import INSTANCE_TYPES, ULTRASERVER_NODE_TYPE, InstanceType
@@ -333,7 +334,7 @@ def load(path_or_spec: str) -> Fleet:
     p = Path(path_or_spec)
     if p.is_file():
         try:
-            text = p.read_text()
+            text = inputs.read_text(p, "fleet file")  # a regular file, within limits
         except OSError as exc:
             raise FleetError(f"cannot read fleet file {str(p)!r}: {exc.strerror}") from None
         if p.suffix == ".json":

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trnsim import inputs
 from trnsim.dra import _optional
 from trnsim.dra.k8s import Claim, DeviceClass, ManifestError, parse_claim, parse_device_class
 
@@ -161,7 +162,7 @@ def parse_documents(docs: list[Any], where: str) -> Manifests:
 def load(path: str | Path) -> Manifests:
     p = Path(path)
     try:
-        text = p.read_text()
+        text = inputs.read_text(p, "manifest")  # a regular file, within limits
     except FileNotFoundError:
         raise ManifestError(f"no such file: {str(p)!r}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from trnsim import inputs
 from trnsim.dra.speed import DEFAULT_ALLREDUCE_BYTES, DEFAULT_STEP_S, DataParallel, Training
 from trnsim.errors import UsageError
 
@@ -208,7 +209,7 @@ def load(path: str) -> Trace:
     caller passes it through :func:`synthetic` instead: this returns None for it)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = inputs.read_text(p, "trace file")  # a regular file, within limits
     except FileNotFoundError:
         raise TraceError(f"no such trace file: {path!r} (or give synthetic:N[:SEED])") from None
     except (OSError, UnicodeDecodeError) as exc:

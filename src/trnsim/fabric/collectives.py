@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from trnsim import inputs
 from trnsim.core.collops import OPS, canonical_op
 from trnsim.core.collops import ring_fraction as _f
 from trnsim.errors import ConfigError, UnknownNameError
@@ -534,12 +535,8 @@ def collective_time(
         raise ConfigError(
             f"algorithm {chosen!r} does not apply to {spec.name}; valid: {', '.join(spec.algos)}"
         )
-    try:
-        m = float(nbytes)
-    except (TypeError, ValueError):
-        raise ConfigError(f"nbytes must be a number of bytes, got {nbytes!r}") from None
-    if not math.isfinite(m) or m < 0:
-        raise ConfigError(f"nbytes must be finite and >= 0, got {nbytes!r}")
+    m = inputs.check("collective-bytes", nbytes)
+    inputs.check("ranks", ranks)
     if family == "neuron":
         ov = FITTED
     elif family == "tpu-ici":

@@ -1,7 +1,8 @@
 """The same workload on several systems, side by side (each with its best plan).
 
 For each system the planner picks the best plan that fits (training: max tokens/s; inference:
-max output tokens/s) on ``chips`` chips, by default the system's own scale-up domain (the
+max output tokens/s among the plans that meet the latency bound ``slo``, by default MLPerf's:
+``trnsim.perf.slo``) on ``chips`` chips, by default the system's own scale-up domain (the
 UltraServer or rack) or ``DEFAULT_CHIPS`` for a pod. Every row states what it assumes: the
 software stack and its efficiency profile (each system's default stack, ``trnsim.perf.stacks``:
 a profile fitted to that vendor's own measurements, never another vendor's, unless ``eff`` is
@@ -13,12 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.hw import system as lookup_system
 from trnsim.perf.compute import Efficiency
-from trnsim.perf.cost import CostInputs, run_cost
+from trnsim.perf.cost import CostInputs, power_line, price_line, run_cost
 from trnsim.perf.planner import ProgressFactory, search_inference, search_training
 from trnsim.perf.precision import compute_dtype, precision
+from trnsim.perf.slo import DEFAULT_SLO, ServingSLO
+from trnsim.workloads import ModelArgs, resolve_model
 
 DEFAULT_SYSTEMS = (
     "trn3-gen2-ultraserver",
@@ -46,6 +50,8 @@ class CompareRow:
     joules_per_token: float | None
     memory_per_chip_bytes: float
     assumptions: list[str] = field(default_factory=list)
+    plan_summary: str = ""  # the plan for people (``ParallelPlan.summary``)
+    slo_met: bool | None = None  # serving: the plan meets the latency bound (None: no bound)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -56,8 +62,12 @@ def default_chips(system_name: str) -> int:
     return s.chips if s.chips <= 144 else DEFAULT_CHIPS
 
 
-def _none_fits(name: str, chip: str, chips: int, assumptions: list[str]) -> CompareRow:
-    """The row of a system on which no plan of the workload fits in HBM."""
+def _none_fits(
+    name: str, chip: str, chips: int, assumptions: list[str], over_slo: int = 0
+) -> CompareRow:
+    """The row of a system on which no plan of the workload fits in HBM (or, serving, none
+    that fits meets the latency bound)."""
+    why = "no plan meets the latency bound" if over_slo else "no plan fits in HBM"
     return CompareRow(
         name,
         chip,
@@ -73,11 +83,12 @@ def _none_fits(name: str, chip: str, chips: int, assumptions: list[str]) -> Comp
         None,
         0.0,
         assumptions,
+        why,
     )
 
 
 def compare(
-    model: str,
+    model: ModelArgs | str,
     mode: Literal["train", "infer"] = "train",
     systems: tuple[str, ...] = DEFAULT_SYSTEMS,
     chips: int | None = None,
@@ -90,10 +101,19 @@ def compare(
     eff: Efficiency | None = None,
     cost_inputs: CostInputs | None = None,
     progress: ProgressFactory | None = None,
+    slo: ServingSLO | None = DEFAULT_SLO,
 ) -> list[CompareRow]:
     """One row per system (see module docstring); ``progress`` as in ``planner``."""
     if mode not in ("train", "infer"):
         raise ConfigError(f"compare: mode must be train or infer, got {mode!r}")
+    inputs.check_optional("chips", chips)
+    m = resolve_model(model)
+    if mode == "train":
+        inputs.check_training(m, global_batch=global_batch, seq_len=seq_len)
+    else:
+        inputs.check_inference(
+            m, batch=None, input_tokens=input_tokens, output_tokens=output_tokens
+        )
     ci = cost_inputs or CostInputs()
     rows = []
     for name in systems:
@@ -103,13 +123,12 @@ def compare(
         common = [
             f"{sysm.chip.name} {dtype} peak {sysm.chip.peak(dtype) / 1e12:.0f} TFLOP/s"
             + (f" ({note})" if note else ""),
-            f"price {ci.price(sysm.chip)} USD/chip-h ({ci.price_source(sysm.chip)})",
-            f"power {ci.power(sysm.chip)} W/chip"
-            + ("" if ci.power(sysm.chip) else " (no TDP in hw: no energy figure)"),
+            price_line(ci, sysm.chip),
+            power_line(ci, sysm.chip),
         ]
         if mode == "train":
             res = search_training(
-                model,
+                m,
                 sysm,
                 n,
                 global_batch=global_batch,
@@ -140,11 +159,12 @@ def compare(
                     (c.energy_j / 1e6 if c.energy_j is not None else None),
                     e.memory.total * e.plan.ranks_per_chip,
                     common + e.assumptions[:2],
+                    e.plan.summary(),
                 )
             )
         else:
             res = search_inference(
-                model,
+                m,
                 sysm,
                 n,
                 input_tokens=input_tokens,
@@ -154,9 +174,10 @@ def compare(
                 eff=eff,
                 cost_inputs=ci,
                 progress=progress,
+                slo=slo,
             )
             if not res.top:
-                rows.append(_none_fits(name, sysm.chip.name, n, res.notes + common))
+                rows.append(_none_fits(name, sysm.chip.name, n, res.notes + common, res.over_slo))
                 continue
             e = res.top[0]
             rows.append(
@@ -175,6 +196,8 @@ def compare(
                     e.joules_per_token,
                     e.memory.total * e.plan.ranks_per_chip,
                     common + e.assumptions[:2],
+                    f"{e.plan.summary('serve')}, batch {e.batch:,}",
+                    None if slo is None else slo.met(e.ttft_s, e.tpot_s),
                 )
             )
     return rows

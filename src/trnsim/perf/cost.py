@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.hw import ChipSpec
 from trnsim.hw.table import Table
@@ -61,12 +62,18 @@ PRICE_SOURCES: dict[str, str] = {
 }
 
 
+_DEFAULT_PRICE_TABLE = Table(DEFAULT_PRICES, what="price")
+_NO_POWER = Table()
+for _price in DEFAULT_PRICES.values():
+    inputs.check("price", _price)
+
+
 @dataclass(frozen=True, slots=True)
 class CostInputs:
     """Prices (USD per chip-hour, by chip name) and power inputs. Overrides merge with defaults."""
 
-    prices: Table = field(default_factory=lambda: Table(DEFAULT_PRICES, what="price"))
-    power_w: Table = field(default_factory=Table)
+    prices: Table = field(default_factory=lambda: _DEFAULT_PRICE_TABLE)
+    power_w: Table = field(default_factory=lambda: _NO_POWER)
     pue: float = 1.0
     power_fraction: float = 1.0
 
@@ -75,6 +82,11 @@ class CostInputs:
             object.__setattr__(self, "prices", Table({**DEFAULT_PRICES, **self.prices}))
         if isinstance(self.power_w, dict):
             object.__setattr__(self, "power_w", Table(self.power_w))
+        if self.prices is not _DEFAULT_PRICE_TABLE:  # the defaults are checked once, below
+            for price in self.prices.values():
+                inputs.check("price", price)
+        for power in self.power_w.values():
+            inputs.check("power", power)
         if self.pue < 1.0 or not 0 < self.power_fraction <= 1.5:
             raise ConfigError(
                 f"cost: pue must be >= 1 and power_fraction in (0, 1.5], got {self.pue}, "
@@ -125,3 +137,22 @@ def run_cost(chip: ChipSpec, chips: int, seconds: float, inputs: CostInputs) -> 
         chips * power * inputs.power_fraction * inputs.pue * seconds if power is not None else None
     )
     return CostEstimate(seconds, chips, price, usd, power, energy)
+
+
+def price_line(inputs: CostInputs, chip: ChipSpec) -> str:
+    """The price an estimate used, for people: "price 0.97 USD/chip-h (source)", or that
+    there is none (then no cost figure)."""
+    price = inputs.price(chip)
+    if price is None:
+        return f"price: none for {chip.name} (no cost figure; --price sets one)"
+    return f"price {price:g} USD/chip-h ({inputs.price_source(chip)})"
+
+
+def power_line(inputs: CostInputs, chip: ChipSpec) -> str:
+    """The power an estimate used: "power 500 W/chip (TDP in trnsim.hw)", or that there is
+    none (then no energy figure)."""
+    power = inputs.power(chip)
+    if power is None:
+        return f"power: no TDP for {chip.name} in trnsim.hw (no energy figure)"
+    source = "given" if chip.name in inputs.power_w else "TDP in trnsim.hw"
+    return f"power {power:g} W/chip ({source})"

@@ -60,10 +60,11 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
 from trnsim.perf.compute import ComputeModel, Efficiency
-from trnsim.perf.cost import CostInputs, run_cost
+from trnsim.perf.cost import CostInputs, power_line, price_line, run_cost
 from trnsim.perf.memory import DEFAULT_MEMORY, MemoryBreakdown, MemoryParams, infer_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import Precision, compute_dtype, precision, with_kv_cache
@@ -132,11 +133,8 @@ class Speculative:
     per_position: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.tokens < 1:
-            raise ConfigError(f"speculative: tokens per step must be >= 1, got {self.tokens}")
-        a = self.acceptance
-        if a is not None and not (isinstance(a, int | float) and 0 <= a <= 1):
-            raise ConfigError(f"speculative: acceptance must be in [0, 1], got {a}")
+        inputs.check("spec-tokens", self.tokens)
+        inputs.check_optional("spec-acceptance", self.acceptance)
         p = tuple(self.per_position)
         if p:
             if len(p) != self.tokens:
@@ -293,12 +291,15 @@ def estimate_inference(
             "graph, or serve a decoder)"
         )
     if validate:
-        plan.check_model(m)
-    if batch < 1 or input_tokens < 1 or output_tokens < 1:
-        raise ConfigError(
-            f"inference: batch ({batch}), input_tokens ({input_tokens}) and output_tokens "
-            f"({output_tokens}) must be >= 1"
+        inputs.check_inference(
+            m,
+            batch=batch,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            max_seq_len=max_seq_len,
+            prefix_hit=prefix_hit,
         )
+        plan.check_model(m)
     chip = sysm.chip
     rpc = plan.ranks_per_chip
     cm = compute_model or default_model(chip, rpc)
@@ -306,10 +307,10 @@ def estimate_inference(
     stack_line = sw.describe() if eff is None else f"stack: {sw.name} with a given efficiency"
     eff = eff or sw.profile(cm, chip, base_precision(prec))
     dtype, dtype_note = compute_dtype(chip, prec.compute)
-    if not 0 <= prefix_hit < 1:
-        raise ConfigError(f"inference: prefix_hit must be in [0, 1), got {prefix_hit}")
     draft = speculative.draft_model(m) if speculative else None
     if draft is not None and validate:
+        if speculative.method == "draft":  # smaller, the same vocabulary (rule draft-model)
+            inputs.check_speculative(speculative, draft, m, output_tokens)
         plan.check_model(draft)
     # One step model for TTFT and TPOT, the one trnsim.serve runs every step with.
     sc = StepCost(
@@ -368,8 +369,7 @@ def estimate_inference(
         + (f" ({dtype_note})" if dtype_note else ""),
         f"weights {prec.weight_bytes:g} B, activations {prec.act_bytes:g} B, KV cache "
         f"{prec.kv_bytes:g} B per element ({prec.name}{': ' + prec.note if prec.note else ''})",
-        f"price {ci.price(chip)} USD/chip-h ({ci.price_source(chip)}); power "
-        f"{ci.power(chip)} W/chip",
+        f"{price_line(ci, chip)}; {power_line(ci, chip)}",
     ]
     if prefix_hit:
         assumptions.append(
@@ -390,6 +390,7 @@ def estimate_inference(
         )
     if not mem.fits:
         assumptions.insert(0, "OVER CAPACITY: " + mem.explain())
+    inputs.check_finite("serving estimate", ttft_s=ttft, tpot_s=tpot, usd_per_million_tokens=usd_m)
     return InferEstimate(
         model=m.name,
         system=sysm.name,

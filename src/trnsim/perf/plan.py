@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.workloads import ModelArgs
 
@@ -115,13 +116,19 @@ class ParallelPlan:
     last_stage_layers: int | None = None
 
     def __post_init__(self) -> None:
-        if not 1.0 <= self.moe_imbalance < float("inf"):
-            raise ConfigError(
-                f"plan: moe_imbalance must be >= 1 (busiest rank / mean), got {self.moe_imbalance}"
-            )
-        for name in ("tp", "pp", "dp", "ep", "cp", "micro_batch", "chunks", "ranks_per_chip"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"plan: {name} must be >= 1, got {getattr(self, name)}")
+        inputs.check("moe-imbalance", self.moe_imbalance)
+        for name, value in (
+            ("tp", self.tp),
+            ("pp", self.pp),
+            ("dp", self.dp),
+            ("ep", self.ep),
+            ("cp", self.cp),
+            ("micro-batch", self.micro_batch),
+            ("interleave", self.chunks),
+            ("ranks-per-chip", self.ranks_per_chip),
+        ):
+            if type(value) is not int or not 1 <= value <= inputs.MAX_RANKS:  # the fast path
+                inputs.check(name, value)
         if self.etp is not None and self.etp < 1:
             raise ConfigError(f"plan: etp must be >= 1, got {self.etp}")
         if not (self.moe_capacity == 0 or 1.0 <= self.moe_capacity < float("inf")):
@@ -214,6 +221,38 @@ class ParallelPlan:
         if self.moe_a2a_overlap:
             parts.append("a2a-ovl")
         return " ".join(parts)
+
+    def summary(self, mode: str = "train") -> str:
+        """The plan for people ("TP2 PP9 DP8, micro-batch 1, ZeRO-1, selective recompute");
+        ``mode="serve"``: the degrees only (micro-batches, ZeRO and recomputation are
+        training's). ``describe()`` is the compact token form of JSON and labels."""
+        degrees = f"TP{self.tp} PP{self.pp} DP{self.dp}"
+        degrees += f" EP{self.ep}" if self.ep > 1 else ""
+        degrees += f" ETP{self.etp}" if self.etp is not None and self.etp != self.tp else ""
+        degrees += f" CP{self.cp}" if self.cp > 1 else ""
+        parts = [degrees]
+        if mode == "serve":
+            if self.pad_heads:
+                parts.append("heads padded to a multiple of TP")
+            return ", ".join(parts)
+        parts.append(f"micro-batch {self.micro_batch}")
+        parts.append({0: "no ZeRO", 3: "ZeRO-3 (FSDP)"}.get(self.zero, f"ZeRO-{self.zero}"))
+        parts.append({"none": "no recompute"}.get(self.recompute, f"{self.recompute} recompute"))
+        if self.tp > 1 and not self.sequence_parallel:
+            parts.append("no sequence parallelism")
+        if self.schedule == "interleaved":
+            parts.append(f"interleaved 1F1B, {self.chunks} chunks")
+        if self.recompute_layers:
+            parts.append(f"{self.recompute_layers} layers recomputed per stage")
+        if self.offload_layers:
+            parts.append(f"{self.offload_layers} layers offloaded per stage")
+        if self.moe_capacity:
+            parts.append(f"expert capacity {self.moe_capacity:g}")
+        if self.moe_dispatcher != "alltoall":
+            parts.append(f"{self.moe_dispatcher} dispatcher")
+        if self.moe_a2a_overlap:
+            parts.append("all-to-all overlapped")
+        return ", ".join(parts)
 
     def replace(self, **changes: object) -> ParallelPlan:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -13,17 +13,24 @@ Candidate degrees: tp powers of two up to 64 and up to the ranks of one scale-up
 dividing the heads unless padding), pp the
 divisors of the rank count up to min(n_layers, 128), cp in {1, 2, 4, 8} for sequences of 32K
 tokens or more, ep the divisors of the expert count dividing dp x cp (and, with tp > 1, those
-dividing tp x cp x dp with the experts unsplit, etp = 1: EP over the TP ranks too).
+dividing tp x cp x dp with the experts unsplit, etp = 1: EP over the TP ranks too): the
+divisors of the greatest common divisors, bounded by the ranks whatever the expert count.
+
+Serving plans are chosen among those that meet a latency bound (``slo``: a
+``trnsim.perf.slo.ServingSLO``; the defaults are MLPerf's, see there); ``slo=None`` drops it.
+The inputs are checked at the door (``trnsim.inputs``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from trnsim.errors import ConfigError, TrnsimError
+from trnsim import inputs
+from trnsim.errors import ConfigError, InputError, TrnsimError
 from trnsim.hw import SystemSpec
 from trnsim.perf.compute import ComputeModel, Efficiency
 from trnsim.perf.cost import CostInputs
@@ -31,6 +38,7 @@ from trnsim.perf.infer import InferEstimate, estimate_inference
 from trnsim.perf.memory import train_memory
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.precision import precision
+from trnsim.perf.slo import DEFAULT_SLO, ServingSLO
 from trnsim.perf.stacks import resolve_stack
 from trnsim.perf.train import TrainEstimate, _resolve_system, estimate_training
 from trnsim.workloads import ModelArgs, resolve_model
@@ -54,10 +62,27 @@ class SearchResult:
     over_capacity: int = 0
     objective: str = ""
     notes: list[str] = field(default_factory=list)
+    over_slo: int = 0  # serving: plans that fit but miss the latency bound
+    slo: ServingSLO | None = None  # serving: the latency bound the plans were chosen under
 
 
 def _divisors(n: int, cap: int) -> list[int]:
-    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+    """The divisors of ``n`` up to ``cap``, ascending: O(min(cap, sqrt n)) steps."""
+    if cap * cap <= n:
+        return [d for d in range(1, cap + 1) if n % d == 0]
+    out = set()
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            out.update(x for x in (d, n // d) if x <= cap)
+        d += 1
+    return sorted(out)
+
+
+def _ep_options(n_experts: int, ranks: int) -> list[int]:
+    """Expert-parallel degrees: the divisors of both the expert count and ``ranks`` (dp x cp),
+    that is the divisors of their gcd, never more than ``ranks``."""
+    return _divisors(math.gcd(n_experts, ranks), ranks)
 
 
 def _pow2(cap: int) -> list[int]:
@@ -115,12 +140,10 @@ def _train_candidates(
                 # tp x cp x dp: Megatron-Core's MoE parallel folding)
                 layouts: list[tuple[int, int | None]] = [(1, None)]
                 if m.is_moe:
-                    divs = _divisors(m.n_experts, m.n_experts)
-                    layouts = [(e, None) for e in divs if (dp * cp) % e == 0]
+                    layouts = [(e, None) for e in _ep_options(m.n_experts, dp * cp)]
                     if tp > 1:
-                        layouts += [
-                            (e, 1) for e in divs if (tp * cp * dp) % e == 0 and (dp * cp) % e
-                        ]
+                        folded = _ep_options(m.n_experts, tp * cp * dp)
+                        layouts += [(e, 1) for e in folded if (dp * cp) % e]
                 for ep, etp in layouts:
                     for mb in (1, 2, 4, 8):
                         if global_batch % (dp * mb):
@@ -174,6 +197,8 @@ def search_training(
     m = resolve_model(model)
     sysm = _resolve_system(system)
     prec = precision(precision_name)
+    _check_search(chips, top, ranks_per_chip)
+    inputs.check_training(m, global_batch=global_batch, seq_len=seq_len)
     mem_params = resolve_stack(stack, sysm.chip, "train").memory  # as estimate_training
     cap = sysm.scale_up_chips * ranks_per_chip
     plans = list(
@@ -238,21 +263,25 @@ def search_inference(
     progress: ProgressFactory | None = None,
     compute_model: ComputeModel | None = None,
     stack: str | None = None,
+    slo: ServingSLO | None = DEFAULT_SLO,
 ) -> SearchResult:
-    """The ``top`` serving plans on ``chips`` chips that fit in memory, best first."""
+    """The ``top`` serving plans on ``chips`` chips that fit in memory and meet ``slo``
+    (None: no latency bound), best first."""
     m = resolve_model(model)
     sysm = _resolve_system(system)
+    _check_search(chips, top, ranks_per_chip)
+    batches = [inputs.check("batch", b) for b in batches]
+    if not batches:
+        raise InputError("batches: give at least one batch size (rule batch)")
+    inputs.check_inference(m, batch=None, input_tokens=input_tokens, output_tokens=output_tokens)
     ranks = chips * ranks_per_chip
-    res = SearchResult(top=[], objective=objective)
+    res = SearchResult(top=[], objective=objective, slo=slo)
+    fastest: InferEstimate | None = None  # of the plans that fit: the lowest TTFT
     cands: list[ParallelPlan] = []
     for tp in _tp_options(m, ranks, False, sysm.scale_up_chips * ranks_per_chip):
         for pp in _divisors(ranks // tp, min(m.n_layers, 16)):
             dp = ranks // (tp * pp)
-            eps = (
-                [e for e in _divisors(m.n_experts, m.n_experts) if tp * e <= ranks and dp % e == 0]
-                if m.is_moe
-                else [1]
-            )
+            eps = [e for e in _ep_options(m.n_experts, dp) if tp * e <= ranks] if m.is_moe else [1]
             for ep in eps:
                 cands.append(
                     ParallelPlan(
@@ -265,7 +294,6 @@ def search_inference(
                         ranks_per_chip=ranks_per_chip,
                     )
                 )
-    batches = list(batches)
     scored: list[tuple[tuple[float, float], InferEstimate]] = []
     total = len(cands) * len(batches)
     with _progress(progress, f"planning {m.name} serving on {chips} chips", total) as bar:
@@ -293,6 +321,11 @@ def search_inference(
                 if not est.fits:
                     res.over_capacity += 1
                     continue
+                if fastest is None or (est.ttft_s, est.tpot_s) < (fastest.ttft_s, fastest.tpot_s):
+                    fastest = est
+                if slo is not None and not slo.met(est.ttft_s, est.tpot_s):
+                    res.over_slo += 1
+                    continue
                 if objective == "throughput":
                     key = (-est.throughput_tokens_per_s, est.tpot_s)
                 elif objective == "latency":
@@ -302,6 +335,24 @@ def search_inference(
                 scored.append((key, est))
     scored.sort(key=lambda kv: kv[0])
     res.top = [est for _, est in scored[:top]]
-    if not res.top:
+    if not res.top and res.over_slo:
+        best = (
+            f"; the lowest latency that fits: TTFT {fastest.ttft_s:.3g} s, TPOT "
+            f"{fastest.tpot_s * 1e3:.3g} ms ({fastest.plan.describe()} batch {fastest.batch})"
+            if fastest
+            else ""
+        )
+        res.notes.append(
+            f"no plan meets the latency bound (TTFT <= {slo.ttft_s:g} s, TPOT <= "
+            f"{slo.tpot_s * 1e3:g} ms): {res.over_slo} fit but miss it, {res.over_capacity} "
+            f"over capacity of {res.considered}{best}"
+        )
+    elif not res.top:
         res.notes.append(f"no plan fits: {res.over_capacity} over capacity of {res.considered}")
     return res
+
+
+def _check_search(chips: object, top: object, ranks_per_chip: object) -> None:
+    inputs.check("chips", chips)
+    inputs.check("top", top)
+    inputs.check("ranks-per-chip", ranks_per_chip)

@@ -48,6 +48,7 @@ class Precision:
     ``weight_bytes``/``act_bytes``/``kv_bytes``: bytes per element in HBM.
     ``compute``: the Tensor-engine dtype (a key of ``ChipSpec.peak_flops``).
     ``grad_bytes``, ``master_bytes``, ``optimizer_bytes``: training state per parameter.
+    ``note``: how weights and activations are stored (training state is ``training_state``).
     """
 
     name: str
@@ -67,14 +68,20 @@ class Precision:
         """Bytes per saved matmul-input element (``saved_gemm_bytes``, else ``act_bytes``)."""
         return self.saved_gemm_bytes or self.act_bytes
 
+    def training_state(self) -> str:
+        """The training state per parameter, for people (an estimate's assumptions)."""
+        master = f", fp32 master {self.master_bytes:g} B" if self.master_bytes else ""
+        return (
+            f"training state per parameter: weights {self.weight_bytes:g} B, gradients "
+            f"{self.grad_bytes:g} B{master}, Adam moments {self.optimizer_bytes:g} B"
+        )
+
 
 PRECISIONS: Registry[Precision] = Registry("precision")
 for _p in (
-    Precision("bf16", 2, 2, 2, "bf16", note="bf16 weights/activations; fp32 master + Adam"),
-    Precision("fp16", 2, 2, 2, "fp16"),
-    Precision(
-        "fp32", 4, 4, 4, "fp32", grad_bytes=4, master_bytes=0, note="no separate master copy"
-    ),
+    Precision("bf16", 2, 2, 2, "bf16", note="bf16 weights and activations"),
+    Precision("fp16", 2, 2, 2, "fp16", note="fp16 weights and activations"),
+    Precision("fp32", 4, 4, 4, "fp32", grad_bytes=4, master_bytes=0, note="fp32 throughout"),
     Precision(
         "fp8",
         1,

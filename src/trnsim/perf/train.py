@@ -48,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.hw import SystemSpec
 from trnsim.hw import system as lookup_system
@@ -479,6 +480,9 @@ def estimate_training(
     prec = precision(precision_name)
     chips = plan.chips
     if validate:
+        inputs.check_training(
+            m, global_batch=global_batch, seq_len=seq_len, tokens_to_train=tokens_to_train
+        )
         plan.check_model(m)
     micro_batches = plan.check_batch(global_batch, seq_len)
     chip = sysm.chip
@@ -532,6 +536,7 @@ def estimate_training(
         "overlap: per layer and micro-batch, each communication kind hides at most its stack's "
         "fraction of it and never more than the compute it overlaps (trnsim.perf.train)",
         "mfu counts 6N + causal attention FLOPs; mfu_6n counts 6N only",
+        prec.training_state(),
     ]
     if plan.offload_layers:
         assumptions.append(
@@ -547,6 +552,13 @@ def estimate_training(
         assumptions.append(f"{rpc} ranks per chip (each rank gets 1/{rpc} of a chip)")
     if not mem.fits:
         assumptions.insert(0, "OVER CAPACITY: " + mem.explain())
+    inputs.check_finite(
+        "training estimate",
+        step_time_s=step,
+        time_to_train_s=ttt,
+        cost_usd=cost.usd if cost else None,
+        energy_j=cost.energy_j if cost else None,
+    )
     return TrainEstimate(
         model=m.name,
         system=sysm.name,

@@ -3,8 +3,8 @@
 - ``print_json(data)``: strict JSON (never ``NaN`` or ``Infinity``: a non-finite number is a
   bug upstream and raises ``ValueError``), indented, one trailing newline.
 - ``output_path(path, flag)``: checks, before any work, that ``path`` can be written (its
-  directory exists and is writable, it is not a directory); raises ``UsageError`` naming the
-  flag and the path.
+  directory exists and is writable, it is not a directory, nor a device or FIFO that the
+  final rename would replace); raises ``UsageError`` naming the flag and the path.
 - ``atomic_write(path, write)``: ``write(tmp_path)`` fills a temporary file beside ``path``,
   which is then renamed over it with mode 0644; the temporary is removed on any exit
   (exception, ``KeyboardInterrupt``, the exception a SIGTERM handler raises). An ``OSError``
@@ -39,6 +39,11 @@ def output_path(path: str | os.PathLike[str], flag: str = "output") -> Path:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{flag}: {str(p)!r} is a directory, not a file")
+    if p.exists() and not p.is_file():
+        # a device, a FIFO, a socket (or a link to one): the rename that writes a file whole
+        # would replace it (as root, /dev/null or /dev/zero itself). A dangling link is
+        # writable: the rename replaces the link (the verbs compare their outputs' targets).
+        raise UsageError(f"{flag}: {str(p)!r} is not a regular file (a device, a FIFO?)")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"{flag}: directory {str(parent)!r} of {str(p)!r} does not exist")

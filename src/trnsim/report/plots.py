@@ -89,32 +89,72 @@ def sweep_chart(results: Sequence[Any], path: str | os.PathLike[str]) -> Path:
 
 
 def comparison_chart(
-    rows: Sequence[Any], path: str | os.PathLike[str], title: str, note: str | None = None
+    rows: Sequence[Any],
+    path: str | os.PathLike[str],
+    title: str,
+    note: str | None = None,
+    slo: Any = None,
 ) -> Path:
     """Bars of tokens/s per chip, USD per million tokens and joules per token, one bar per
     system (``rows``: ``trnsim.perf.compare.CompareRow``); missing figures are marked n/a.
+    Serving rows (with a TTFT) add two latency panels, TTFT (s) and TPOT (ms), each with the
+    latency bound ``slo`` (a ``trnsim.perf.slo.ServingSLO``) drawn as a dashed line.
 
     ``note``: the footnote (what model produced the figures), supplied by the caller, who
     knows; none is drawn without it.
     """
     names = [r.system for r in rows]
     panels = [
-        ("throughput", "tokens/s per chip", [r.tokens_per_s_per_chip for r in rows]),
-        ("cost", "USD per million tokens", [r.usd_per_million_tokens for r in rows]),
-        ("energy", "joules per token", [r.joules_per_token for r in rows]),
+        ("throughput", "tokens/s per chip", [r.tokens_per_s_per_chip for r in rows], None),
+        ("cost", "USD per million tokens", [r.usd_per_million_tokens for r in rows], None),
+        ("energy", "joules per token", [r.joules_per_token for r in rows], None),
     ]
+    if any(getattr(r, "ttft_s", None) is not None for r in rows):
+        panels += [
+            (
+                "time to first token",
+                "TTFT (s)",
+                [r.ttft_s for r in rows],
+                slo.ttft_s if slo else None,
+            ),
+            (
+                "time per output token",
+                "TPOT (ms)",
+                [r.tpot_s * 1e3 if r.tpot_s is not None else None for r in rows],
+                slo.tpot_s * 1e3 if slo else None,
+            ),
+        ]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(4.2 * len(panels), 4.6), layout="constrained", squeeze=False
+        nrows,
+        ncols,
+        figsize=(4.2 * ncols, 4.6 * nrows),
+        layout="constrained",
+        squeeze=False,
     )
+    flat = list(axes.flat)
+    for ax in flat[len(panels) :]:
+        ax.set_visible(False)
     colours = palette(len(names))
-    for ax, (label, unit, values) in zip(axes[0], panels, strict=True):
+    for ax, (label, unit, values, bound) in zip(flat, panels, strict=False):
         heights = [v or 0.0 for v in values]
         bars = ax.bar(range(len(names)), heights, color=colours)
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
         ax.set_title(label, fontsize=10)
         ax.set_ylabel(unit)
-        top = max(heights, default=0.0) or 1.0
+        top = max([*heights, bound or 0.0], default=0.0) or 1.0
         ax.set_ylim(0, top * 1.15)
+        if bound is not None:
+            ax.axhline(bound, color="0.3", linestyle="--", linewidth=1)
+            ax.annotate(
+                f"bound {value_label(bound)} {unit.split('(')[-1].rstrip(')')}",
+                (len(names) - 0.5, bound),
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color="0.3",
+            )
         for b, v in zip(bars, values, strict=True):
             ax.annotate(
                 "n/a" if not v else value_label(v),
@@ -125,7 +165,8 @@ def comparison_chart(
             )
     fig.suptitle(title, fontsize=11)
     if note:
-        fig.get_layout_engine().set(rect=(0, 0.09, 1, 0.91))  # room for a 2-line note
+        foot = 0.09 / nrows  # room for a 2-line note
+        fig.get_layout_engine().set(rect=(0, foot, 1, 1 - foot))
         fig.text(0.5, 0.01, note, ha="center", va="bottom", fontsize=7, wrap=True)
     return save(fig, path, "--png")
 

@@ -274,8 +274,9 @@ class Trace:
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"trace: limit must be >= 1, got {self.limit}")
         p = Path(self.path)
-        if not p.is_file():
-            raise ConfigError(f"trace {self.path!r}: no such file")
+        if not p.is_file():  # a device or FIFO is never opened (/dev/zero reads forever)
+            what = "not a regular file" if p.exists() else "no such file"
+            raise ConfigError(f"trace {self.path!r}: {what}")
         if not os.access(p, os.R_OK):
             raise ConfigError(f"trace {self.path!r}: not readable")
         # Read the header (or first record) now so a wrong file fails before any work.

@@ -56,7 +56,7 @@ def drive(
     (``row_of(point id, cells)``) appended to ``table``. A Ctrl-C leaves the table complete
     (the exception propagates after the table is closed)."""
     out = Outcome()
-    start = time.monotonic()
+    start = time.perf_counter()  # the clock every verb times itself by
     try:
         for pid, result in backend.run(fn, items):
             cells = error_row(result) if isinstance(result, BaseException) else result
@@ -67,7 +67,7 @@ def drive(
             bar.advance()
     finally:
         table.close()
-        out.seconds = time.monotonic() - start
+        out.seconds = time.perf_counter() - start
     return out
 
 

@@ -273,7 +273,13 @@ def read(path: str | Path) -> dict[str, Any]:
     """The spec file's data (JSON, or YAML with PyYAML from the ``ray`` extra)."""
     p = Path(path)
     if not p.is_file():
-        what = "is a directory" if p.is_dir() else "does not exist"
+        what = (
+            "is a directory"
+            if p.is_dir()
+            else "is not a regular file"
+            if p.exists()
+            else "does not exist"
+        )
         raise SpecError(f"sweep spec {str(p)!r} {what}")
     if p.stat().st_size > MAX_SPEC_BYTES:
         raise SpecError(f"{p.name}: larger than {MAX_SPEC_BYTES // 2**20} MiB; not a sweep spec")

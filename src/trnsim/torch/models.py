@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.torch import _door
 from trnsim.workloads import ModelArgs
@@ -42,9 +43,16 @@ class GPTConfig:
     def __post_init__(self) -> None:
         if self.vocab == 0:
             object.__setattr__(self, "vocab", len(VOCAB))
-        for f in ("vocab", "d_model", "n_layers", "n_heads", "seq_len"):
-            if getattr(self, f) < 1:
-                raise ConfigError(f"GPTConfig {f} must be >= 1, got {getattr(self, f)}")
+        if self.vocab < 1:
+            raise ConfigError(f"GPTConfig vocab must be >= 1, got {self.vocab}")
+        for f, rule in (
+            ("d_model", "gpt-width"),
+            ("n_layers", "gpt-layers"),
+            ("n_heads", "gpt-heads"),
+            ("seq_len", "gpt-seq-len"),
+        ):
+            object.__setattr__(self, f, inputs.check(rule, getattr(self, f)))
+        inputs.check_gpt_size(self.d_model, self.n_layers, self.seq_len)
         if self.d_model % self.n_heads:
             raise ConfigError(
                 f"GPTConfig d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"

@@ -50,7 +50,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from trnsim.errors import ConfigError
+from trnsim import inputs as input_rules
+from trnsim.errors import ConfigError, InputError
 from trnsim.hw import SystemSpec
 from trnsim.hw import system as lookup_system
 from trnsim.perf.memory import params_per_rank
@@ -380,6 +381,10 @@ def profile_step(
     (default: ``tensor_parallel`` and FSDP2 for ``trnsim.torch.models.Llama``).
     """
     t0 = time.perf_counter()
+    seq_len = input_rules.check("seq-len", seq_len)
+    if global_batch is not None:
+        global_batch = input_rules.check("global-batch", global_batch)
+        input_rules.check_step_tokens(global_batch, seq_len)
     plan = parallel or ParallelPlan(dp=1, tp=1)
     if plan.pp != 1 or plan.cp != 1 or plan.ep != 1:
         raise ConfigError(
@@ -398,6 +403,13 @@ def profile_step(
     with fake_world(plan.tp * plan.dp):
         model, margs, name = _build(model_or_config, fake, prec.name)
         if margs is not None:
+            if seq_len > margs.max_seq_len:  # the rotary table of trnsim.torch.Llama ends there
+                label = input_rules.RULES["seq-len"].label()
+                raise InputError(
+                    f"{label} {seq_len:,}: longer than {name}'s context of "
+                    f"{margs.max_seq_len:,} tokens, where trnsim.torch.Llama's rotary table "
+                    "ends (rule context-length)"
+                )
             plan.check_model(margs)
         _parallelize(model, plan, parallelize)
         if plan.recompute == "full":

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.torch import _door
 from trnsim.torch.mode import trn3
@@ -47,11 +48,14 @@ class StudyConfig:
     eval_batches: int = 4
 
     def __post_init__(self) -> None:
-        for f in ("steps", "batch", "eval_batches"):
-            if getattr(self, f) < 1:
-                raise ConfigError(f"study {f} must be >= 1, got {getattr(self, f)}")
-        if not math.isfinite(self.lr) or self.lr <= 0:
-            raise ConfigError(f"study lr must be a positive number, got {self.lr}")
+        object.__setattr__(self, "steps", inputs.check("study-steps", self.steps))
+        object.__setattr__(self, "batch", inputs.check("gpt-batch", self.batch))
+        object.__setattr__(self, "seed", inputs.check("study-seed", self.seed))
+        if self.eval_batches < 1:
+            raise ConfigError(f"study eval_batches must be >= 1, got {self.eval_batches}")
+        m = self.model
+        inputs.check_gpt_size(m.d_model, m.n_layers, m.seq_len, self.batch)
+        object.__setattr__(self, "lr", inputs.check("study-lr", self.lr))
         bad = [f for f in self.formats if f not in NUMERICS or f == "native"]
         if bad or not self.formats:
             raise ConfigError(

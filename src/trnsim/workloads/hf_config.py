@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trnsim import inputs
 from trnsim.errors import ConfigError
 from trnsim.workloads.transformer import MLAArgs, ModelArgs, model
 
@@ -76,23 +77,81 @@ FAMILIES["deepseek_v2"] = FAMILIES["deepseek_v3"]
 
 def looks_like_path(spec: str) -> bool:
     """True when ``spec`` names a file rather than a preset (ends in .json or exists)."""
-    return spec.endswith(".json") or os.sep in spec or Path(spec).is_file()
+    if spec.endswith(".json") or os.sep in spec:
+        return True
+    try:
+        return Path(spec).is_file()
+    except OSError:  # a name no file system takes (ENAMETOOLONG): not a file, so a preset name
+        return False
+
+
+# Limits of a config.json, read before anything else (a Hugging Face config is a few KB, nested
+# three or four levels: text_config, rope_scaling, quantization_config): a file of at most
+# MAX_CONFIG_BYTES, nested at most MAX_CONFIG_DEPTH levels, integers of at most MAX_INT_DIGITS
+# digits. Beyond them the file is refused with one line, before it can exhaust memory, the
+# interpreter's recursion limit or its integer-conversion limit.
+MAX_CONFIG_BYTES = 4 * 2**20
+MAX_CONFIG_DEPTH = 32
+MAX_INT_DIGITS = 30
+MAX_NAME_CHARS = 200
+
+
+def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON object of a ``config.json``, read within the limits above (``ConfigError``
+    naming the file and the limit otherwise). Only a regular file is read: ``/dev/zero`` or a
+    FIFO would never end."""
+    p = Path(path)
+    where = f"model config {str(p)!r}"
+    try:
+        text = inputs.read_text(p, "model config", MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+
+    def parse_int(literal: str) -> int:
+        digits = len(literal.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            raise ConfigError(
+                f"{where}: an integer of {digits:,} digits (at most {MAX_INT_DIGITS})"
+            )
+        return int(literal)
+
+    try:
+        cfg = json.loads(text, parse_int=parse_int)
+    except ConfigError:
+        raise
+    except RecursionError:
+        raise ConfigError(f"{where}: nested deeper than {MAX_CONFIG_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not JSON ({exc})") from None
+    except ValueError as exc:  # a number json cannot convert
+        raise ConfigError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got a {type(cfg).__name__}")
+    if _depth(cfg) > MAX_CONFIG_DEPTH:
+        raise ConfigError(f"{where}: nested deeper than {MAX_CONFIG_DEPTH} levels")
+    return cfg
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON (a scalar 0, ``{}`` 1), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            if d <= MAX_CONFIG_DEPTH:
+                stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
 def from_hf_config(path: str | os.PathLike[str], name: str | None = None) -> ModelArgs:
-    """A ``ModelArgs`` from a Hugging Face ``config.json`` file."""
+    """A ``ModelArgs`` from a Hugging Face ``config.json`` file (``read_config``'s limits)."""
     p = Path(path)
-    try:
-        cfg = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"model config {str(p)!r}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"model config {str(p)!r}: cannot read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"model config {str(p)!r}: not JSON ({exc})") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"model config {str(p)!r}: expected a JSON object")
-    label = name or cfg.get("_name_or_path") or (p.parent.name if p.stem == "config" else p.stem)
+    cfg = read_config(p)
+    given = cfg.get("_name_or_path")
+    if not isinstance(given, str) or not 0 < len(given) <= MAX_NAME_CHARS:
+        given = None
+    label = name or given or (p.parent.name if p.stem == "config" else p.stem)
     return from_hf_dict(cfg, str(label).rsplit("/", 1)[-1].lower(), source=f"config {p}")
 
 
@@ -102,17 +161,30 @@ def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
         cfg = {**cfg, **cfg["text_config"]}
     where = source or name
     mtype = cfg.get("model_type")
-    if mtype not in FAMILIES:
+    if not isinstance(mtype, str):
         raise ConfigError(
-            f"{where}: model_type {mtype!r} is not supported (supported: "
+            f"{where}: field 'model_type' must be a string, got a {type(mtype).__name__} "
+            f"(supported: {', '.join(sorted(FAMILIES))})"
+        )
+    if mtype not in FAMILIES:
+        shown = mtype if len(mtype) <= 40 else mtype[:37] + "..."
+        raise ConfigError(
+            f"{where}: model_type {shown!r} is not supported (supported: "
             f"{', '.join(sorted(FAMILIES))})"
         )
     fam = FAMILIES[mtype]
 
+    def flag(key: str) -> bool:
+        """A boolean field: true, false or absent (a string "false" would read as true)."""
+        value = cfg.get(key)
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        raise ConfigError(f"{where}: field {key!r} must be true or false, got {value!r:.40}")
+
     def whole(key: str, value: Any) -> int:
         """A dimension: a whole, finite number in [0, MAX_DIM] (NaN, 1.5, 1e300 rejected)."""
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: field {key!r} must be a number, got {value!r}")
+            raise ConfigError(f"{where}: field {key!r} must be a number, got {value!r:.40}")
         if not math.isfinite(value) or value != int(value) or not 0 <= value <= MAX_DIM:
             raise ConfigError(
                 f"{where}: field {key!r} must be a whole number in 0..{MAX_DIM}, got {value!r}"
@@ -162,7 +234,7 @@ def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
             "(the number of experts)"
         )
     window = cfg.get("sliding_window")
-    if fam.window_flag and not cfg.get(fam.window_flag):
+    if fam.window_flag and not flag(fam.window_flag):
         window = None
     if window and fam.window_every:
         kw.update(
@@ -177,16 +249,16 @@ def from_hf_dict(cfg: dict[str, Any], name: str, source: str = "") -> ModelArgs:
         head_dim=int(head_dim),
         d_ff=need("intermediate_size"),
         vocab=need("vocab_size"),
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        bias=fam.bias or bool(cfg.get("attention_bias", False) and mtype != "llama"),
+        tied_embeddings=flag("tie_word_embeddings"),
+        bias=fam.bias or (flag("attention_bias") and mtype != "llama"),
         max_seq_len=opt("max_position_embeddings") or 4096,
         source=source or f"Hugging Face config of {name}",
         **kw,
     )
 
 
-# The largest dimension a config may give (2**40): beyond it the model's sizes overflow floats.
-MAX_DIM = 2**40
+# The largest dimension a config may give (2**40, trnsim.inputs.MAX_DIM).
+MAX_DIM = inputs.MAX_DIM
 
 # The vocabulary of the Megatron-Core scaling table (calibration set F): 131,072.
 MEGATRON_VOCAB = 131072
