@@ -351,10 +351,17 @@ def test_a_dropped_weight_tile_still_resident_is_not_read_again():
     assert held.total_s < schedule(plain, TRN1).total_s  # the reads it skips took time
 
 
-def test_weight_tiles_that_do_not_fit_together_are_read_every_row():
-    # four 48 KiB weight tiles (192 KiB) and the row's tiles overflow a 192 KiB partition
-    ins, _ = _resident_rows(2, 4, 12288)
-    assert not _spill(ins, "resident")
+def test_of_weight_tiles_that_do_not_fit_together_only_those_kept_are_reused():
+    # four 48 KiB weight tiles (192 KiB) and the row's tiles overflow a 192 KiB partition:
+    # those kept stay (the same ones every row), the others are read in every row
+    ins, w = _resident_rows(2, 4, 12288)
+    kept = len(_spill(ins, "resident"))
+    assert 0 < kept < 4
+    ins3, _ = _resident_rows(3, 4, 12288)
+    assert len(_spill(ins3, "resident")) == 2 * kept
+    assert schedule(ins3, TRN1).hbm_read_bytes == (
+        3 * 128 * 12288 * 4 + w.nbytes + 2 * (4 - kept) * 128 * 12288 * 4
+    )
 
 
 # ---- a compiler-emitted batched matmul far larger than SBUF and PSUM ------------------------

@@ -45,13 +45,12 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
   A load whose tile the kernel dropped is reused too when its bytes would still be resident:
   an ``nl.load`` of the same HBM bytes into the same dtype as an earlier load (any line), the
   source not written since, is issued as a ``spill="resident"`` DMA (no transfer, no time in
-  the timing model) when the SBUF bytes in use now plus the bytes of the distinct tiles loaded
-  since it fit the SBUF partition (a least-recently-loaded cache: the kernel's tiles first,
-  then its dropped loads). The compiler keeps such weight tiles across the iterations of an
-  outer loop (the held-out trn2 MLP profiles read each weight once, see
-  ``benchmarks/RESULTS.md``); it is not public how, so the rule is trnsim's. The tile itself is
-  placed as usual (its bytes are not held back for the cache: the cache's bytes are counted,
-  not placed).
+  the timing model) when the earlier load was kept: loads are kept, in the order first made,
+  while the SBUF bytes in use plus the kept ones fit a partition, until the outermost loop
+  ends (``Allocator.resident_load``). The compiler keeps weight tiles across the iterations
+  of an outer loop (the MLP rows of ``benchmarks/RESULTS.md``, issue 27 part B, cannot be
+  met otherwise); how is not public, so the rule is trnsim's. The tile itself is placed as
+  usual: the kept bytes are counted, not held back from placement.
 
 ``spill`` attributes (``trnsim.core.isa.SPILL_ATTR``) mark what the memory model adds to a
 kernel's record; everything else is the kernel's own. The compiler's exact placement and
@@ -342,6 +341,7 @@ class Allocator:
                 pass
         if not self.loops:
             self.hoisted.clear()  # loads are hoisted out of the loops they are invariant in
+            self.cached.clear()  # (and kept resident for the loop nest they are made in)
 
     def loop_here(self) -> list[Any] | None:
         """The innermost ``nl`` loop running now (None outside loops)."""
@@ -820,34 +820,34 @@ class Allocator:
     def resident_load(self, src: View, fmt: Any, boxes: Any, tile: View) -> bool:
         """Whether an ``nl.load`` of ``src`` into ``tile`` (placed in SBUF) reads bytes an
         earlier load left in SBUF: the same HBM bytes and format, the source not written
-        since, and the SBUF bytes in use now (``tile``'s among them) plus those of the
-        distinct tiles loaded since fit a partition. Notes this load as the latest."""
+        since, and kept: loads are kept in the order they were first made while the SBUF
+        bytes in use plus those kept fit a partition (what a static choice of tiles to keep
+        resident gets from a loop nest; a least-recently-used policy keeps nothing of a
+        cyclic sweep larger than SBUF). A new load is kept if it fits beside those."""
         if not self.single or not _plain(src) or src.memory != HBM or tile.memory != SBUF:
             return False
         a = src.storage.alloc
         key = (_key(src), fmt.name, boxes)
         writes = self.hbm_writes.get(a, 0)
         cached = self.cached
-        entry = cached.pop(key, None)
-        hit = False
-        if entry is not None and entry[1] == writes:
-            mem = self.core.sbuf
-            room = mem.bytes_per_partition - sum(x.nbytes for x in mem.live)
-            for nbytes, _ in reversed(cached.values()):  # loaded since, newest first
-                room -= nbytes
-                if room < 0:
-                    break
-            else:
-                hit = True
+        mem = self.core.sbuf
+        room = mem.bytes_per_partition - sum(x.nbytes for x in mem.live)
+        entry = cached.get(key)
+        if entry is not None:
+            if entry[1] == writes:
+                for k, (nbytes, _) in cached.items():  # kept before it
+                    if k == key:
+                        return True
+                    room -= nbytes
+                    if room < 0:
+                        break
+            del cached[key]  # its source changed, or the tiles in use leave it no room
+            return False
         lt = tile.storage.alloc.user
         nbytes = lt.nbytes if isinstance(lt, LTile) else tile.storage.alloc.nbytes
-        cached[key] = (nbytes, writes)
-        total = 0
-        for k in reversed(list(cached)):  # what no longer fits can never be reused
-            total += cached[k][0]
-            if total > self.core.sbuf.bytes_per_partition:
-                del cached[k]
-        return hit
+        if sum(n for n, _ in cached.values()) <= room:  # (room: with ``tile`` in use)
+            cached[key] = (nbytes, writes)
+        return False
 
     # ---- written-ness (nl.loop_reduce) ----------------------------------------------------
 
