@@ -70,3 +70,13 @@ def test_a_reused_run_is_the_same_run():
     assert [r.predicted for r in first] == [r.predicted for r in fresh]
     assert [r.predicted for r in again] == [r.predicted for r in fresh]
     assert cal._RUNS[("k2-70b-h200", 0.05)] is kept
+
+
+def test_the_host_sampling_fit_rows_are_marked():
+    """The host-sampling constants are fitted to the Inf2 B ITLs (one user and full load,
+    less the A ones): those two rows are [fit], the B TTFTs and tokens/s check them."""
+    fits = {(r.scenario, r.metric) for r in cal.rows() if r.fitted}
+    assert ("k3-inf2-b-sync", "ITL mean ms") in fits
+    assert ("k3-inf2-b-max", "ITL mean ms") in fits
+    assert ("k3-inf2-b-max", "output tok/s") not in fits
+    assert ("k3-inf2-b-max", "TTFT mean ms") not in fits

@@ -172,3 +172,14 @@ def test_a_model_that_does_not_fit_is_exit_2(capsys):
     assert main([*argv, *SMALL]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "does not fit" in err
+
+
+def test_every_request_rejected_is_exit_2_not_an_empty_success(tmp_path, capsys):
+    """Prompts no shorter than max_model_len are all rejected (vLLM refuses each): a run that
+    completes nothing is bad input, one line, and the records file is not left behind."""
+    out = tmp_path / "records.csv"
+    argv = [*BASE, "--requests", "5", "--input-tokens", "2000", "--output-tokens", "10"]
+    assert main([*argv, "--max-model-len", "1024", "--requests-out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "every request was rejected (5)" in err
+    assert "1,024" in err and not out.exists() and list(tmp_path.iterdir()) == []

@@ -27,7 +27,7 @@ from trnsim.serve import (
 )
 from trnsim.serve.cost import StepModel
 from trnsim.serve.engine import Live, Queues, kv_precision
-from trnsim.serve.fitted import HOST_SAMPLING_S_PER_LOGIT
+from trnsim.serve.fitted import HOST_SAMPLING_S_PER_LOGIT, HOST_SAMPLING_STEP_S
 from trnsim.serve.kv import KVCache
 from trnsim.serve.policies import bucket, neuron, optimum_neuron, pow2_buckets
 from trnsim.serve.workload import Request
@@ -290,7 +290,7 @@ def test_optimum_neuron_chunked_prefill_samples_its_first_token_on_the_host():
 # --- host sampling ------------------------------------------------------------------------------
 
 
-def test_host_sampling_costs_the_fitted_time_per_logit_of_the_padded_batch():
+def test_host_sampling_costs_a_round_trip_and_the_logits_of_the_real_sequences():
     d = dep()
     dev = EngineConfig(policy="neuron", neuron_form="nxdi", max_model_len=4096, max_num_seqs=32)
     host = EngineConfig(
@@ -300,13 +300,21 @@ def test_host_sampling_costs_the_fitted_time_per_logit_of_the_padded_batch():
     md = StepModel(d, lim_d, kv_precision(d, dev))
     mh = StepModel(d, lim_h, kv_precision(d, host))
     kv = KVCache(lim_d.num_blocks, lim_d.block_size)
-    q = Queues()
-    q.running = [decoding(0, kv, 1000)]
-    plan = neuron.schedule(q, kv, lim_d, 1)
-    extra = sum(mh.step(plan)) - sum(md.step(plan))
-    assert extra == pytest.approx(HOST_SAMPLING_S_PER_LOGIT * 32 * 128256, rel=1e-12)
+    for n in (1, 3):
+        q = Queues()
+        q.running = [decoding(i, kv, 1000) for i in range(n)]
+        plan = neuron.schedule(q, kv, lim_d, 1)
+        assert plan.decode_graph is not None and plan.decode_graph[1] > n  # padded batch
+        extra = sum(mh.step(plan)) - sum(md.step(plan))
+        want = HOST_SAMPLING_STEP_S + HOST_SAMPLING_S_PER_LOGIT * n * 128256
+        assert extra == pytest.approx(want, rel=1e-12)
 
 
-def test_the_host_sampling_constant_is_the_k3_sync_itl_difference():
-    """serving.md K3: 48.22 - 24.51 ms per decode step for 32 x 128,256 logits."""
-    assert pytest.approx(48.22e-3 - 24.51e-3) == HOST_SAMPLING_S_PER_LOGIT * 32 * 128256
+def test_the_host_sampling_constants_are_the_k3_itl_differences():
+    """serving.md K3 (inf2, A device vs B host sampling): one user, 48.22 - 24.51 ms per step
+    with one sequence sampled; full load, 123.80 - 59.09 ms with 25.1 sequences per step."""
+    one = HOST_SAMPLING_STEP_S + HOST_SAMPLING_S_PER_LOGIT * 128256
+    full = HOST_SAMPLING_STEP_S + HOST_SAMPLING_S_PER_LOGIT * 128256 * 25.1
+    assert one == pytest.approx(48.22e-3 - 24.51e-3, rel=1e-12)
+    assert full == pytest.approx(123.80e-3 - 59.09e-3, rel=1e-12)
+    assert HOST_SAMPLING_STEP_S > 0 and HOST_SAMPLING_S_PER_LOGIT > 0

@@ -435,6 +435,12 @@ def _run_one(
                 on_record=writer.add if writer else None,
                 on_done=bar.advance if show else None,
             )
+        if res.metrics.done == 0 and res.metrics.rejected:
+            raise UsageError(
+                f"every request was rejected ({res.metrics.rejected:,}): each prompt is at "
+                f"least max_model_len {res.limits.max_model_len:,} tokens; shorten the "
+                "prompts or raise --max-model-len (within the model's context)"
+            )
         if writer is not None:
             writer.close()
     finally:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -55,22 +56,37 @@ def output_path(path: str | os.PathLike[str], flag: str = "output") -> Path:
     return p
 
 
+_STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGALRM}
+
+
 def atomic_write(path: str | os.PathLike[str], write: Callable[[str], Any]) -> Path:
     """Write ``path`` whole: ``write(tmp)`` fills a temporary file that is then renamed."""
     p = Path(path)
+    tmp: str | None = None
+    fd: int | None = None
+    # the signals a run stops by (Ctrl-C, SIGTERM, a timeout's SIGALRM) wait while the
+    # temporary is made: one arriving between its creation and ``tmp`` holding its name would
+    # leave it behind; delivered when unblocked, they find it held by the ``finally``
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the mask as it is (no change)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
-    except OSError as exc:
-        raise UsageError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
-    os.close(fd)
-    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+        except OSError as exc:
+            raise UsageError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        os.close(fd)
+        fd = None
         write(tmp)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, p)
     except OSError as exc:  # a full disk, a read-only file system: the user's to fix
         raise UsageError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
     finally:
-        if os.path.exists(tmp):
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        if fd is not None:
+            os.close(fd)
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return p
 

@@ -247,7 +247,8 @@ def simulate(
     assumptions.append(sim.replicas[0].model.sc.stack.describe())
     if lim.sampling == "host":
         assumptions.append(
-            "sampling on the host: fitted cost per logit (trnsim.serve.fitted, serving.md K3)"
+            "sampling on the host: a fitted round trip per step and cost per logit sampled "
+            "(trnsim.serve.fitted, serving.md K3)"
         )
     if dep.speculative is not None:
         assumptions.append(

@@ -17,9 +17,10 @@ TPOT uses: so one request served alone reproduces ``trnsim infer`` exactly.
 Host terms (``trnsim.serve.fitted`` holds the fitted constants and names their rows):
 
 - the stack's host work per forward pass (``Efficiency.step_overhead_s``, inside ``StepTime``);
-- sampling on the host: the logits of every sampled sequence (the padded batch on Neuron) go
-  to the CPU and are sampled there: ``HOST_SAMPLING_S_PER_LOGIT`` x sequences x vocabulary
-  (some graphs always sample on the host: ``StepPlan.host_samples``);
+- sampling on the host: a step whose logits go to the CPU pays a round trip,
+  ``HOST_SAMPLING_STEP_S``, plus ``HOST_SAMPLING_S_PER_LOGIT`` x vocabulary for each sequence
+  sampled (the real ones: padding rows are not sampled); some graphs always sample on the host
+  (``StepPlan.host_samples``);
 - the engine's own host work where its policy states it (``StepPlan.host_s``: optimum-neuron's
   runner, fitted);
 - async scheduling: while the batch is unchanged, host work overlaps the device: a steady step
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from trnsim.perf.step import StepCost, StepTime, decode_offsets
 from trnsim.serve.engine import Deployment, Limits, StepPlan
-from trnsim.serve.fitted import HOST_SAMPLING_S_PER_LOGIT
+from trnsim.serve.fitted import HOST_SAMPLING_S_PER_LOGIT, HOST_SAMPLING_STEP_S
 from trnsim.workloads import SeqGroup
 
 
@@ -105,16 +106,18 @@ class StepModel:
     # --- times --------------------------------------------------------------------------------
 
     def sampled(self, plan: StepPlan) -> int:
-        """Sequences whose logits a step samples (the padded decode batch on Neuron)."""
+        """Sequences whose logits a step samples: each decode and each prompt whose last chunk
+        the step runs (real sequences; a compiled batch's padding rows are not sampled)."""
         ends = sum(1 for r, n in plan.chunks if r.pending() - n <= 0)
-        g = plan.decode_graph
-        return ends + (g[1] if g is not None else len(plan.decodes))
+        return ends + len(plan.decodes)
 
     def host_sampling_s(self, plan: StepPlan) -> float:
         """Seconds of host work of one step of ``plan`` beyond the stack's: sampling on the
         host and the engine's own (``StepPlan.host_s``)."""
         n = self.sampled(plan) if self.host_sampling else plan.host_samples
-        return (HOST_SAMPLING_S_PER_LOGIT * n * self.vocab if n else 0.0) + plan.host_s
+        if not n:
+            return plan.host_s
+        return HOST_SAMPLING_STEP_S + HOST_SAMPLING_S_PER_LOGIT * n * self.vocab + plan.host_s
 
     def step(self, plan: StepPlan) -> tuple[float, float]:
         """(device seconds, host seconds) of one step of ``plan``."""
