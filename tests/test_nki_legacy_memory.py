@@ -318,6 +318,52 @@ def test_a_loop_invariant_load_is_read_again_when_it_does_not_fit():
     assert read == x.nbytes + w.nbytes * (1 + len(refetched))
 
 
+@nki.jit
+def weights_per_row(x, w):
+    """``out[i, j] = w[j] + x[i]``: every weight tile ``w[j]`` loaded again (and dropped) in
+    each iteration of the row loop, as the MLP kernels load their weights inside the M loop."""
+    out = nl.ndarray((x.shape[0], w.shape[0], 128, x.shape[2]), dtype=np.float32,
+                     buffer=nl.shared_hbm)  # fmt: skip
+    for i in nl.affine_range(x.shape[0]):
+        a = nl.load(x[i])
+        for j in nl.affine_range(w.shape[0]):
+            wt = nl.load(w[j])
+            nl.store(out[i, j], value=nl.add(wt, a))
+    return out
+
+
+def _resident_rows(rows: int, tiles: int, width: int):
+    x, w = _ints(rows, 128, width), _ints(tiles, 128, width)
+    res = tnki.run(weights_per_row, x, w, target=TRN1)
+    np.testing.assert_array_equal(res.outputs, w[None] + x[:, None])
+    return res.instructions, w
+
+
+def test_a_dropped_weight_tile_still_resident_is_not_read_again():
+    # four 2 KiB weight tiles: all of them stay in SBUF from one row to the next
+    ins, w = _resident_rows(3, 4, 512)
+    resident = _spill(ins, "resident")
+    assert len(resident) == 2 * 4  # rows 1 and 2 find every weight tile resident
+    assert all(i.src[0].memory == "hbm" for i in resident)
+    held = schedule(ins, TRN1)
+    assert held.hbm_read_bytes == 3 * 128 * 512 * 4 + w.nbytes  # x, and w once
+    plain = [i._replace(attrs=tuple(a for a in i.attrs if a[0] != "spill")) for i in ins]
+    assert held.total_s < schedule(plain, TRN1).total_s  # the reads it skips took time
+
+
+def test_of_weight_tiles_that_do_not_fit_together_only_those_kept_are_reused():
+    # four 48 KiB weight tiles (192 KiB) and the row's tiles overflow a 192 KiB partition:
+    # those kept stay (the same ones every row), the others are read in every row
+    ins, w = _resident_rows(2, 4, 12288)
+    kept = len(_spill(ins, "resident"))
+    assert 0 < kept < 4
+    ins3, _ = _resident_rows(3, 4, 12288)
+    assert len(_spill(ins3, "resident")) == 2 * kept
+    assert schedule(ins3, TRN1).hbm_read_bytes == (
+        3 * 128 * 12288 * 4 + w.nbytes + 2 * (4 - kept) * 128 * 12288 * 4
+    )
+
+
 # ---- a compiler-emitted batched matmul far larger than SBUF and PSUM ------------------------
 
 

@@ -4,6 +4,7 @@ is being made (before its name is held): the race seen as a flaky SIGTERM test."
 import os
 import signal
 import tempfile
+import threading
 
 import pytest
 
@@ -24,7 +25,9 @@ def test_a_stop_while_the_temporary_is_made_leaves_nothing(tmp_path, monkeypatch
 
     def mkstemp_then_signal(*args, **kwargs):
         made = real(*args, **kwargs)
-        os.kill(os.getpid(), signum)  # delivered here without the mask: the name is lost
+        # to this thread (the mask is per thread: a process-directed os.kill may be taken by
+        # another thread an earlier test left running, and then arrives unmasked here)
+        signal.pthread_kill(threading.get_ident(), signum)  # unmasked, the name would be lost
         return made
 
     monkeypatch.setattr(output.tempfile, "mkstemp", mkstemp_then_signal)

@@ -511,6 +511,14 @@ class _SyncEntry:
     stats: int
 
 
+@dataclass(frozen=True, slots=True)
+class _HeldEntry:
+    """A load of bytes still resident in SBUF (``SPILL_ATTR`` "resident": the memory model's
+    loop-invariant reuse, ``trnsim.nki.legacy.allocator``): no transfer, no time."""
+
+    stats: int
+
+
 class _EntryStats(NamedTuple):
     """What one instruction of an entry adds to the profile's totals."""
 
@@ -536,7 +544,7 @@ class _Costs:
     def __init__(self, spec: CoreSpec, dma: DmaModel, tracks: _Tracks, multi: bool) -> None:
         self.spec, self.dma, self.tracks, self.multi = spec, dma, tracks, multi
         self.clocks = {e: costs.engine_clock(spec, e) for e in (*_COMPUTE, Engine.SYNC)}
-        self.entries: dict[tuple, _ComputeEntry | _DmaEntry | _SyncEntry] = {}
+        self.entries: dict[tuple, _ComputeEntry | _DmaEntry | _SyncEntry | _HeldEntry] = {}
         self.stats: list[_EntryStats] = []
         self.uses: list[int] = []
         # Attributes -> a small id, looked up by the tuple's id() first: the recorder shares one
@@ -550,7 +558,7 @@ class _Costs:
 
     def entry(
         self, key: tuple, ins: Instruction
-    ) -> _ComputeEntry | _AutoEntry | _DmaEntry | _SyncEntry:
+    ) -> _ComputeEntry | _AutoEntry | _DmaEntry | _SyncEntry | _HeldEntry:
         """The entry of ``ins``'s shape ``key`` (not cached yet)."""
         if ins.engine in _COMPUTE:
             engines = costs.auto_engines(ins)
@@ -561,7 +569,7 @@ class _Costs:
         entry = self.entries[key] = self._entry(ins)
         return entry
 
-    def _entry(self, ins: Instruction) -> _ComputeEntry | _DmaEntry | _SyncEntry:
+    def _entry(self, ins: Instruction) -> _ComputeEntry | _DmaEntry | _SyncEntry | _HeldEntry:
         sid = len(self.stats)
         b = [0, 0, 0]
         # a tensor-indirection operand moves (P, num_elem) elements, not its whole indexed view
@@ -571,9 +579,12 @@ class _Costs:
         f, rate, dma_bytes = 0.0, "", 0
         read = write = save = reload = 0
         hw = tr = 0.0
-        entry: _ComputeEntry | _DmaEntry | _SyncEntry
+        entry: _ComputeEntry | _DmaEntry | _SyncEntry | _HeldEntry
         if ins.opcode in SYNC_OPS:
             entry = _SyncEntry(sid)
+        elif ins.engine is Engine.DMA and ins.attr(SPILL_ATTR) == "resident":
+            b = [0, 0, 0]
+            entry = _HeldEntry(sid)
         elif ins.engine is Engine.DMA:
             d = costs.dma_cost(ins, self.dma)
             b[0] = dma_bytes = d.hbm_bytes  # = the HBM operands' bytes, except indirect DMAs
@@ -931,6 +942,9 @@ def _run(
                 pipes.since_prune = 0
                 if len(pipes.queue_track) >= n_queues:  # no new queue can start earlier
                     pipes.calendar.forget_before(min(free[q] for q in pipes.queue_track.values()))
+        elif kind is _HeldEntry:  # already resident: done when its inputs are
+            tid = tracks.get((c, "sync"), f"core{c}.sync" if multi else "sync")
+            t0 = t1 = ready
         else:  # a barrier: waits for every earlier instruction, every track waits for it
             tid = tracks.get((c, "sync"), f"core{c}.sync" if multi else "sync")
             if last_end > ready:

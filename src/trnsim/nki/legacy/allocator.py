@@ -42,6 +42,15 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
   tile was dropped and is read again at its next use (not hoisted: it did not fit). The perf
   guide (Opt #1) and the matrix-multiplication tutorial ("hoisting them out of the innermost
   loop") describe the reloads such code would otherwise make.
+  A load whose tile the kernel dropped is reused too when its bytes would still be resident:
+  an ``nl.load`` of the same HBM bytes into the same dtype as an earlier load (any line), the
+  source not written since, is issued as a ``spill="resident"`` DMA (no transfer, no time in
+  the timing model) when the earlier load was kept: loads are kept, in the order first made,
+  while the SBUF bytes in use plus the kept ones fit a partition, until the outermost loop
+  ends (``Allocator.resident_load``). The compiler keeps weight tiles across the iterations
+  of an outer loop (the MLP rows of ``benchmarks/RESULTS.md``, issue 27 part B, cannot be
+  met otherwise); how is not public, so the rule is trnsim's. The tile itself is placed as
+  usual: the kept bytes are counted, not held back from placement.
 
 ``spill`` attributes (``trnsim.core.isa.SPILL_ATTR``) mark what the memory model adds to a
 kernel's record; everything else is the kernel's own. The compiler's exact placement and
@@ -54,7 +63,7 @@ from __future__ import annotations
 
 import weakref
 from bisect import bisect_right
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from heapq import merge
 from math import prod
@@ -250,6 +259,9 @@ class Allocator:
             PSUM: deque(maxlen=FREED_KEPT),
         }
         self.hoisted: dict[Any, tuple[Any, ...]] = {}
+        # dropped loads still resident: (source key, format, boxes) -> (bytes per partition,
+        # the source's HBM writes when loaded), least recently loaded first
+        self.cached: OrderedDict[Any, tuple[int, int]] = OrderedDict()
         self.hbm_writes: dict[Allocation, int] = {}
         self.by_source: dict[Allocation, set[LTile]] = {}
         self.single = launch.lnc == 1 and launch.world is None
@@ -329,6 +341,7 @@ class Allocator:
                 pass
         if not self.loops:
             self.hoisted.clear()  # loads are hoisted out of the loops they are invariant in
+            self.cached.clear()  # (and kept resident for the loop nest they are made in)
 
     def loop_here(self) -> list[Any] | None:
         """The innermost ``nl`` loop running now (None outside loops)."""
@@ -786,12 +799,55 @@ class Allocator:
             return None
         return tile
 
-    def note_load(self, site: Any, src: View, fmt: Any, boxes: Any, tile: View) -> None:
+    def note_load(
+        self, site: Any, src: View, fmt: Any, boxes: Any, tile: View, first: int | None = None
+    ) -> None:
         """Remember the tile an ``nl.load`` at ``site`` filled (weakly: the kernel decides how
-        long it lives), for ``hoisted_load`` in a later iteration."""
+        long it lives), for ``hoisted_load`` in a later iteration. ``first``: the position in
+        the core's record of the load's first instruction; its DMAs are marked ``resident``
+        when the same bytes loaded earlier are still in SBUF (``resident_load``)."""
         if self.single and self.loops and _plain(src):
             geo = (tile.shape, tile.strides, tile.offset, tile.p0, tile.fmt, tile.dtype)
             self.hoisted[site] = (_key(src), fmt.name, boxes, weakref.ref(tile.storage), geo)
+        if first is not None and self.resident_load(src, fmt, boxes, tile):
+            record = self.core.record
+            for i in range(first, len(record)):
+                ins = record[i]
+                if ins.opcode is Op.DMA_COPY and ins.attr(SPILL_ATTR) is None:
+                    attrs = tuple(sorted((*ins.attrs, (SPILL_ATTR, "resident"))))
+                    record[i] = ins._replace(attrs=attrs)
+
+    def resident_load(self, src: View, fmt: Any, boxes: Any, tile: View) -> bool:
+        """Whether an ``nl.load`` of ``src`` into ``tile`` (placed in SBUF) reads bytes an
+        earlier load left in SBUF: the same HBM bytes and format, the source not written
+        since, and kept: loads are kept in the order they were first made while the SBUF
+        bytes in use plus those kept fit a partition (what a static choice of tiles to keep
+        resident gets from a loop nest; a least-recently-used policy keeps nothing of a
+        cyclic sweep larger than SBUF). A new load is kept if it fits beside those."""
+        if not self.single or not _plain(src) or src.memory != HBM or tile.memory != SBUF:
+            return False
+        a = src.storage.alloc
+        key = (_key(src), fmt.name, boxes)
+        writes = self.hbm_writes.get(a, 0)
+        cached = self.cached
+        mem = self.core.sbuf
+        room = mem.bytes_per_partition - sum(x.nbytes for x in mem.live)
+        entry = cached.get(key)
+        if entry is not None:
+            if entry[1] == writes:
+                for k, (nbytes, _) in cached.items():  # kept before it
+                    if k == key:
+                        return True
+                    room -= nbytes
+                    if room < 0:
+                        break
+            del cached[key]  # its source changed, or the tiles in use leave it no room
+            return False
+        lt = tile.storage.alloc.user
+        nbytes = lt.nbytes if isinstance(lt, LTile) else tile.storage.alloc.nbytes
+        if sum(n for n, _ in cached.values()) <= room:  # (room: with ``tile`` in use)
+            cached[key] = (nbytes, writes)
+        return False
 
     # ---- written-ness (nl.loop_reduce) ----------------------------------------------------
 

@@ -257,9 +257,13 @@ class Pending:
             self.issue(t)
             return
         _adopt(t, self.allocate())
+        if self.load is None:
+            self.issue(t)
+            return
+        alloc = allocator()
+        first = len(alloc.core.record)
         self.issue(t)
-        if self.load is not None:
-            allocator().note_load(*self.load, t)
+        alloc.note_load(*self.load, t, first)
 
 
 def _adopt(t: Tile, real: View) -> None:
