@@ -97,9 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         output_path(args.out, "--out")
         table_format(args.out)
-    backend = backend_from_args(
-        args, ("trnsim.sweep.tune", "trnsim.nki.kernelfile", "trnsim.core.timing")
-    )
+    backend = backend_from_args(args, tune.PRELOAD)
     cands = tune.candidates(args.param)
     path = os.path.abspath(args.file)
     jobs = []

@@ -23,7 +23,9 @@ others are tested against.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 from collections.abc import Callable, Iterable, Iterator
@@ -71,6 +73,26 @@ def _worker_init() -> None:
     os.environ["TRNSIM_PROGRESS"] = "0"
 
 
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def _blas_threads(n: int) -> Iterator[None]:
+    """The BLAS thread-count variables set to ``n`` for a process started meanwhile (those
+    the user set are kept), restored after."""
+    saved = {k: os.environ.get(k) for k in BLAS_THREADS}
+    for k in BLAS_THREADS:
+        os.environ.setdefault(k, str(n))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 @dataclass(frozen=True)
 class Pool:
     """A local process pool (module docstring)."""
@@ -93,6 +115,12 @@ class Pool:
     def _executor(self, size: int) -> cf.ProcessPoolExecutor:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["trnsim.sweep.points", *self.preload])
+        # the fork server imports NumPy once for every worker: its BLAS threads are sized
+        # there, when the server starts. One process per core already fills the cores; a
+        # BLAS pool per worker as wide as the machine oversubscribes them (what joblib/loky
+        # and Ray do too: a worker's BLAS gets cores / workers threads, unless the user set it)
+        with _blas_threads(max(1, cpus() // max(1, self.size))):
+            multiprocessing.forkserver.ensure_running()
         return cf.ProcessPoolExecutor(size, mp_context=ctx, initializer=_worker_init)
 
     def run(self, fn: Callable[[Any], Any], items: Iterable[Item]) -> Iterator[tuple[Any, Any]]:

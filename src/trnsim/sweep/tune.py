@@ -30,6 +30,19 @@ from trnsim.errors import KernelError, TrnsimError, UsageError
 from trnsim.sweep.points import one_line, quiet
 from trnsim.sweep.spec import point_id
 
+#: What a worker of a tune imports before its first candidate (a pool's fork server loads
+#: these once: the kernel-file loader, the emulator, the timing model and what a kernel
+#: file's first load imports; measured in benchmarks/bench_sweep.py).
+PRELOAD = (
+    "trnsim.sweep.tune",
+    "trnsim.nki.kernelfile",
+    "trnsim.core.timing",
+    "trnsim.core.calibration",
+    "trnsim.nki.collectives",
+    "trnsim.nki.legacy",  # what installing the nki / neuronxcc.nki names imports
+    "numpy.random",
+)
+
 # keywords trnsim.nki.simulate.run takes itself: a kernel parameter of these names cannot be
 # passed through it
 RESERVED = (
