@@ -27,3 +27,18 @@ def test_demo_runs_every_section(capsys):
     for title, _ in demo.SECTIONS:
         assert title in out
     assert "demo finished" in out
+
+
+def test_the_torch_section_without_torch_says_the_extra_by_name(monkeypatch):
+    """Rich read '[torch]' in the install hint as markup and printed 'pip install "trnsim"'."""
+    import io
+
+    from rich.console import Console
+
+    from trnsim.cli import demo_torch
+    from trnsim.torch import _door
+
+    monkeypatch.setattr(_door, "available", lambda: False)
+    buf = io.StringIO()
+    demo_torch.section(Console(file=buf, width=200))
+    assert "trnsim[torch]" in buf.getvalue()

@@ -9,7 +9,8 @@ def section(console: Console) -> None:
     from trnsim.torch import _door
 
     if not _door.available():
-        console.print(f"skipped: PyTorch is not installed ({_door.INSTALL})")
+        # the text holds '[torch]', which rich would read as markup and drop
+        console.print(f"skipped: PyTorch is not installed ({_door.INSTALL})", markup=False)
         return
     import numpy as np
 
