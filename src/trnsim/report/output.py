@@ -13,11 +13,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,48 +52,50 @@ def output_path(path: str | os.PathLike[str], flag: str = "output") -> Path:
         raise UsageError(f"{flag}: directory {str(parent)!r} is not writable")
     if p.exists() and not os.access(p, os.W_OK):
         raise UsageError(f"{flag}: {str(p)!r} is not writable")
-    try:  # the permission bits are not the whole story (/proc, read-only mounts): try it
-        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
-    except OSError as exc:
-        why = exc.strerror or exc
-        raise UsageError(f"{flag}: cannot write in {str(parent)!r}: {why}") from None
-    os.close(fd)
-    os.unlink(probe)
+    # the permission bits are not the whole story (/proc, read-only mounts): try it
+    with _temporary(parent, p.name, ".probe", f"{flag}: cannot write in {str(parent)!r}"):
+        pass
     return p
 
 
 _STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGALRM}
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[str], Any]) -> Path:
-    """Write ``path`` whole: ``write(tmp)`` fills a temporary file that is then renamed."""
-    p = Path(path)
-    tmp: str | None = None
-    fd: int | None = None
-    # the signals a run stops by (Ctrl-C, SIGTERM, a timeout's SIGALRM) wait while the
-    # temporary is made: one arriving between its creation and ``tmp`` holding its name would
-    # leave it behind; delivered when unblocked, they find it held by the ``finally``
+@contextlib.contextmanager
+def _temporary(directory: Path, name: str, suffix: str, refused: str) -> Iterator[str]:
+    """A new empty file ``.NAME.XXXX{suffix}`` in ``directory``, removed on any exit unless
+    renamed away; ``refused``: the ``UsageError`` text when it cannot be made.
+
+    The signals a run stops by (Ctrl-C, SIGTERM, a timeout's SIGALRM) wait while the file is
+    made: one arriving between its creation and its name being held here would leave it
+    behind; delivered when unblocked, they find it held by the ``finally``."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the mask as it is (no change)
+    tmp: str | None = None
     try:
         signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=suffix, dir=directory)
         except OSError as exc:
-            raise UsageError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            raise UsageError(f"{refused}: {exc.strerror or exc}") from None
         os.close(fd)
-        fd = None
-        write(tmp)
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, p)
-    except OSError as exc:  # a full disk, a read-only file system: the user's to fix
-        raise UsageError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        yield tmp
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        if fd is not None:
-            os.close(fd)
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], Any]) -> Path:
+    """Write ``path`` whole: ``write(tmp)`` fills a temporary file that is then renamed."""
+    p = Path(path)
+    with _temporary(p.parent or Path("."), p.name, ".tmp", f"cannot write {str(p)!r}") as tmp:
+        try:
+            write(tmp)
+            os.chmod(tmp, FILE_MODE)
+            os.replace(tmp, p)
+        except OSError as exc:  # a full disk, a read-only file system: the user's to fix
+            raise UsageError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
     return p
 
 
