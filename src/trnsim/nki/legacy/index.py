@@ -145,8 +145,44 @@ class Expr:
 
     __rmul__ = __mul__
 
+    # ---- integer division and remainder: exact only where the result stays affine ----------
+
+    def _divmod(self, other: Any) -> tuple[Expr, Expr]:
+        """``(self // d, self % d)`` for a positive integer ``d``, where both are affine over
+        the same index space: every coefficient a multiple of ``d`` (the quotient divides
+        them, the remainder is the constant's), or the expression's whole range inside one
+        block ``[q*d, q*d + d)`` (the quotient is ``q``, the remainder ``self - q*d``). The
+        compiler folds such index arithmetic into the access pattern (the SDK's own
+        programming model keeps indices affine: ``programming_model.rst``, "Index"); any
+        other case is refused, naming the values, never approximated."""
+        if not _is_int(other) or int(other) <= 0:
+            raise fail(
+                "index-expr",
+                f"an index expression divides by a positive integer, not {other!r}",
+            )
+        d = int(other)
+        if all(c % d == 0 for c in self.terms.values()):
+            q_terms = {it: c // d for it, c in self.terms.items()}
+            r_terms = dict.fromkeys(self.terms, 0)
+            q = Expr(q_terms, self.const // d, dict(self.axis), self.ndim)
+            return q, Expr(r_terms, self.const % d, dict(self.axis), self.ndim)
+        lo, hi = self.bounds()
+        if lo // d == hi // d:
+            k = lo // d
+            q = Expr(dict.fromkeys(self.terms, 0), k, dict(self.axis), self.ndim)
+            return q, self - k * d
+        raise fail(
+            "not-implemented",
+            f"integer division of an index expression by {d} is not affine: its values "
+            f"{lo}..{hi} span several blocks of {d} and its coefficients "
+            f"{sorted(set(self.terms.values()))} are not multiples of {d}",
+        )
+
     def __floordiv__(self, other: Any) -> Expr:
-        raise fail("not-implemented", "integer division of an index expression (not affine)")
+        return self._divmod(other)[0]
+
+    def __mod__(self, other: Any) -> Expr:
+        return self._divmod(other)[1]
 
     # ---- comparisons make masks -----------------------------------------------------------
 
