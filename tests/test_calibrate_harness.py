@@ -88,3 +88,63 @@ def test_a_row_runs_checks_and_times_from_the_checkout(capsys):
     assert row["check"] == "pass" and row["modelled_s"] > 0 and code == 0
     assert abs(row["rel_error"]) < 0.5
     assert out["mape"] == pytest.approx(abs(row["rel_error"]))
+
+
+@needs_autocomp
+def test_a_damaged_candidate_is_read_from_its_intact_copy_that_differs_only_there():
+    import difflib
+
+    from trnsim.conformance.timing_rows import AUTOCOMP_INTACT
+
+    for (fam, i), intact in AUTOCOMP_INTACT.items():
+        _, code = T.trace_candidates(CHECKOUTS / "autocomp" / AUTOCOMP_FILES[fam][0])[i]
+        whole = (CHECKOUTS / "autocomp" / intact).read_text()
+
+        def lines(text: str) -> list[str]:
+            return [ln.rstrip().replace("\\'", "'") for ln in text.strip().splitlines()]
+
+        diff = [
+            ln
+            for ln in difflib.unified_diff(lines(code), lines(whole), lineterm="", n=0)
+            if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
+        ]
+        # one damaged line in the trace, the same text as two lines in the intact copy
+        (old,) = [ln[1:] for ln in diff if ln.startswith("-")]
+        new = [ln[1:] for ln in diff if ln.startswith("+")]
+        assert len(new) == 2 and old.split() != " ".join(new).split()
+        assert old.replace(" ", "") in "".join(new).replace(" ", "").replace("_fmax)", "")
+        row = next(r for r in ROWS if r.name == f"autocomp/{fam}/{i}")
+        assert row.launches[0].kernel.intact == intact and not row.defect
+
+
+@needs_autocomp
+def test_a_row_whose_trace_code_cannot_have_run_is_reported_with_its_evidence(capsys):
+    import ast
+
+    from trnsim.cli.main import main
+    from trnsim.conformance.timing_rows import AUTOCOMP_DEFECTS
+
+    undefined = {("mamba", 1): "i_chann", ("mamba", 4): "nchunks"}
+    for (fam, i), why in AUTOCOMP_DEFECTS.items():
+        _, code = T.trace_candidates(CHECKOUTS / "autocomp" / AUTOCOMP_FILES[fam][0])[i]
+        # the stored text fails before any NKI: a parse error, or a name read and never bound
+        if (fam, i) not in undefined:
+            with pytest.raises(IndentationError):
+                compile(code, "candidate", "exec")
+            assert "indented" in why
+            continue
+        name = undefined[fam, i]
+        tree = ast.parse(code)
+        read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        bound = {
+            n.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+        } | {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
+        assert name in read and name not in bound and name in why
+    code = main(["calibrate", str(CHECKOUTS), "--only", "autocomp/mamba/5", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["rows"]
+    assert row["error"].startswith(T.DEFECT + ": the trace's code cannot have run")
+    assert row["modelled_s"] is None and out["source_defects"] == 1
+    assert out["failed"] == 0 and code == 0

@@ -42,17 +42,25 @@ CHECKOUT_MARKERS: dict[str, str] = {
 """Checkout name -> a path inside it that identifies it (``ROOT/<name>`` is looked for)."""
 
 
+DEFECT = "source-defect"
+"""A row's outcome where its public source cannot be what ran (``TimingRow.defect``)."""
+
+
 @dataclass(frozen=True)
 class KernelRef:
     """Where a kernel is in its checkout: ``path`` (a kernel file) and ``name`` (the function),
     or, for an Autocomp search trace, ``path`` (the trace), ``candidate`` (its index in the
     chain of ``CodeCandidate``s, 0 the baseline) and ``harness`` (the harness file whose
-    imports the candidate's code expects); ``name`` is then the function the code defines."""
+    imports the candidate's code expects); ``name`` is then the function the code defines.
+    ``intact``: a file holding the same candidate's code whole, read instead of the trace's
+    text where that text is damaged (Autocomp's ``*_opt.py`` is each trace's final kernel;
+    ``timing_rows`` says per row what differs and a test checks it)."""
 
     path: str
     name: str
     candidate: int | None = None
     harness: str | None = None
+    intact: str | None = None
 
     def describe(self) -> str:
         if self.candidate is None:
@@ -103,6 +111,9 @@ class TimingRow:
     launches: tuple[Launch, ...]
     check: Check | None
     notes: str = ""
+    defect: str = ""
+    """Non-empty where the public source holds code that cannot have been what was measured
+    (the evidence, stated): the row is reported with it and neither run nor timed."""
 
 
 @dataclass
@@ -223,8 +234,11 @@ def load(ref: KernelRef, root: Path) -> Any:
         raise FileNotFoundError(f"{ref.path} is not in this checkout")
     if ref.candidate is not None:
         assert ref.harness is not None
-        cands = trace_candidates(path)
-        _, code = cands[ref.candidate]
+        if ref.intact is not None:
+            path = root / ref.intact
+            code = path.read_text()
+        else:
+            _, code = trace_candidates(path)[ref.candidate]
         ns = _harness_namespace(root / ref.harness)
         # the candidate's code under a file name that says where it came from
         filename = f"{path}[candidate {ref.candidate}]"
@@ -317,6 +331,12 @@ def run_rows(
                 row.name, row.repo, row.source, row.instance, row.target, row.measured_s
             )
             t0 = time.perf_counter()
+            if row.defect:
+                res.error = f"{DEFECT}: {row.defect}"
+                results.append(res)
+                if on_result is not None:
+                    on_result(res)
+                continue
             with _imports(root):
                 if check and row.check is not None:
                     key = row.check.key
