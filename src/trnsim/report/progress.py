@@ -18,12 +18,31 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 PLAIN_DELAY = 2.0  # seconds of work before the first plain line
 PLAIN_INTERVAL = 5.0  # seconds between plain lines
+
+# The plain lines' printer thread takes this lock to print, and a fork waits for it (the child
+# never inherits stderr's lock held by a thread it does not have): the thread is fork-safe,
+# so a process pool may fork its workers while it runs (``trnsim.sweep.backends.Pool``).
+_PRINT_LOCK = threading.Lock()
+_FORK_SAFE: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_PRINT_LOCK.acquire,
+        after_in_parent=_PRINT_LOCK.release,
+        after_in_child=_PRINT_LOCK.release,
+    )
+
+
+def fork_safe(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is one of ours that holds no lock across a fork (the plain lines'
+    printer)."""
+    return thread in _FORK_SAFE
 
 
 class _Quiet:
@@ -79,6 +98,7 @@ class _Plain:
         self._stop = threading.Event()
         self._delay, self._interval = delay, interval
         self._thread = threading.Thread(target=self._run, name="trnsim-progress", daemon=True)
+        _FORK_SAFE.add(self._thread)
         self._thread.start()
 
     def advance(self, steps: float = 1) -> None:
@@ -105,7 +125,7 @@ class _Plain:
         return f"trnsim: {self.description}{count}, {elapsed:,.0f} s"
 
     def _say(self, text: str) -> None:
-        with contextlib.suppress(OSError, ValueError):  # stderr closed: nothing to say
+        with _PRINT_LOCK, contextlib.suppress(OSError, ValueError):  # stderr closed: no line
             print(text, file=self._err, flush=True)
         self.printed = True
 
