@@ -26,8 +26,15 @@ SCRIPT = textwrap.dedent(
         elif mode == "progress":
             from trnsim.report.progress import _Plain
             bar = _Plain("work", 4, 0.0, 0.01)  # prints every 10 ms while the pool forks
-        ok = forkable()
-        got = sorted(Pool(2).run(who, [(i, i) for i in range(6)]))
+        if mode == "bar":
+            from trnsim.report.progress import progress
+            with progress("work", total=6) as b:
+                ok = forkable()
+                got = sorted(Pool(2).run(who, [(i, i) for i in range(6)]))
+                b.advance(6)
+        else:
+            ok = forkable()
+            got = sorted(Pool(2).run(who, [(i, i) for i in range(6)]))
         if mode == "progress":
             bar.close()
         stop.set()
@@ -42,12 +49,12 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(tmp_path, mode: str) -> dict:
+def _run(tmp_path, mode: str, progress: str = "plain") -> dict:
     import json
 
     p = tmp_path / "pool_start.py"
     p.write_text(SCRIPT)
-    env = {"PATH": "/usr/bin:/bin", "TRNSIM_PROGRESS": "plain"}
+    env = {"PATH": "/usr/bin:/bin", "TRNSIM_PROGRESS": progress}
     proc = subprocess.run(
         [sys.executable, str(p), mode], capture_output=True, text=True, timeout=120, env=env
     )
@@ -65,6 +72,12 @@ def test_a_single_threaded_process_forks_its_workers_with_narrow_blas(tmp_path):
 
 def test_our_progress_printer_does_not_stop_the_fork(tmp_path):
     doc = _run(tmp_path, "progress")
+    assert doc["forkable"] is True and doc["ppids"] == [doc["pid"]]
+    assert doc["values"] == [i * i for i in range(6)]
+
+
+def test_the_progress_bar_does_not_stop_the_fork(tmp_path):
+    doc = _run(tmp_path, "bar", progress="1")  # the rich bar, even on a pipe
     assert doc["forkable"] is True and doc["ppids"] == [doc["pid"]]
     assert doc["values"] == [i * i for i in range(6)]
 

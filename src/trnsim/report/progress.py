@@ -26,9 +26,10 @@ from typing import Any
 PLAIN_DELAY = 2.0  # seconds of work before the first plain line
 PLAIN_INTERVAL = 5.0  # seconds between plain lines
 
-# The plain lines' printer thread takes this lock to print, and a fork waits for it (the child
-# never inherits stderr's lock held by a thread it does not have): the thread is fork-safe,
-# so a process pool may fork its workers while it runs (``trnsim.sweep.backends.Pool``).
+# The plain lines' printer and the bar's redraw take this lock to print, and a fork waits
+# for it (the child never inherits stderr's lock held by a thread it does not have): they
+# are fork-safe, so a process pool may fork its workers while they run
+# (``trnsim.sweep.backends.Pool``).
 _PRINT_LOCK = threading.Lock()
 _FORK_SAFE: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 if hasattr(os, "register_at_fork"):
@@ -41,7 +42,7 @@ if hasattr(os, "register_at_fork"):
 
 def fork_safe(thread: threading.Thread) -> bool:
     """Whether ``thread`` is one of ours that holds no lock across a fork (the plain lines'
-    printer)."""
+    printer, the bar's redraw)."""
     return thread in _FORK_SAFE
 
 
@@ -183,5 +184,23 @@ def progress(
     columns.append(TimeElapsedColumn())
     if eta and total is not None:
         columns += [TextColumn("eta"), TimeRemainingColumn()]
-    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as bar:
-        yield _Bar(bar, bar.add_task(description, total=total))
+    # redrawn by a thread of ours that a fork waits for (rich's own refresher is not
+    # fork-safe: a pool would have to start its workers from the fork server)
+    with Progress(
+        *columns, console=Console(file=sys.stderr), transient=True, auto_refresh=False
+    ) as bar:
+        stop = threading.Event()
+
+        def redraw() -> None:
+            while not stop.wait(0.1):
+                with _PRINT_LOCK, contextlib.suppress(OSError, ValueError):
+                    bar.refresh()
+
+        thread = threading.Thread(target=redraw, name="trnsim-progress-bar", daemon=True)
+        _FORK_SAFE.add(thread)
+        thread.start()
+        try:
+            yield _Bar(bar, bar.add_task(description, total=total))
+        finally:
+            stop.set()
+            thread.join()

@@ -79,8 +79,9 @@ def _worker_init() -> None:
 def forkable() -> bool:
     """Whether pool workers may be forked from this process: POSIX ``fork`` exists, this is
     the main thread, and every other thread is one of ours that holds no lock across a fork
-    (``trnsim.report.progress.fork_safe``). A process running a rich progress bar, Ray, or a
-    pool's manager thread starts its workers from the fork server instead."""
+    (``trnsim.report.progress.fork_safe``: the progress lines and bar). A process running
+    Ray, another pool's manager thread or a thread of the user's starts its workers from the
+    fork server instead."""
     from trnsim.report.progress import fork_safe
 
     if "fork" not in multiprocessing.get_all_start_methods():
