@@ -28,7 +28,7 @@ from trnsim.nki.legacy import index as _index
 from trnsim.nki.legacy import language_constants as _constants
 from trnsim.nki.legacy import ops
 from trnsim.nki.legacy import tile as _tile_module
-from trnsim.nki.legacy.allocator import MULTI_BUFFER, Allocator, allocator
+from trnsim.nki.legacy.allocator import AUTO, Allocator, allocator
 from trnsim.nki.legacy.tile import (
     BlockTensor,
     Tile,
@@ -325,20 +325,21 @@ class _Loop:
         return f"nl.{self.kind}_range({r.start}, {r.stop}, {r.step})"
 
 
-def affine_range(*args: Any, multi_buffer: int = MULTI_BUFFER, **kwargs: Any) -> _Loop:
+def affine_range(*args: Any, multi_buffer: int = AUTO, **kwargs: Any) -> _Loop:
     """A loop whose iterations have no loop-carried dependency (trnsim runs it in order; tiles
-    made in it are multi-buffered: ``multi_buffer`` physical copies, as the compiler keeps)."""
+    made in it are multi-buffered: ``multi_buffer`` physical copies, as the compiler keeps;
+    default: the memory model's depth, ``allocator.dma_depth``)."""
     return _Loop("affine", args, multi_buffer)
 
 
-def sequential_range(*args: Any, multi_buffer: int = MULTI_BUFFER, **kwargs: Any) -> _Loop:
+def sequential_range(*args: Any, multi_buffer: int = AUTO, **kwargs: Any) -> _Loop:
     """A loop with a loop-carried dependency (run in order; the tiles made in each iteration
     are multi-buffered all the same: ``allocator``)."""
     return _Loop("sequential", args, multi_buffer)
 
 
 def static_range(*args: Any) -> _Loop:
-    return _Loop("static", args, MULTI_BUFFER)
+    return _Loop("static", args, AUTO)
 
 
 # ---- SPMD ---------------------------------------------------------------------------------------
