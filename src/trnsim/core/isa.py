@@ -83,5 +83,7 @@ def uses_engine_state(opcode: Op, attrs: tuple, dst_roles: tuple[str, ...]) -> b
         if k == "reduce_cmd":
             cmd = v
     return cmd != "idle" or "reduce_res" in dst_roles
+
+
 READS_PSUM = frozenset(Op(e.name) for e in SPECS.values() if e.compute and PSUM in e.reads)
 WRITES_PSUM = frozenset(Op(e.name) for e in SPECS.values() if e.compute and PSUM in e.writes)
