@@ -141,8 +141,12 @@ def result(
         if held is not None:  # a loop-invariant load: the tile loaded before (no DMA)
             return as_tile(held)
 
+    # the loop of the call, not of the first use that places it (a result first used in an
+    # inner loop's first iteration is still multi-buffered over the loop it was made in)
+    loop = allocator().loop_here()
+
     def place() -> View:
-        return _tile_new(shape, dtype, memory, "", made)
+        return _tile_new(shape, dtype, memory, "", made, loop)
 
     held = (*operands, *side.values())
     return defer(Pending(out, run, memories, casts, acc, place, load, held))

@@ -360,11 +360,14 @@ def touch(v: View) -> None:
 
 def new_tile(
     shape: tuple[int, ...], dtype: Any, memory: str, name: str = "",
-    made: tuple[str, int] | None = None,
+    made: tuple[str, int] | None = None, loop: Any = "here",
 ) -> Tile:  # fmt: skip
     """A new SBUF/PSUM tile, placed by the compiler's allocation model (``allocator``);
-    ``made``: the kernel line that made it (a pending result's call; default: here)."""
-    t = allocator().new_tile(tuple(shape), dtype, memory, name, made=made, view_type=Tile)
+    ``made``: the kernel line that made it (a pending result's call; default: here);
+    ``loop``: the ``nl`` loop it is made in (a pending result's: where it was called)."""
+    t = allocator().new_tile(
+        tuple(shape), dtype, memory, name, made=made, view_type=Tile, loop=loop
+    )
     return t  # type: ignore[return-value]
 
 
