@@ -76,3 +76,27 @@ def test_an_fp32_row_within_one_psum_bank_is_read_from_psum_and_the_ones_are_mad
     assert not any(i.opcode is Op.TENSOR_COPY for i in res.instructions)
     assert sum(i.opcode is Op.NC_MATMUL for i in res.instructions) == 4
     assert sum(i.opcode is Op.MEMSET for i in res.instructions) == 1  # the constant row of ones
+
+
+@nki.jit
+def matmul_plus_row(xt, w, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    x, ww, bb = nl.load(xt), nl.load(w), nl.load(b)
+    ps = nl.matmul(x, ww, transpose_x=True)  # [128, 512] in PSUM
+    y = ps + bb.broadcast_to((128, 512))  # the broadcast row would be a second PSUM input
+    acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    acc += bb.broadcast_to((128, 512))  # PSUM += a broadcast row: the same
+    nl.store(out, y + acc)
+    return out
+
+
+def test_a_broadcast_read_with_another_psum_input_is_copied_to_sbuf_first():
+    rng = np.random.default_rng(2)
+    xt = rng.standard_normal((128, 128)).astype(np.float32)
+    w = rng.standard_normal((128, 512)).astype(np.float32)
+    b = rng.standard_normal((1, 512)).astype(np.float32)
+    res = tnki.run(matmul_plus_row, xt, w, b)  # no "both inputs are in PSUM" error
+    np.testing.assert_allclose(res.outputs, xt.T @ w + 2 * b, rtol=1e-5, atol=1e-4)
+    for i in res.instructions:
+        if i.opcode is Op.TENSOR_TENSOR:
+            assert sum(o.memory == "psum" for o in i.src) <= 1

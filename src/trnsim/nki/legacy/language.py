@@ -574,6 +574,7 @@ def _partition_broadcast(v: View, partitions: int, call: str) -> View:
     if len(v.shape) == 2 and v.fmt.name == "float32" and v.shape[1] <= PSUM_BANK_FP32:
         ps = ops.new_tile((partitions, v.shape[1]), np.float32, PSUM, name="broadcast_psum")
         nisa.nc_matmul(ps, _ones_row(partitions, v.dtype), v, is_stationary_onezero=True)
+        _tile_module.mark_psum_broadcast(ps)
         return ps
     out = ops.new_tile((partitions, *v.shape[1:]), v.dtype, SBUF)
     if len(v.shape) == 2 and v.fmt.name in PE_BROADCAST_DTYPES:
