@@ -269,6 +269,9 @@ class Allocator:
         self.by_source: dict[Allocation, set[LTile]] = {}
         self.single = launch.lnc == 1 and launch.world is None
         self._loop_ids = 0
+        # compile-time constant tiles (the partition broadcast's row of ones), made once per
+        # launch: key -> tile (``trnsim.nki.legacy.language._ones_row``)
+        self.constants: dict[Any, Any] = {}
         core.observer = self
 
     # ---- lifetime of a launch ---------------------------------------------------------------

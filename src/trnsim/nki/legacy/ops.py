@@ -29,6 +29,7 @@ from trnsim.nki.legacy.tile import (
     check_inside,
     defer,
     flush,
+    one_psum_input,
     touch,
 )
 from trnsim.nki.legacy.tile import new_tile as _tile_new
@@ -108,6 +109,12 @@ def result(
     shape = tuple(int(s) for s in shape)
     boxes = ix.boxes(mask, shape) or [None]  # one instruction per box of the mask
     side = {k: operand(v, k, call) for k, v in (side or {}).items()}
+    flush()
+    operands = one_psum_input(tuple(operands) + tuple(side.values()))
+    operands, side = (
+        operands[: len(operands) - len(side)],
+        dict(zip(side, operands[len(operands) - len(side) :], strict=True)),
+    )
     for box in boxes:
         for o in operands:
             if isinstance(o, View):
