@@ -535,9 +535,6 @@ _HOPPER_PEAKS = {
     "fp32": 67 * TFLOPS,
 }
 _HOPPER_NOTES = {"peak_flops": "dense figures: half of the datasheet's 'with sparsity' values"}
-# The memory a serving engine sizes its KV cache from is the device's (cudaMemGetInfo), which
-# nvidia-smi reports; the datasheets' "GB" are GiB-sized (issue 23, session 6).
-_SMI_NOTE = "the datasheet's {} is GiB-sized: the device has {} (nvidia-smi)"
 
 H100 = CHIPS.register(
     "h100-sxm",
@@ -556,13 +553,10 @@ H100 = CHIPS.register(
         sparsity_patterns=("2:4",),
         process="TSMC 4N",
         sources={
-            **{
-                k: S.NVIDIA_H100_DATASHEET
-                for k in ("cores", "hbm_bw", "tdp_w", "peak_flops", "sparse_peak_flops")
-            },
-            "hbm_bytes": "nvidia-smi's memory total of an H100 80GB HBM3: 81,559 MiB",
+            k: S.NVIDIA_H100_DATASHEET
+            for k in ("cores", "hbm_bytes", "hbm_bw", "tdp_w", "peak_flops", "sparse_peak_flops")
         },
-        notes={**_HOPPER_NOTES, "hbm_bytes": _SMI_NOTE.format("80 GB", "85.5 GB")},
+        notes=_HOPPER_NOTES,
     ),
     aliases=("h100",),
 )
@@ -576,13 +570,9 @@ H200 = CHIPS.register(
         hbm_bw=4.8 * TB,
         link=_nvlink(900 * GB, 18, S.NVIDIA_H200_DATASHEET),
         sources={
-            **{
-                k: S.NVIDIA_H200_DATASHEET
-                for k in ("cores", "hbm_bw", "tdp_w", "peak_flops", "sparse_peak_flops")
-            },
-            "hbm_bytes": "nvidia-smi's memory total of an H200: 143,771 MiB",
+            k: S.NVIDIA_H200_DATASHEET
+            for k in ("cores", "hbm_bytes", "hbm_bw", "tdp_w", "peak_flops", "sparse_peak_flops")
         },
-        notes={**_HOPPER_NOTES, "hbm_bytes": _SMI_NOTE.format("141 GB", "150.8 GB")},
     ),
 )
 
@@ -845,7 +835,7 @@ B200 = CHIPS.register(
         sources={
             "cores": S.SEED_TOMS + " (2 reticle-sized dies)",
             "chiplets": S.SEED_TOMS,
-            "hbm_bytes": "nvidia-smi's memory total of a B200: 183,359 MiB",
+            "hbm_bytes": S.NVIDIA_DGX_B200 + ": 1,440 GB / 8 = 180 GB",
             "hbm_bw": S.NVIDIA_DGX_B200 + ": 64 TB/s / 8 = 8 TB/s",
             "hbm_stacks": S.SEED_TOMS,
             "tdp_w": S.NVIDIA_HGX_B200,
@@ -858,7 +848,7 @@ B200 = CHIPS.register(
             "cores": "counted as dies (each Blackwell package is two GPU dies)",
             "peak_flops": "the B200 of HGX/DGX B200 and p6-b200 runs at 1,000 W; seed 004's "
             "figures (FP8 5, BF16 2.5 PF, 192 GB, 1.2 kW) are the GB200 part, preset 'gb200'",
-            "hbm_bytes": _SMI_NOTE.format("180 GB (DGX B200: 1,440 GB / 8)", "192.3 GB"),
+            "hbm_bytes": "192 GB physical; 180 GB usable per the DGX B200 and p6-b200 pages",
         },
     ),
     aliases=("b200-sxm", "hgx-b200-gpu"),
