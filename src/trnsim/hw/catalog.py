@@ -543,7 +543,7 @@ H100 = CHIPS.register(
         vendor="NVIDIA",
         family="Hopper",
         cores=132,
-        hbm_bytes=81559 * MiB,
+        hbm_bytes=80 * GB,
         hbm_bw=3.35 * TB,
         tdp_w=700,
         peak_flops=_HOPPER_PEAKS,
@@ -566,7 +566,7 @@ H200 = CHIPS.register(
     dataclasses.replace(
         H100,
         name="h200",
-        hbm_bytes=143771 * MiB,
+        hbm_bytes=141 * GB,
         hbm_bw=4.8 * TB,
         link=_nvlink(900 * GB, 18, S.NVIDIA_H200_DATASHEET),
         sources={
@@ -829,7 +829,7 @@ B200 = CHIPS.register(
                 "tf32": 1.125 * PFLOPS,
                 "fp32": 0.075 * PFLOPS,
             },
-            183359 * MiB,
+            180 * GB,
             1000,
         ),
         sources={
