@@ -6,9 +6,12 @@ a local Ray runtime of 2 CPUs, in the same run. Every backend's results are chec
 the serial ones, row for row, before any time is reported.
 
 The serial path runs with every module already imported (its warmest case); the pool's time
-includes starting its fork server and workers, Ray's includes its workers' first imports but
-not starting the runtime, timed apart (``ray init``): a sweep on an existing cluster
-(``--ray ADDRESS``) does not pay it.
+includes starting its workers (forked from this process, as the CLI's are: the serial and
+pool runs come before Ray's threads start here), Ray's includes its workers' first imports
+but not starting the runtime, timed apart (``ray init``): a sweep on an existing cluster
+(``--ray ADDRESS``) does not pay it. A tune's process keeps the kernel file's inputs and
+golden for its candidates (``trnsim.sweep.tune.memo``); they are dropped after every run, so
+no backend starts with what another made.
 
 Run: ``.venv/bin/python benchmarks/bench_sweep.py`` (``--points N``, ``--only sweep|tune``;
 prints Markdown rows and the load average before and after).
@@ -97,28 +100,38 @@ def main() -> None:
     load0 = os.getloadavg()
     assert run_point  # imported: the serial baseline starts warm
     tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    # each case's pool preloads what its CLI verb's pool does (train's module; tune.PRELOAD)
+    pools = {"sweep": Pool(2, ("trnsim.cli.train",)), "tune": Pool(2, tune.PRELOAD)}
+    cases = [c for c in ("sweep", "tune") if not args.only or c == args.only]
+    what = {"sweep": f"{args.points}-point train sweep", "tune": "16-candidate tune"}
+
+    def once(case: str, b: Any) -> tuple[float, list[dict[str, Any]]]:
+        got = sweep_once(b, args.points, tmp) if case == "sweep" else tune_once(b)
+        tune.forget()  # each backend's run starts without the serial run's inputs and golden
+        return got
+
+    # the serial and pool runs first: the pool forks its workers from this process, as the
+    # CLI's does, which it may not once Ray's threads run here (``backends.forkable``)
+    results: dict[str, list[tuple[str, float, list[dict[str, Any]]]]] = {c: [] for c in cases}
+    for case in cases:
+        for b in (Serial(), pools[case]):
+            seconds, got = once(case, b)
+            results[case].append((b.name, seconds, got))
     t0 = time.perf_counter()
     ray, _ = extras.connect(None, num_cpus=2)
     t_init = time.perf_counter() - t0
-    # each case's pool preloads what its CLI verb's pool does (train's module; tune.PRELOAD)
-    pools = {"sweep": Pool(2, ("trnsim.cli.train",)), "tune": Pool(2, tune.PRELOAD)}
+    for case in cases:
+        seconds, got = once(case, RayBackend())
+        results[case].append(("ray", seconds, got))
+    extras.shutdown(ray)
     rows = ["| Case | Backend | Time | Speed-up over serial |", "|---|---|---:|---:|"]
-    for case in ("sweep", "tune"):
-        if args.only and case != args.only:
-            continue
-        base = None
-        ref = None
-        for b in (Serial(), pools[case], RayBackend()):
-            seconds, got = sweep_once(b, args.points, tmp) if case == "sweep" else tune_once(b)
-            if ref is None:
-                ref = got
-            assert got == ref, f"{b.name} {case}: rows differ from the serial path's"
-            base = base or seconds
-            what = f"{args.points}-point train sweep" if case == "sweep" else "16-candidate tune"
-            rows.append(f"| {what} | {b.name} | {seconds:.1f} s | {base / seconds:.2f}x |")
+    for case in cases:
+        (_, base, ref), *_ = results[case]
+        for name, seconds, got in results[case]:
+            assert got == ref, f"{name} {case}: rows differ from the serial path's"
+            rows.append(f"| {what[case]} | {name} | {seconds:.1f} s | {base / seconds:.2f}x |")
         ok = sum(1 for r in ref if r["status"] == "ok")
         rows.append(f"| ({case}: {ok} of {len(ref)} ok, every backend's rows equal) | | | |")
-    extras.shutdown(ray)
     rows.append(
         f"| ray init (local runtime, 2 CPUs; not in the Ray times above) | | {t_init:.1f} s | |"
     )

@@ -7,6 +7,8 @@ than SBUF and PSUM checked element by element against NumPy."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -271,6 +273,46 @@ def test_double_buffering_is_never_slower():
     single = schedule(record(_scale_loop(1), x, target=TRN1), TRN1).total_s
     double = schedule(record(_scale_loop(2), x, target=TRN1), TRN1).total_s
     assert double <= single
+
+
+@nki.jit
+def scores_then_blocks(q, k):
+    """Per outer iteration a [128, 512] PSUM product, first read in the first iteration of an
+    inner loop over its four 128-column blocks (each exponentiated, transposed to PSUM)."""
+    out = nl.ndarray((4, 128, 512), dtype=np.float32, buffer=nl.shared_hbm)
+    qt = nl.load(q)
+    kt = nl.load(k)
+    for i in nl.affine_range(4):
+        s = nisa.nc_matmul(stationary=qt, moving=kt)  # [128, 512] PSUM
+        for j in nl.affine_range(4):
+            e = nisa.activation(op=nl.exp, data=s[:, nl.ds(j * 128, 128)], dtype=np.float32)
+            t = nisa.nc_transpose(e)  # [128, 128] PSUM
+            nl.store(out[i, :, nl.ds(j * 128, 128)], value=nl.copy(t))
+    return out
+
+
+def test_a_result_first_used_in_an_inner_loop_is_multi_buffered_over_its_own_loop():
+    """The product ``s`` is made in the outer loop: its PSUM bytes differ from the last outer
+    iteration's (which the transposes of that iteration may still be near), although it is
+    placed at its first use, in the inner loop's first iteration; and the first transpose of
+    an outer iteration avoids the bytes of the last one (the nest is double-buffered as one
+    loop)."""
+    q = np.zeros((128, 128), np.float32)
+    k = np.zeros((128, 512), np.float32)
+    ins = record(scores_then_blocks, q, k, target=TRN1)
+    mm = [i.dst[0] for i in ins if i.opcode.value == "nc_matmul" and i.dst[0].shape[1] == 512]
+    assert len(mm) == 4
+    for a, b in itertools.pairwise(mm):
+        assert not _overlap(a, b)
+    tr = [i.dst[0] for i in ins if i.opcode.value == "nc_transpose"]
+    assert len(tr) == 16
+    for i in range(1, 4):
+        first, last_before = tr[4 * i], tr[4 * i - 1]
+        assert not _overlap(first, last_before)
+        assert not _overlap(first, mm[i - 1])
+    np.testing.assert_array_equal(
+        tnki.run(scores_then_blocks, q, k).outputs, np.ones((4, 128, 512))
+    )
 
 
 # ---- loop-invariant loads ---------------------------------------------------------------------

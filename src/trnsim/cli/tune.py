@@ -159,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
                 [(pid, by_id[pid]) for pid in todo], tune.run_candidate, row_of, table, backend, bar
             )
     except (KeyboardInterrupt, Terminated) as exc:
+        tune.forget()
         left = len(todo) - sum(1 for r in table.rows if r["point"] in set(todo))
         return stopped(exc, args.out, len(table.rows), left)
     table.finish(order)
@@ -171,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if winner is not None:
         _, prof = tune.best_profile(by_id[winner["point"]], float(winner["latency_s"]))
         written = _write(prof, args)
+    tune.forget()  # the inputs and goldens this process kept for its candidates
     if args.json:
         print_json(
             {

@@ -920,6 +920,45 @@ def check_returned(res: RunResult, kernel: str, k: Kernel) -> None:
         )
 
 
+@dataclass
+class Memo:
+    """What a kernel file's runs in one process can share: the inputs ``make_inputs`` made and
+    the golden's outputs, for the last (file, kernel, seed, input arguments), and the golden's
+    keyword arguments. ``trnsim tune`` gives one to every candidate a process runs: candidates
+    differ only in kernel parameters, so the inputs and (unless the golden takes a tuned
+    parameter) the goldens are the same, and making them again is wasted work. Both are made
+    from copies of the inputs, so what the kernel or golden writes in place never reaches
+    the next run. One entry each: a memo holds at most one set of inputs."""
+
+    key: tuple[Any, ...] | None = None
+    args: tuple[Any, ...] = ()
+    golden_key: str | None = None
+    goldens: list[np.ndarray] | None = None
+
+    def inputs(self, key: tuple[Any, ...], make: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+        if key != self.key:
+            self.key, self.args = None, ()
+            self.golden_key, self.goldens = None, None
+            self.args = make()
+            self.key = key
+        return self.args
+
+    def clear(self) -> None:
+        self.key, self.args, self.golden_key, self.goldens = None, (), None, None
+
+
+def _memo_key(path: str, kernel: str, seed: int, kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    st = os.stat(path)
+    return (
+        os.path.abspath(path),
+        st.st_mtime_ns,
+        st.st_size,
+        kernel,
+        seed,
+        repr(sorted(kwargs.items())),
+    )
+
+
 def run_file(
     path: str,
     kernel: str | None = None,
@@ -934,6 +973,7 @@ def run_file(
     on_beat: Callable[[str], None] | None = None,
     on_stuck: Callable[[BaseException], None] | None = None,
     kernel_kwargs: dict[str, Any] | None = None,
+    memo: Memo | None = None,
 ) -> FileRun:
     """Run one kernel of a kernel file on the emulator and compare it with its golden.
 
@@ -942,7 +982,8 @@ def run_file(
     on long runs; ``on_stuck(stop)``: what to do when the file's code keeps catching a stop
     (``trnsim.nki.watchdog``). ``kernel_kwargs``: keyword arguments of the kernel itself (its
     parameters with defaults, e.g. tile sizes: what ``trnsim tune`` varies), also given to the
-    golden where it takes a parameter of that name."""
+    golden where it takes a parameter of that name. ``memo``: inputs and goldens shared with
+    the other runs of this file in this process (``Memo``)."""
     kernel_kwargs = kernel_kwargs or {}
     with budget(path, timeout, on_beat=on_beat, on_stuck=on_stuck) as progress:
         progress.stage = f"loading {os.path.basename(path)}"
@@ -954,13 +995,18 @@ def run_file(
         if gold is not None:
             _check_callable(gold, path, gold_name)
         progress.stage = f"make_inputs for kernel {name!r}"
-        args = inputs_for(mod, name, seed, kwargs)
+        if memo is None:
+            args = inputs_for(mod, name, seed, kwargs)
+        else:
+            key = _memo_key(path, name, seed, kwargs or {})
+            args = memo.inputs(key, lambda: inputs_for(mod, name, seed, kwargs))
         progress.stage = f"kernel {name!r}"
         res = run_kernel(
             mod,
             name,
             k,
-            _copied(args) if gold is not None else args,  # golden sees the inputs as made
+            # the golden (and the memo's next run) sees the inputs as made
+            _copied(args) if gold is not None or memo is not None else args,
             target=target,
             max_instructions=max_instructions,
             allow_unwritten=True,  # reported below, and failing unless the file declares them
@@ -970,8 +1016,15 @@ def run_file(
         goldens = None
         if gold is not None:
             progress.stage = f"{gold_name}()"
-            with user_code(path, f"in {gold_name}()"):
-                goldens = _flat(gold(*args, **golden_kwargs(gold, kernel_kwargs)))
+            gkw = golden_kwargs(gold, kernel_kwargs)
+            gkey = f"{gold_name} {sorted(gkw.items())!r}"
+            if memo is not None and memo.golden_key == gkey and memo.goldens is not None:
+                goldens = memo.goldens
+            else:
+                with user_code(path, f"in {gold_name}()"):
+                    goldens = _flat(gold(*(args if memo is None else _copied(args)), **gkw))
+                if memo is not None:
+                    memo.golden_key, memo.goldens = gkey, goldens
             for i, g in enumerate(goldens):
                 if g.dtype.kind not in "biuf" and not g.dtype.name.startswith(("bfloat", "float")):
                     raise UsageError(

@@ -16,8 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import tempfile
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,32 +57,36 @@ def output_path(path: str | os.PathLike[str], flag: str = "output") -> Path:
     return p
 
 
-_STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGALRM}
-
-
 @contextlib.contextmanager
 def _temporary(directory: Path, name: str, suffix: str, refused: str) -> Iterator[str]:
     """A new empty file ``.NAME.XXXX{suffix}`` in ``directory``, removed on any exit unless
     renamed away; ``refused``: the ``UsageError`` text when it cannot be made.
 
-    The signals a run stops by (Ctrl-C, SIGTERM, a timeout's SIGALRM) wait while the file is
-    made: one arriving between its creation and its name being held here would leave it
-    behind; delivered when unblocked, they find it held by the ``finally``."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the mask as it is (no change)
-    tmp: str | None = None
+    Its name is chosen (at random) and held before the file is made, inside the ``finally``
+    that removes it: a stop (Ctrl-C, SIGTERM, a timeout) raised at any point, even the instant
+    the file comes into being, finds the name held. No signal mask is needed, so a signal
+    taken by another thread (then raised in this one) is covered too."""
+    held: str | None = None
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=suffix, dir=directory)
-        except OSError as exc:
-            raise UsageError(f"{refused}: {exc.strerror or exc}") from None
-        os.close(fd)
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        yield tmp
+        for _ in range(100):
+            candidate = os.path.join(directory, f".{name}.{secrets.token_hex(6)}{suffix}")
+            held = candidate
+            try:
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another's file (a 48-bit clash): not ours to remove
+                held = None
+                continue
+            except OSError as exc:
+                held = None
+                raise UsageError(f"{refused}: {exc.strerror or exc}") from None
+            os.close(fd)
+            break
+        else:  # pragma: no cover - 100 clashes of 48 random bits
+            raise UsageError(f"{refused}: no free temporary name")
+        yield candidate
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        if held is not None and os.path.exists(held):
+            os.unlink(held)
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[str], Any]) -> Path:

@@ -18,12 +18,32 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 PLAIN_DELAY = 2.0  # seconds of work before the first plain line
 PLAIN_INTERVAL = 5.0  # seconds between plain lines
+
+# The plain lines' printer and the bar's redraw take this lock to print, and a fork waits
+# for it (the child never inherits stderr's lock held by a thread it does not have): they
+# are fork-safe, so a process pool may fork its workers while they run
+# (``trnsim.sweep.backends.Pool``).
+_PRINT_LOCK = threading.Lock()
+_FORK_SAFE: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_PRINT_LOCK.acquire,
+        after_in_parent=_PRINT_LOCK.release,
+        after_in_child=_PRINT_LOCK.release,
+    )
+
+
+def fork_safe(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is one of ours that holds no lock across a fork (the plain lines'
+    printer, the bar's redraw)."""
+    return thread in _FORK_SAFE
 
 
 class _Quiet:
@@ -79,6 +99,7 @@ class _Plain:
         self._stop = threading.Event()
         self._delay, self._interval = delay, interval
         self._thread = threading.Thread(target=self._run, name="trnsim-progress", daemon=True)
+        _FORK_SAFE.add(self._thread)
         self._thread.start()
 
     def advance(self, steps: float = 1) -> None:
@@ -105,7 +126,7 @@ class _Plain:
         return f"trnsim: {self.description}{count}, {elapsed:,.0f} s"
 
     def _say(self, text: str) -> None:
-        with contextlib.suppress(OSError, ValueError):  # stderr closed: nothing to say
+        with _PRINT_LOCK, contextlib.suppress(OSError, ValueError):  # stderr closed: no line
             print(text, file=self._err, flush=True)
         self.printed = True
 
@@ -163,5 +184,23 @@ def progress(
     columns.append(TimeElapsedColumn())
     if eta and total is not None:
         columns += [TextColumn("eta"), TimeRemainingColumn()]
-    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as bar:
-        yield _Bar(bar, bar.add_task(description, total=total))
+    # redrawn by a thread of ours that a fork waits for (rich's own refresher is not
+    # fork-safe: a pool would have to start its workers from the fork server)
+    with Progress(
+        *columns, console=Console(file=sys.stderr), transient=True, auto_refresh=False
+    ) as bar:
+        stop = threading.Event()
+
+        def redraw() -> None:
+            while not stop.wait(0.1):
+                with _PRINT_LOCK, contextlib.suppress(OSError, ValueError):
+                    bar.refresh()
+
+        thread = threading.Thread(target=redraw, name="trnsim-progress-bar", daemon=True)
+        _FORK_SAFE.add(thread)
+        thread.start()
+        try:
+            yield _Bar(bar, bar.add_task(description, total=total))
+        finally:
+            stop.set()
+            thread.join()

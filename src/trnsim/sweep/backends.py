@@ -9,8 +9,10 @@ others are tested against.
 
 - ``Serial()``: one after another, in this process.
 - ``Pool(workers)``: a ``concurrent.futures.ProcessPoolExecutor`` of ``workers`` processes
-  (default: every core this process may use) from a fork server that has imported the
-  modules the work needs once (``preload``), so a worker starts in milliseconds. Workers
+  (default: every core this process may use), forked from this process, which has imported
+  what the work needs, when that is safe (no other thread that could hold a lock across the
+  fork: ``forkable``), so the pool starts in milliseconds; otherwise from a fork server that
+  imports the modules the work needs once (``preload``; about 0.4 s to start). Workers
   ignore Ctrl-C; the sweep stops them. A worker that dies (killed, out of memory) breaks the
   pool: the points it was running are run again alone, each in a fresh pool, and the one that
   kills its worker again is reported as failed (``WorkerDied``), never fatal to the sweep.
@@ -28,6 +30,7 @@ import multiprocessing
 import multiprocessing.forkserver
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +76,36 @@ def _worker_init() -> None:
     os.environ["TRNSIM_PROGRESS"] = "0"
 
 
+def forkable() -> bool:
+    """Whether pool workers may be forked from this process: POSIX ``fork`` exists, this is
+    the main thread, and every other thread is one of ours that holds no lock across a fork
+    (``trnsim.report.progress.fork_safe``: the progress lines and bar). A process running
+    Ray, another pool's manager thread or a thread of the user's starts its workers from the
+    fork server instead."""
+    from trnsim.report.progress import fork_safe
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return all(fork_safe(t) for t in threading.enumerate() if t is not threading.main_thread())
+
+
+def _forked_worker_init(blas_threads: int) -> None:
+    """A worker forked from the parent: as ``_worker_init``, and its BLAS pool narrowed to
+    cores / workers threads (the parent's was sized for the whole machine; the variables the
+    fork server gets are read only when BLAS loads)."""
+    _worker_init()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is the parent's
+    if any(k in os.environ for k in BLAS_THREADS):
+        return  # the user sized it
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency; without it the parent's width
+        return
+    threadpool_limits(blas_threads)
+
+
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -113,13 +146,22 @@ class Pool:
         return f"on {self.size} worker process{'es' if self.size != 1 else ''}"
 
     def _executor(self, size: int) -> cf.ProcessPoolExecutor:
+        blas = max(1, cpus() // max(1, self.size))
+        if forkable():
+            # every worker is forked at the first submit, before the executor's own thread
+            return cf.ProcessPoolExecutor(
+                size,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_forked_worker_init,
+                initargs=(blas,),
+            )
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["trnsim.sweep.points", *self.preload])
         # the fork server imports NumPy once for every worker: its BLAS threads are sized
         # there, when the server starts. One process per core already fills the cores; a
         # BLAS pool per worker as wide as the machine oversubscribes them (what joblib/loky
         # and Ray do too: a worker's BLAS gets cores / workers threads, unless the user set it)
-        with _blas_threads(max(1, cpus() // max(1, self.size))):
+        with _blas_threads(blas):
             multiprocessing.forkserver.ensure_running()
         return cf.ProcessPoolExecutor(size, mp_context=ctx, initializer=_worker_init)
 

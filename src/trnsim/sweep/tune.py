@@ -12,6 +12,9 @@ parameter of that name (``trnsim.nki.kernelfile.run_file``). A candidate:
 2. is timed by scheduling that same run's instruction record (``trnsim.core.timing``): the
    record of the data the check saw, so data-dependent control flow is timed as it ran.
 
+A process makes the file's inputs, and the golden's outputs, once for all the candidates it
+runs (``memo``): only the kernel's parameters differ between them, so the check is the same.
+
 Candidates that break a rule, raise, or fail the check are kept with their error (status
 ``failed``, ``invalid`` for inputs ``make_inputs`` refuses). The best is the fastest that
 passed (ties: the first in candidate order), re-run here for its full profile, which must give
@@ -217,6 +220,27 @@ def candidate_id(job: CandidateJob, fixed: dict[str, Any]) -> str:
     )
 
 
+#: The inputs and goldens this process's candidates share (``trnsim.nki.kernelfile.Memo``):
+#: a tune's candidates differ only in kernel parameters, so a worker makes them once, not once
+#: per candidate. Per process (each pool or Ray worker has its own); ``forget()`` drops them.
+_MEMO: Any = None
+
+
+def memo() -> Any:
+    global _MEMO
+    if _MEMO is None:
+        from trnsim.nki.kernelfile import Memo
+
+        _MEMO = Memo()
+    return _MEMO
+
+
+def forget() -> None:
+    """Drop the inputs and goldens this process keeps for its candidates (after a tune)."""
+    if _MEMO is not None:
+        _MEMO.clear()
+
+
 def _file_run(job: CandidateJob) -> Any:
     from trnsim.nki.kernelfile import run_file
 
@@ -231,6 +255,7 @@ def _file_run(job: CandidateJob) -> Any:
         max_instructions=job.max_instructions,
         timeout=job.timeout,
         kernel_kwargs=dict(job.schedule),
+        memo=memo(),
     )
 
 

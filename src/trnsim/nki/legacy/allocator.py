@@ -35,7 +35,10 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
   allows (``affine_range(..., multi_buffer=k)`` sets the depth): iteration ``i + 1``'s load does
   not wait for iteration ``i``'s readers. The SDK's fully optimized matmul tutorial runs its K
   loop as ``sequential_range`` and its published latency hides every load behind the matmuls,
-  so ``sequential_range`` and ``static_range`` bodies are multi-buffered too.
+  so ``sequential_range`` and ``static_range`` bodies are multi-buffered too. A call's result
+  is multi-buffered over the loop of the call (even when first used, and placed, in an inner
+  loop), and a tile made in the first iteration of an inner loop avoids the bytes used since
+  the enclosing loop's last iteration began (a nest runs on k sets of buffers as one loop).
 - **Loop-invariant loads.** An ``nl.load`` that reads the same HBM bytes into the same dtype at
   the same line as in the previous iteration of its loop, with neither the source nor the tile
   written since, is the tile loaded before (hoisted: no DMA); if memory ran short meanwhile the
@@ -266,6 +269,9 @@ class Allocator:
         self.by_source: dict[Allocation, set[LTile]] = {}
         self.single = launch.lnc == 1 and launch.world is None
         self._loop_ids = 0
+        # compile-time constant tiles (the partition broadcast's row of ones), made once per
+        # launch: key -> tile (``trnsim.nki.legacy.language._ones_row``)
+        self.constants: dict[Any, Any] = {}
         core.observer = self
 
     # ---- lifetime of a launch ---------------------------------------------------------------
@@ -360,6 +366,22 @@ class Allocator:
             return None
         return starts[-factor] if len(starts) >= factor else starts[0]
 
+    def _cooling_in(self, loop: list[Any] | None) -> int | None:
+        """``_cooling(loop)``; in the first iteration of a loop nested in another, that of the
+        enclosing loop: the tile made there in its last iteration was made in the previous
+        iteration of the enclosing loop (the loop nest runs its body on k sets of buffers
+        as one loop would), so the tile avoids the bytes used since that one began."""
+        cool = self._cooling(loop)
+        if cool is not None or loop is None:
+            return cool
+        stack = self.loops
+        at = next((i for i, e in enumerate(stack) if e is loop), 0)
+        for outer in reversed(stack[:at]):
+            cool = self._cooling(outer)
+            if cool is not None:
+                return cool
+        return None
+
     def next_iteration(self, entry: list[Any]) -> None:
         entry[4].append(self.clock)
 
@@ -383,7 +405,7 @@ class Allocator:
         if self.plan is not None:
             plan = self.plan.uses
             lt.plan = plan[lt.id] if lt.id < len(plan) else []
-        lt.cool = self._cooling(self.loop_here() if loop == "here" else loop)
+        lt.cool = self._cooling_in(self.loop_here() if loop == "here" else loop)
         off = lt.off = self._place(lt)
         v = self.core.allocate(shape, fmt, memory, name=lt.name, offset=off, view_type=view_type)
         v.storage.alloc.user = lt
