@@ -401,3 +401,46 @@ def test_bn_stats_mask_over_partitions_is_not_implemented() -> None:
 
     with pytest.raises(Exception, match=r"not-implemented: nisa\.bn_stats"):
         k(RNG.standard_normal((128, 512)).astype(np.float32))
+
+
+@pytest.mark.parametrize("engine", [None, "vector", "tensor"])
+def test_nc_transpose_engine_is_chosen_from_the_shape_as_the_legacy_compiler_did(engine) -> None:
+    """The NKI 0.4.0 release notes: "Fixed nki.isa.nc_transpose silently ignoring the engine
+    argument"; before it the compiler chose the engine itself (2.26 docstring: "based on the
+    input shape"), so a [128, 64] transpose asked of the Vector engine (its limit is 32 x 32)
+    ran on the Tensor engine, and every engine= gives the placement of no engine= at all;
+    the values are the exact transpose either way."""
+    from trnsim.core.isa import Engine, Op
+
+    kw = {} if engine is None else {"engine": getattr(nisa, f"{engine}_engine")}
+
+    @nki.jit
+    def k(a, b, *, kw):
+        out_a = nl.ndarray((64, 128), dtype=a.dtype, buffer=nl.shared_hbm)
+        out_b = nl.ndarray((16, 32), dtype=b.dtype, buffer=nl.shared_hbm)
+        nl.store(out_a, nl.copy(nisa.nc_transpose(nl.load(a), **kw)))
+        nl.store(out_b, nl.copy(nisa.nc_transpose(nl.load(b), **kw)))
+        return out_a, out_b
+
+    a = RNG.uniform(-1, 1, (128, 64)).astype(np.float32)
+    b = RNG.uniform(-1, 1, (32, 16)).astype(np.float32)
+
+    def engines(res):
+        return [i.engine for i in res.instructions if i.opcode is Op.NC_TRANSPOSE]
+
+    res = tnki.run(k, a, b, kw=kw, target="gen2")
+    np.testing.assert_array_equal(res.outputs[0], a.T)
+    np.testing.assert_array_equal(res.outputs[1], b.T)
+    assert engines(res)[0] is Engine.TENSOR
+    assert engines(res) == engines(tnki.run(k, a, b, kw={}, target="gen2"))
+
+
+def test_nc_transpose_with_a_bad_engine_is_still_an_error() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((64, 128), dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.copy(nisa.nc_transpose(nl.load(a), engine="gpu")))
+        return out
+
+    with pytest.raises(Exception, match="engine"):
+        k(np.zeros((128, 64), np.float32))

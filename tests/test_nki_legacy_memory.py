@@ -7,6 +7,8 @@ than SBUF and PSUM checked element by element against NumPy."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -218,11 +220,13 @@ def test_lazy_initialization_skips_the_memset_of_an_overwritten_tile():
 # ---- multi-buffering of affine_range bodies -------------------------------------------------
 
 
-def _scale_loop(factor: int):
+def _scale_loop(factor: int | None):
+    kw = {} if factor is None else {"multi_buffer": factor}
+
     @nki.jit
     def k(x):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-        for i in nl.affine_range(x.shape[0], multi_buffer=factor):
+        for i in nl.affine_range(x.shape[0], **kw):
             a = nl.load(x[i])
             nl.store(out[i], value=nl.exp(a))
         return out
@@ -271,6 +275,46 @@ def test_double_buffering_is_never_slower():
     single = schedule(record(_scale_loop(1), x, target=TRN1), TRN1).total_s
     double = schedule(record(_scale_loop(2), x, target=TRN1), TRN1).total_s
     assert double <= single
+
+
+@nki.jit
+def scores_then_blocks(q, k):
+    """Per outer iteration a [128, 512] PSUM product, first read in the first iteration of an
+    inner loop over its four 128-column blocks (each exponentiated, transposed to PSUM)."""
+    out = nl.ndarray((4, 128, 512), dtype=np.float32, buffer=nl.shared_hbm)
+    qt = nl.load(q)
+    kt = nl.load(k)
+    for i in nl.affine_range(4):
+        s = nisa.nc_matmul(stationary=qt, moving=kt)  # [128, 512] PSUM
+        for j in nl.affine_range(4):
+            e = nisa.activation(op=nl.exp, data=s[:, nl.ds(j * 128, 128)], dtype=np.float32)
+            t = nisa.nc_transpose(e)  # [128, 128] PSUM
+            nl.store(out[i, :, nl.ds(j * 128, 128)], value=nl.copy(t))
+    return out
+
+
+def test_a_result_first_used_in_an_inner_loop_is_multi_buffered_over_its_own_loop():
+    """The product ``s`` is made in the outer loop: its PSUM bytes differ from the last outer
+    iteration's (which the transposes of that iteration may still be near), although it is
+    placed at its first use, in the inner loop's first iteration; and the first transpose of
+    an outer iteration avoids the bytes of the last one (the nest is double-buffered as one
+    loop)."""
+    q = np.zeros((128, 128), np.float32)
+    k = np.zeros((128, 512), np.float32)
+    ins = record(scores_then_blocks, q, k, target=TRN1)
+    mm = [i.dst[0] for i in ins if i.opcode.value == "nc_matmul" and i.dst[0].shape[1] == 512]
+    assert len(mm) == 4
+    for a, b in itertools.pairwise(mm):
+        assert not _overlap(a, b)
+    tr = [i.dst[0] for i in ins if i.opcode.value == "nc_transpose"]
+    assert len(tr) == 16
+    for i in range(1, 4):
+        first, last_before = tr[4 * i], tr[4 * i - 1]
+        assert not _overlap(first, last_before)
+        assert not _overlap(first, mm[i - 1])
+    np.testing.assert_array_equal(
+        tnki.run(scores_then_blocks, q, k).outputs, np.ones((4, 128, 512))
+    )
 
 
 # ---- loop-invariant loads ---------------------------------------------------------------------
@@ -490,3 +534,50 @@ def test_a_direct_allocation_over_an_automatic_tile_moves_the_tile_first():
     res = tnki.run(direct_over_auto, x, y, target=TRN1)
     np.testing.assert_array_equal(res.outputs, np.stack([y, x[:, :512] + 1]))
     assert len(_spill(res.instructions, "refetch")) == 1
+
+
+# ---- the default depth: enough buffers to cover the DMA's fixed latency ---------------------
+
+
+@pytest.mark.parametrize("target", ["gen2", "gen3", "gen4"])
+def test_dma_depth_is_the_fewest_buffers_that_cover_the_latency(target):
+    from trnsim.hw import core
+    from trnsim.nki.legacy.allocator import MULTI_BUFFER, dma_depth
+
+    dma = core(target).dma
+    in_flight = dma.engines * dma.engine_bw * dma.fixed_latency_s  # Little's law
+    for tile in (8 << 10, 32 << 10, 128 << 10, 512 << 10, 4 << 20):
+        d = dma_depth(dma, tile)
+        assert MULTI_BUFFER <= d <= dma.queues_per_engine
+        if MULTI_BUFFER < d < dma.queues_per_engine:
+            assert (d - 1) * tile >= in_flight > (d - 2) * tile  # the tiles ahead cover it
+    assert dma_depth(dma, 4 << 20) == MULTI_BUFFER  # a big tile: double buffering
+    assert dma_depth(dma, 1 << 10) == dma.queues_per_engine  # a tiny one: one per queue
+
+
+def test_by_default_a_loop_made_tile_avoids_the_bytes_of_dma_depth_iterations():
+    from trnsim.hw import core
+    from trnsim.nki.legacy.allocator import dma_depth
+
+    x = np.empty((16, 128, 256), np.float32)  # 128 KiB tiles
+    depth = dma_depth(core(TRN1).dma, 128 * 256 * 4)
+    assert depth > 2
+    its = _iterations(record(_scale_loop(None), x, target=TRN1))
+    for k in range(depth - 1, 16):
+        load = its[k][0].dst[0]
+        earlier = [
+            o for it in its[k - depth + 1 : k] for i in it for o in (*i.dst, *i.src)
+            if o.memory == "sbuf"
+        ]  # fmt: skip
+        assert earlier and not any(_overlap(load, o) for o in earlier)
+
+
+def test_the_default_depth_hides_the_load_latency_two_buffers_do_not():
+    # each iteration: a 128 KiB load (~1.3 us fixed latency + 0.5 us of data on trn1) and a
+    # short exp; with two buffers a load waits for the exp two iterations back, so the loop
+    # runs at one load latency per two iterations; with the default depth at the DMA's rate
+    x = np.empty((32, 128, 256), np.float32)
+    two = schedule(record(_scale_loop(2), x, target=TRN1), TRN1, launch_s=0.0)
+    auto = schedule(record(_scale_loop(None), x, target=TRN1), TRN1, launch_s=0.0)
+    assert auto.hbm_read_bytes == two.hbm_read_bytes == x.nbytes
+    assert auto.total_s < 0.8 * two.total_s

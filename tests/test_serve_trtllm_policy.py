@@ -155,14 +155,37 @@ def _dep(pp: int = 1) -> Deployment:
 
 def test_defaults_and_pipeline_streams():
     """llm_args.py defaults (max_batch_size 2048, max_num_tokens 8192, tokens_per_block 32,
-    guaranteed_no_evict); with pp > 1 the replica runs pp streams, each with its share of the
-    KV cache."""
+    guaranteed_no_evict); with pp > 1 the replica runs pp streams on one KV pool."""
     one = resolve(_dep(), EngineConfig(policy="trtllm"))
     assert (one.max_num_seqs, one.max_num_batched_tokens, one.block_size) == (2048, 8192, 32)
     assert one.capacity_policy == "guaranteed_no_evict" and one.streams == 1
     assert not one.chunked_prefill and one.prefix_caching
     two = resolve(_dep(2), EngineConfig(policy="trtllm", num_gpu_blocks=1000, max_model_len=4096))
-    assert two.streams == 2 and two.num_blocks == 500
+    assert two.streams == 2 and two.num_blocks == 1000
+
+
+def test_pipeline_streams_share_one_kv_pool():
+    """TensorRT-LLM has one KV cache manager for all its micro-batches (trtGptModelInflight
+    Batching.cpp, forwardAsync: the capacity scheduler of each micro-batch runs over
+    ``mKvCacheManager``): the pp streams of a replica draw on one pool, replicas on their own."""
+    from trnsim.serve.engine import kv_precision
+    from trnsim.serve.loop import Simulation
+    from trnsim.serve.metrics import Collector
+    from trnsim.serve.policies import policy as get_policy
+
+    dep = Deployment(
+        "llama-3.1-8b",
+        "dgx-h100",
+        ParallelPlan(tp=1, pp=2, zero=0, recompute="none"),
+        replicas=2,
+    )
+    cfg = EngineConfig(policy="trtllm", max_model_len=4096)
+    lim = resolve(dep, cfg)
+    sim = Simulation(dep, lim, get_policy("trtllm"), kv_precision(dep, cfg), Collector(None))
+    pools = [r.kv for r in sim.replicas]
+    assert len(pools) == 4
+    assert pools[0] is pools[1] and pools[2] is pools[3] and pools[0] is not pools[2]
+    assert pools[0].free == lim.num_blocks - 1
 
 
 def test_trtllm_options_are_refused_elsewhere_and_checked():

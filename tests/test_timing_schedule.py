@@ -322,25 +322,43 @@ def test_a_ready_instruction_fills_its_engines_idle_gap_ahead_of_program_order()
     assert s.start[2] == 0.0 and s.end[2] <= s.start[1]
 
 
-def test_in_order_instructions_never_move_ahead():
-    """Engine state beyond memory (random state, accumulators: isa.IN_ORDER) keeps program
-    order on its engine."""
-    from trnsim.core.isa import IN_ORDER
-
-    op = next(iter(sorted(IN_ORDER & {Op.ACTIVATION}, key=str)), None)
-    assert op is Op.ACTIVATION
+def _two_activations(**attrs):
+    """A load, an activation reading it, then an independent activation (``attrs`` on both),
+    scheduled on NeuronCore-v3."""
     slow = instr(
         Op.ACTIVATION,
         Engine.SCALAR,
         [opnd("dst", free=512, offset=65536)],
         [opnd("data", free=512)],
+        **attrs,
     )
     after = instr(
         Op.ACTIVATION,
         Engine.SCALAR,
         [opnd("dst", free=512, offset=98304)],
         [opnd("data", free=512, offset=131072)],
+        **attrs,
     )
     ld = load(rows=128, cols=512)  # writes the first activation's input
-    s = schedule([ld, slow, after], SPEC).schedule
+    return schedule([ld, slow, after], SPEC).schedule
+
+
+@pytest.mark.parametrize("cmd", ["reset", "reduce", "reset_reduce"])
+def test_in_order_instructions_never_move_ahead(cmd):
+    """Engine state beyond memory (random state, accumulators: isa.IN_ORDER) keeps program
+    order on its engine: an activation that uses the Scalar engine's reduce registers."""
+    s = _two_activations(reduce_cmd=cmd)
     assert s.start[2] >= s.end[1]
+
+
+def test_an_activation_without_the_reduce_registers_is_ordered_by_its_data_only():
+    """``reduce_cmd=idle`` (the default) "Do not modify reduce_regs" (the activation
+    docstring) and no ``reduce_res`` reads them out: no engine state, so a ready activation
+    runs while an earlier one waits for its load, as any other instruction does."""
+    from trnsim.core.isa import uses_engine_state
+
+    s = _two_activations()
+    assert s.start[2] == 0.0 and s.end[2] <= s.start[1]
+    assert not uses_engine_state(Op.ACTIVATION, (), ("dst",))
+    assert uses_engine_state(Op.ACTIVATION, (), ("dst", "reduce_res"))
+    assert uses_engine_state(Op.DROPOUT, (), ("dst",))

@@ -54,5 +54,36 @@ count the HBM bytes of save and reload DMAs as neuron-profile's ``spill_save_byt
 ``spill_reload_bytes`` (a refetch is an ordinary HBM read)."""
 IN_ORDER = frozenset(Op(e.name) for e in SPECS.values() if e.in_order)
 """Ops with core state beyond memory (random state, accumulators): program order matters."""
+REDUCE_CMD_DEFAULT = {
+    Op(e.name): a.default
+    for e in SPECS.values()
+    if e.in_order
+    for a in e.attrs
+    if a.name == "reduce_cmd"
+}
+"""The in-order ops whose state is an engine's reduce registers (``reduce_cmd``), with the
+command's default."""
+
+
+def uses_engine_state(opcode: Op, attrs: tuple, dst_roles: tuple[str, ...]) -> bool:
+    """Whether one instruction of an ``IN_ORDER`` op touches its engine's state. For the
+    reduce-register ops only when its ``reduce_cmd`` is not ``idle`` or it reads the registers
+    out (a ``reduce_res``): the ``activation`` docstring (aws-neuron-sdk
+    ``nki/api/nki/isa/__init__.py``): "``nisa.reduce_cmd.idle``: Do not modify
+    ``reduce_regs``", and ``reduce_res`` is "another instruction to read out ``reduce_regs``";
+    so a plain ``activation`` (an exponential, a copy) has no state and its order against the
+    engine's other instructions is only its data's. Random-state ops always have."""
+    if opcode not in IN_ORDER:
+        return False
+    default = REDUCE_CMD_DEFAULT.get(opcode)
+    if default is None:
+        return True
+    cmd = default
+    for k, v in attrs:
+        if k == "reduce_cmd":
+            cmd = v
+    return cmd != "idle" or "reduce_res" in dst_roles
+
+
 READS_PSUM = frozenset(Op(e.name) for e in SPECS.values() if e.compute and PSUM in e.reads)
 WRITES_PSUM = frozenset(Op(e.name) for e in SPECS.values() if e.compute and PSUM in e.writes)

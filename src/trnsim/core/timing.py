@@ -46,7 +46,7 @@ from typing import NamedTuple
 from trnsim.core import costs
 from trnsim.core.costs import DmaModel
 from trnsim.core.instruction import Instruction, Operand
-from trnsim.core.isa import IN_ORDER, SPILL_ATTR, SYNC_OPS, Engine, Op
+from trnsim.core.isa import SPILL_ATTR, SYNC_OPS, Engine, Op, uses_engine_state
 from trnsim.core.profile import Contributor, Profile, Schedule, TrackStats
 from trnsim.hw import ChipSpec, CoreSpec, core
 
@@ -486,7 +486,7 @@ class _ComputeEntry:
     latency_s: float  # after its end, until a dependent instruction may read what it wrote
     stats: int  # index into _Costs.stats / uses
     track: int
-    in_order: bool  # engine state beyond memory (IN_ORDER): never moved ahead of others
+    in_order: bool  # touches engine state (uses_engine_state): never moved ahead of others
 
 
 @dataclass(frozen=True, slots=True)
@@ -603,7 +603,8 @@ class _Costs:
             name = f"core{c}.{eng}" if self.multi else eng
             lat = self.spec.static_latency_cycles / self.clocks[ins.engine]
             tid = self.tracks.get((c, ins.engine), name, SCHEDULE_WINDOW)
-            entry = _ComputeEntry(sec, lat, sid, tid, ins.opcode in IN_ORDER)
+            state = uses_engine_state(ins.opcode, ins.attrs, tuple(o.role for o in ins.dst))
+            entry = _ComputeEntry(sec, lat, sid, tid, state)
         self.stats.append(
             _EntryStats(ins.opcode, f, rate, *b, dma_bytes, read, write, save, reload, hw, tr)
         )

@@ -61,7 +61,9 @@ def _engine(name: str, clock: float, fast: int, other: int, fp32: float | None, 
 NS = 1e-9
 
 
-def _dma(engine_bw: float, theoretical: float, guide: str, measured: str = "") -> DmaSpec:
+def _dma(
+    engine_bw: float, theoretical: float, guide: str, measured: str = "", engines_note: str = ""
+) -> DmaSpec:
     descriptor_note = (
         "measured on NeuronCore-v3 only (the packet timings above); the same engine time per "
         "descriptor is assumed on this generation"
@@ -93,6 +95,7 @@ def _dma(engine_bw: float, theoretical: float, guide: str, measured: str = "") -
             f"{theoretical / GB:.1f} GB/s per engine ({guide})"
             + (f"; {measured}" if measured else ""),
             "descriptor_s": descriptor_note,
+            **({"engines": engines_note} if engines_note else {}),
         },
     )
 
@@ -205,6 +208,15 @@ NEURONCORE_V3 = CORES.register(
             measured="neuron-profile packet timings on trn2 (descriptor_s) stream at 27.4 B/ns "
             "per engine (26.4 at 4 KiB), 15% above the guide's 23 B/ns; the guide's figure is "
             "kept",
+            engines_note="per physical NeuronCore. A kernel launched on an LNC=2 logical core "
+            "without an nl.nc grid runs on one physical core and its 16 engines: in all 8 "
+            f"profiles of {S.TKF_PROFILES} the NEFF header reads number_of_neuroncores_per_lnc "
+            "2, and subgraph sg00's engines 64-79 carry every data packet (sg01's engines "
+            "80-95: 9 packets, 131 KB, per run); the SDK 2.26 NKI FAQ ('How do I launch a NKI "
+            "kernel onto a logical NeuronCore') spreads a kernel over the physical cores only "
+            f"through SPMD grids (nl.nc; {S.NEURON_LNC}). trnsim does the same "
+            "(trnsim.nki.legacy.grid): one core's DMA (368 GB/s) for a plain launch, two "
+            "for an nl.nc(2) grid",
         ),
         sources=_core_sources(
             S.NEURON_V3_GUIDE,

@@ -422,7 +422,17 @@ def _k2_rows() -> list[CalRow]:
             return est.throughput_tokens_per_s
 
         label = f"{name} {sys_name.removeprefix('dgx-')} TP{tp} {prec} b{batch}"
-        rows.append(CalRow("K2", "trt-llm", label, "output tok/s", tok_s, predict))
+        rows.append(
+            CalRow(
+                "K2",
+                "trt-llm",
+                label,
+                "output tok/s",
+                tok_s,
+                predict,
+                variant=(sysm.chip.family, prec),
+            )
+        )
     return rows
 
 
@@ -850,7 +860,12 @@ FIT_PARAMS: dict[str, dict[str, tuple[float, float]]] = {
         "moe_sync_s": (0.0, 5e-3),
         "expert_overhead_s": (0.0, 2e-4),
     },
-    "trt-llm": {"matmul": (0.05, 1.0), "hbm": (0.05, 1.0), "kv_hbm": (0.05, 1.0)},
+    "trt-llm": {
+        "matmul": (0.05, 1.0),
+        "hbm": (0.05, 1.0),
+        "kv_hbm": (0.05, 1.0),
+        "Blackwell/nvfp4:kv_hbm": (0.02, 1.0),
+    },
     "maxtext": {"matmul": (0.2, 1.0), "tp_overlap": (0.0, 0.99)},
 }
 

@@ -425,9 +425,26 @@ TRT_LLM = SoftwareStack(
     vendor="NVIDIA",
     mode="serve",
     # attention and the overheads are the Efficiency defaults (not determined by K2)
-    roofline=Efficiency(matmul=0.809, hbm=0.6562, kv_hbm=0.7302, comm_overlap=0.0),
+    roofline=Efficiency(matmul=0.8549, hbm=0.65, kv_hbm=0.7042, comm_overlap=0.0),
     source="fitted to shared/calibration/serving.md K2 (trtllm-bench maximum throughput, "
-    "5 rows: matmul, HBM and KV-cache efficiency; one matmul efficiency for FP8 and NVFP4)",
+    "5 rows: matmul, HBM and KV-cache efficiency of the base; Blackwell NVFP4's KV-cache "
+    "efficiency, the variant below)",
+    base=("Hopper", "fp8"),
+    variants=(
+        # One base profile for Hopper FP8 and Blackwell NVFP4 put the B200 K2 row at +25 %
+        # and every Hopper row low (-1.5 to -11.6 %): the fit traded one against the others.
+        # Fitted to ONE row (K2 B200 Llama-3.3-70B NVFP4 1000/1000, decode-heavy: its steps
+        # read about 3x as much KV cache as weights). KV, not the FP4 GEMM: a Blackwell NVFP4
+        # matmul fitted instead (0.50) puts the MLPerf B200 Offline run (set L, K1, a check)
+        # at -23 % and its Server run short of the offered rate; this value puts Offline at
+        # -6 % and the Server run within 11 % (RESULTS.md, issue 23 session 6).
+        Variant(
+            "Blackwell",
+            "nvfp4",
+            (("kv_hbm", 0.4091),),
+            "kv_hbm fitted to serving.md K2's B200 NVFP4 row alone (checked by set L K1 B200)",
+        ),
+    ),
 )
 MAXTEXT = SoftwareStack(
     name="maxtext",

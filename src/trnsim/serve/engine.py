@@ -248,8 +248,8 @@ class EngineConfig:
 class Limits:
     """Every number a scheduler uses, resolved for one replica (``notes``: where the defaults
     came from). ``streams``: independent schedules a replica runs at once (TensorRT-LLM's
-    pipeline-parallel micro-batches: ``pp`` of them, each with its share of the KV cache and
-    the whole model's step time; 1 elsewhere); ``num_blocks`` is then one stream's."""
+    pipeline-parallel micro-batches: ``pp`` of them, each with the whole model's step time, all
+    on the replica's one KV pool of ``num_blocks``; 1 elsewhere)."""
 
     policy: str
     form: str

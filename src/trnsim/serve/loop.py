@@ -91,6 +91,7 @@ class Replica:
         model: StepModel,
         policy: ModuleType,
         sim: Simulation,
+        kv: KVCache | None = None,
     ) -> None:
         self.idx = idx
         self.role = role
@@ -99,7 +100,8 @@ class Replica:
         self.policy = policy
         self.sim = sim
         self.q = Queues()
-        self.kv = KVCache(lim.num_blocks, lim.block_size, lim.prefix_caching)
+        # ``kv``: a pool shared with the replica's other streams (pipeline micro-batches)
+        self.kv = kv or KVCache(lim.num_blocks, lim.block_size, lim.prefix_caching)
         self.run: Run | None = None
         self.last_tau = 0.0  # the latest decode run's step time (a guess for the next)
         self.version = 0
@@ -346,8 +348,16 @@ class Simulation:
         model = StepModel(dep, lim, prec)
         self.disagg = disagg
         if disagg is None:
-            n = dep.replicas * lim.streams  # pipeline micro-batches run as streams
-            self.replicas = [Replica(i, "both", dep, lim, model, policy, self) for i in range(n)]
+            # pipeline micro-batches run as streams, those of one replica on one KV pool
+            s = lim.streams
+            pools = [
+                KVCache(lim.num_blocks, lim.block_size, lim.prefix_caching)
+                for _ in range(dep.replicas)
+            ]
+            self.replicas = [
+                Replica(i, "both", dep, lim, model, policy, self, pools[i // s])
+                for i in range(dep.replicas * s)
+            ]
             self.front = self.replicas
             self.back: list[Replica] = []
         else:

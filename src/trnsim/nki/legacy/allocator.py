@@ -31,11 +31,18 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
   dma copy from HBM to SBUF can overlap with the exponential operation" (block-dimension
   migration guide; ``ncc.multi_buffer(factor=2)``, ``api/nki/compiler/__init__.py``). A tile
   made in an iteration of an ``nl`` loop (a block: of the loop that made its tensor) is placed
-  away from the bytes of tiles used in the last ``MULTI_BUFFER - 1`` iterations when memory
-  allows (``affine_range(..., multi_buffer=k)`` sets the depth): iteration ``i + 1``'s load does
-  not wait for iteration ``i``'s readers. The SDK's fully optimized matmul tutorial runs its K
-  loop as ``sequential_range`` and its published latency hides every load behind the matmuls,
-  so ``sequential_range`` and ``static_range`` bodies are multi-buffered too.
+  away from the bytes of tiles used in the last ``k - 1`` iterations when memory allows
+  (``affine_range(..., multi_buffer=k)`` sets the depth k; by default an SBUF tile gets as
+  many as keep the DMA's fixed latency covered, ``dma_depth``, a PSUM tile two): iteration
+  ``i + 1``'s load does not wait for iteration ``i``'s readers. Two buffers are not enough
+  when a load's ~1.3 us latency is longer than two iterations' compute: a 128 KiB weight
+  tile feeding 0.2 us matmuls (the trainium-kernel-fusion MLP rows, issue 27 session 6).
+  The SDK's fully optimized matmul tutorial runs its K loop as ``sequential_range`` and its
+  published latency hides every load behind the matmuls, so ``sequential_range`` and
+  ``static_range`` bodies are multi-buffered too. A call's result
+  is multi-buffered over the loop of the call (even when first used, and placed, in an inner
+  loop), and a tile made in the first iteration of an inner loop avoids the bytes used since
+  the enclosing loop's last iteration began (a nest runs on k sets of buffers as one loop).
 - **Loop-invariant loads.** An ``nl.load`` that reads the same HBM bytes into the same dtype at
   the same line as in the previous iteration of its loop, with neither the source nor the tile
   written since, is the tile loaded before (hoisted: no DMA); if memory ran short meanwhile the
@@ -79,7 +86,30 @@ from trnsim.errors import KernelError
 from trnsim.nki.context import Relaunch, current, current_or_none
 
 MULTI_BUFFER = 2
-"""Physical tiles the compiler keeps per tile of an ``affine_range`` loop body (see above)."""
+"""The fewest physical tiles the compiler keeps per tile of an ``nl`` loop body (see above):
+double buffering, the allocation guide's example."""
+
+AUTO = 0
+"""A loop's ``multi_buffer`` when the kernel gives none: the depth is the memory model's
+(``dma_depth``), at least ``MULTI_BUFFER``."""
+
+
+def dma_depth(dma: Any, tile_bytes: int) -> int:
+    """Physical SBUF tiles a loop-made tile of ``tile_bytes`` (all partitions) is given when
+    the kernel sets no ``multi_buffer``: enough that the DMA transfers in flight to or from
+    the tiles of the iterations ahead cover the DMA's fixed latency at the core's streaming
+    rate (Little's law: bytes in flight = ``core_bw`` x ``fixed_latency_s``, DMA bandwidth
+    guide; the allocation guide's stated goal is "instruction parallelism across different
+    engines while minimizing memory usage", ``nki_direct_allocation_guide.rst``), one more
+    for the tile being used; at least ``MULTI_BUFFER`` and at most one per DMA queue (a
+    queue runs its transfers in order: ``DmaSpec.queues_per_engine``). The depth is
+    trnsim's reading of that goal, not a documented figure; the compiler's heuristic is not
+    public. Memory permitting: a tile that cannot avoid the bytes of those iterations is
+    placed where it fits (``Allocator._place``)."""
+    in_flight = dma.engines * dma.engine_bw * dma.fixed_latency_s
+    ahead = -(-int(in_flight) // max(1, tile_bytes))
+    return max(MULTI_BUFFER, min(dma.queues_per_engine, 1 + ahead))
+
 
 FREED_KEPT = 64
 """Recently freed byte ranges remembered per memory for multi-buffering (``_cooling``)."""
@@ -266,6 +296,9 @@ class Allocator:
         self.by_source: dict[Allocation, set[LTile]] = {}
         self.single = launch.lnc == 1 and launch.world is None
         self._loop_ids = 0
+        # compile-time constant tiles (the partition broadcast's row of ones), made once per
+        # launch: key -> tile (``trnsim.nki.legacy.language._ones_row``)
+        self.constants: dict[Any, Any] = {}
         core.observer = self
 
     # ---- lifetime of a launch ---------------------------------------------------------------
@@ -331,7 +364,8 @@ class Allocator:
 
     def enter_loop(self, kind: str, factor: int) -> list[Any]:
         self._loop_ids += 1
-        entry = [kind, factor, self._loop_ids, -1, deque(maxlen=max(2, factor))]  # see loops
+        depth = self.core.spec.dma.queues_per_engine if factor == AUTO else factor
+        entry = [kind, factor, self._loop_ids, -1, deque(maxlen=max(2, depth))]  # see loops
         self.loops.append(entry)
         return entry
 
@@ -347,18 +381,38 @@ class Allocator:
         """The innermost ``nl`` loop running now (None outside loops)."""
         return self.loops[-1] if self.loops else None
 
-    @staticmethod
-    def _cooling(loop: list[Any] | None) -> int | None:
-        """For a tile made in an iteration of ``loop`` (an ``nl`` loop of ``multi_buffer`` k,
-        default 2): the clock at the start of the iteration k - 1 before this one. The tile
+    def _cooling(self, loop: list[Any] | None, lt: LTile) -> int | None:
+        """For ``lt``, made in an iteration of ``loop`` (an ``nl`` loop of ``multi_buffer`` k;
+        when the kernel gives none, k is ``dma_depth`` for an SBUF tile, ``MULTI_BUFFER`` for
+        a PSUM one): the clock at the start of the iteration k - 1 before this one. The tile
         avoids the bytes of tiles last used since then (instructions of those iterations may
         still be reading them), so the loop body runs on k sets of buffers; None: none."""
         if loop is None:
             return None
         factor, starts = loop[1], loop[4]
+        if factor == AUTO:
+            factor = MULTI_BUFFER
+            if lt.kind == SBUF:
+                factor = dma_depth(self.core.spec.dma, lt.nbytes * lt.partitions)
         if factor < 2 or len(starts) < 2:
             return None
         return starts[-factor] if len(starts) >= factor else starts[0]
+
+    def _cooling_in(self, loop: list[Any] | None, lt: LTile) -> int | None:
+        """``_cooling(loop, lt)``; in the first iteration of a loop nested in another, that of the
+        enclosing loop: the tile made there in its last iteration was made in the previous
+        iteration of the enclosing loop (the loop nest runs its body on k sets of buffers
+        as one loop would), so the tile avoids the bytes used since that one began."""
+        cool = self._cooling(loop, lt)
+        if cool is not None or loop is None:
+            return cool
+        stack = self.loops
+        at = next((i for i, e in enumerate(stack) if e is loop), 0)
+        for outer in reversed(stack[:at]):
+            cool = self._cooling(outer, lt)
+            if cool is not None:
+                return cool
+        return None
 
     def next_iteration(self, entry: list[Any]) -> None:
         entry[4].append(self.clock)
@@ -383,7 +437,7 @@ class Allocator:
         if self.plan is not None:
             plan = self.plan.uses
             lt.plan = plan[lt.id] if lt.id < len(plan) else []
-        lt.cool = self._cooling(self.loop_here() if loop == "here" else loop)
+        lt.cool = self._cooling_in(self.loop_here() if loop == "here" else loop, lt)
         off = lt.off = self._place(lt)
         v = self.core.allocate(shape, fmt, memory, name=lt.name, offset=off, view_type=view_type)
         v.storage.alloc.user = lt

@@ -246,7 +246,10 @@ LOWERING = {
         "tensor",
     ),
     "nl.transpose": ("nc_transpose", "tensor"),
-    "nisa.nc_transpose": ("nc_transpose", "engine= or the core's choice"),
+    "nisa.nc_transpose": (
+        "nc_transpose (engine= checked, then ignored, as the compilers before NKI 0.4.0 did)",
+        "the core's choice by shape and output buffer",
+    ),
     "nl.zeros / full in SBUF": ("memset", "unknown"),
     "nl.zeros in PSUM, then psum += matmul": ("(folded: the first nc_matmul overwrites)", "-"),
     "nl.where": ("tensor_copy + tensor_copy_predicated", "vector"),

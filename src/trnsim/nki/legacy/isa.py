@@ -101,11 +101,22 @@ def nc_matmul(
 
 
 def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **kw: Any):
+    """The legacy compiler's ``nc_transpose``: the engine is chosen from the shape, whatever
+    ``engine=`` says. The NKI release notes (aws-neuron-sdk main,
+    ``release-notes/components/nki.rst``, NKI 0.4.0 / Neuron 2.30.0): "Fixed
+    ``nki.isa.nc_transpose`` silently ignoring the ``engine`` argument"; so the compilers
+    before it (the ones that ran the ``neuronxcc.nki`` kernels measured publicly, such as
+    Autocomp's sd_attention candidates asking the Vector engine for a [128, 64] transpose)
+    picked the engine themselves: the Tensor engine for what the Vector engine's 32 x 32
+    cannot hold (sdk226 ``nki.isa.nc_transpose``: "Neuron Compiler will automatically select
+    an engine based on the input shape"). The argument is still checked."""
     d = ops.tensor(data, "data", "nisa.nc_transpose")
-    eng = _eng(engine) if engine is not None else nisa.engine.unknown
+    if engine is not None:
+        _eng(engine)  # a bad value is still an error
+    eng = nisa.engine.unknown
     quad = current().core.spec.partitions // 4  # the Vector engine's largest transpose
     small = d.shape[0] <= quad and d.free_size <= quad
-    on_tensor = eng is nisa.engine.tensor or (eng is nisa.engine.unknown and not small)
+    on_tensor = not small
     from trnsim.nki.legacy.language import transposer
 
     return ops.result(

@@ -28,7 +28,7 @@ from trnsim.nki.legacy import index as _index
 from trnsim.nki.legacy import language_constants as _constants
 from trnsim.nki.legacy import ops
 from trnsim.nki.legacy import tile as _tile_module
-from trnsim.nki.legacy.allocator import MULTI_BUFFER, Allocator, allocator
+from trnsim.nki.legacy.allocator import AUTO, Allocator, allocator
 from trnsim.nki.legacy.tile import (
     BlockTensor,
     Tile,
@@ -325,20 +325,21 @@ class _Loop:
         return f"nl.{self.kind}_range({r.start}, {r.stop}, {r.step})"
 
 
-def affine_range(*args: Any, multi_buffer: int = MULTI_BUFFER, **kwargs: Any) -> _Loop:
+def affine_range(*args: Any, multi_buffer: int = AUTO, **kwargs: Any) -> _Loop:
     """A loop whose iterations have no loop-carried dependency (trnsim runs it in order; tiles
-    made in it are multi-buffered: ``multi_buffer`` physical copies, as the compiler keeps)."""
+    made in it are multi-buffered: ``multi_buffer`` physical copies, as the compiler keeps;
+    default: the memory model's depth, ``allocator.dma_depth``)."""
     return _Loop("affine", args, multi_buffer)
 
 
-def sequential_range(*args: Any, multi_buffer: int = MULTI_BUFFER, **kwargs: Any) -> _Loop:
+def sequential_range(*args: Any, multi_buffer: int = AUTO, **kwargs: Any) -> _Loop:
     """A loop with a loop-carried dependency (run in order; the tiles made in each iteration
     are multi-buffered all the same: ``allocator``)."""
     return _Loop("sequential", args, multi_buffer)
 
 
 def static_range(*args: Any) -> _Loop:
-    return _Loop("static", args, MULTI_BUFFER)
+    return _Loop("static", args, AUTO)
 
 
 # ---- SPMD ---------------------------------------------------------------------------------------
@@ -519,15 +520,50 @@ PE_BROADCAST_DTYPES = frozenset({"float32", "bfloat16", "float16"})
 one term per fp32 PSUM sum); others (integers) go through HBM by DMA."""
 
 
+def _ones_row(partitions: int, dtype: Any) -> Tile:
+    """The ``[1, partitions]`` row of ones a partition broadcast multiplies by: a compile-time
+    constant ("multiplying a matrix to be reshaped with a compile-time constant matrix filled
+    with zeros and ones", aws-neuron-sdk v2.26 ``general/nki/arch/trainium_inferentia2_arch.rst``,
+    TensorE "Alternative Use Case"), so it is made once per launch, not per broadcast. Measured:
+    the fused_mamba tutorial's profiles count 181 VectorE instructions for ``mamba_v1``'s 32
+    (state, channel tile) iterations of 5 Vector instructions and 2 broadcasts each (``img/
+    mamba_v1_profile_zoomed.png``), 2,896 for ``mamba_v2``'s 512 (``img/mamba_v2.png``): no
+    memset per broadcast."""
+    consts = allocator().constants
+    key = ("broadcast_ones", partitions, np.dtype(dtype).name)
+    ones = consts.get(key)
+    if ones is None:
+        ones = ops.new_tile((1, partitions), dtype, SBUF, name="broadcast_ones")
+        nisa.memset(ones, 1.0)
+        consts[key] = ones
+    return ones
+
+
+PSUM_BANK_FP32 = 512
+"""fp32 elements of one PSUM bank per partition (2 KiB): "a single PSUM bank, which can only
+hold 512 FP32 elements per PSUM partition" (aws-neuron-sdk v2.26
+``general/nki/arch/trainium_inferentia2_arch.rst``, Tensor Engine)."""
+
+
 def _partition_broadcast(v: View, partitions: int, call: str) -> View:
     """A ``[1, F]`` tile broadcast along partitions, as the compiler does it: on the Tensor
-    engine, a matmul of a ``[1, P]`` row of ones (stationary) by the row (moving) into PSUM
-    (one bank, 512 fp32, per matmul), copied to SBUF. Source: neuron-profile's definition of
-    ``hardware_flops`` counts "matmul instructions for data movement (i.e. transposes and
-    partition broadcasts) inserted by the compiler" (aws-neuron-sdk
-    tools/neuron-explorer/profile-schema-reference.rst). Other formats and shapes: the row
-    goes to an HBM scratch tensor and comes back to every partition by DMA (an HBM read pattern
-    may repeat rows; an on-chip one may not)."""
+    engine, a matmul of a ``[1, P]`` row of ones (stationary, a constant: ``_ones_row``) by the
+    row (moving) into PSUM (one bank, 512 fp32, per matmul). Source: neuron-profile's
+    definition of ``hardware_flops`` counts "matmul instructions for data movement (i.e.
+    transposes and partition broadcasts) inserted by the compiler" (aws-neuron-sdk
+    tools/neuron-explorer/profile-schema-reference.rst).
+
+    An fp32 row that fits one PSUM bank stays there: its readers read PSUM (a VectorE
+    ``tensor_tensor`` with one operand in PSUM and one in SBUF costs ``N`` cycles, not ``2N``:
+    SDK-2.26 ``nki.isa.tensor_tensor`` docstring). Wider rows (and bf16/fp16 ones, whose PSUM
+    copy would be fp32) are copied to SBUF bank by bank. Measured: the fused_mamba tutorial's
+    ``mamba_v2`` profile (``img/mamba_v2.png``, seq_len 512, fp32) shows PSUM occupied for the
+    whole run and 2,896 VectorE instructions for 512 iterations of 5 Vector instructions and
+    2 broadcasts each (no VectorE copy per broadcast), and its measured latency grows 2.75x
+    from seq_len 512 (the broadcast rows fit one bank) to 1024 (they do not) for 2x the work
+    (``tutorials/fused_mamba.rst``). Other formats: the row goes to an HBM scratch tensor and
+    comes back to every partition by DMA (an HBM read pattern may repeat rows; an on-chip one
+    may not)."""
     if not v.on_chip or v.shape[0] == partitions:
         return v
     if v.shape[0] != 1:
@@ -536,13 +572,16 @@ def _partition_broadcast(v: View, partitions: int, call: str) -> View:
             f"{call}: a {list(v.shape)} tile cannot broadcast to {partitions} partitions",
         )
     flush()
+    if len(v.shape) == 2 and v.fmt.name == "float32" and v.shape[1] <= PSUM_BANK_FP32:
+        ps = ops.new_tile((partitions, v.shape[1]), np.float32, PSUM, name="broadcast_psum")
+        nisa.nc_matmul(ps, _ones_row(partitions, v.dtype), v, is_stationary_onezero=True)
+        _tile_module.mark_psum_broadcast(ps)
+        return ps
     out = ops.new_tile((partitions, *v.shape[1:]), v.dtype, SBUF)
     if len(v.shape) == 2 and v.fmt.name in PE_BROADCAST_DTYPES:
-        ones = ops.new_tile((1, partitions), v.dtype, SBUF, name="broadcast_ones")
-        nisa.memset(ones, 1.0)
-        bank = 512  # fp32 elements of one PSUM bank per partition
-        for c0 in range(0, v.shape[1], bank):
-            n = builtins.min(bank, v.shape[1] - c0)
+        ones = _ones_row(partitions, v.dtype)
+        for c0 in range(0, v.shape[1], PSUM_BANK_FP32):
+            n = builtins.min(PSUM_BANK_FP32, v.shape[1] - c0)
             ps = ops.new_tile((partitions, n), np.float32, PSUM, name="broadcast_psum")
             nisa.nc_matmul(ps, ones, v[:, c0 : c0 + n], is_stationary_onezero=True)
             nisa.tensor_copy(out[:, c0 : c0 + n], ps)

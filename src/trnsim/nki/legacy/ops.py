@@ -29,6 +29,7 @@ from trnsim.nki.legacy.tile import (
     check_inside,
     defer,
     flush,
+    one_psum_input,
     touch,
 )
 from trnsim.nki.legacy.tile import new_tile as _tile_new
@@ -108,6 +109,12 @@ def result(
     shape = tuple(int(s) for s in shape)
     boxes = ix.boxes(mask, shape) or [None]  # one instruction per box of the mask
     side = {k: operand(v, k, call) for k, v in (side or {}).items()}
+    flush()
+    operands = one_psum_input(tuple(operands) + tuple(side.values()))
+    operands, side = (
+        operands[: len(operands) - len(side)],
+        dict(zip(side, operands[len(operands) - len(side) :], strict=True)),
+    )
     for box in boxes:
         for o in operands:
             if isinstance(o, View):
@@ -141,8 +148,12 @@ def result(
         if held is not None:  # a loop-invariant load: the tile loaded before (no DMA)
             return as_tile(held)
 
+    # the loop of the call, not of the first use that places it (a result first used in an
+    # inner loop's first iteration is still multi-buffered over the loop it was made in)
+    loop = allocator().loop_here()
+
     def place() -> View:
-        return _tile_new(shape, dtype, memory, "", made)
+        return _tile_new(shape, dtype, memory, "", made, loop)
 
     held = (*operands, *side.values())
     return defer(Pending(out, run, memories, casts, acc, place, load, held))

@@ -17,6 +17,7 @@ is an error naming both.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -360,12 +361,44 @@ def touch(v: View) -> None:
 
 def new_tile(
     shape: tuple[int, ...], dtype: Any, memory: str, name: str = "",
-    made: tuple[str, int] | None = None,
+    made: tuple[str, int] | None = None, loop: Any = "here",
 ) -> Tile:  # fmt: skip
     """A new SBUF/PSUM tile, placed by the compiler's allocation model (``allocator``);
-    ``made``: the kernel line that made it (a pending result's call; default: here)."""
-    t = allocator().new_tile(tuple(shape), dtype, memory, name, made=made, view_type=Tile)
+    ``made``: the kernel line that made it (a pending result's call; default: here);
+    ``loop``: the ``nl`` loop it is made in (a pending result's: where it was called)."""
+    t = allocator().new_tile(
+        tuple(shape), dtype, memory, name, made=made, view_type=Tile, loop=loop
+    )
     return t  # type: ignore[return-value]
+
+
+_PSUM_BROADCASTS: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The storages of partition broadcasts left in PSUM (``language._partition_broadcast``)."""
+
+
+def mark_psum_broadcast(v: View) -> None:
+    """``v`` (a PSUM tile) holds a partition broadcast its readers may read in place."""
+    _PSUM_BROADCASTS.add(v.storage)
+
+
+def one_psum_input(operands: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``operands`` with at most one in PSUM where a PSUM broadcast makes two: "the two input
+    tiles ... cannot both reside in PSUM" (SDK-2.26 ``nki.isa.tensor_tensor``,
+    ``tensor_tensor_scan``, ``scalar_tensor_tensor`` docstrings), so a broadcast read with
+    another PSUM input is copied to SBUF first, as the compiler would have placed it there."""
+    psum = [i for i, o in enumerate(operands) if isinstance(o, View) and o.memory == PSUM]
+    if len(psum) < 2:
+        return operands
+    out = list(operands)
+    for i in psum:
+        o = out[i]
+        if o.storage in _PSUM_BROADCASTS:
+            sb = new_tile(tuple(o.shape), o.dtype, SBUF, name="broadcast_sbuf")
+            nisa.tensor_copy(sb, o)
+            out[i] = sb
+            if sum(isinstance(v, View) and v.memory == PSUM for v in out) < 2:
+                break
+    return tuple(out)
 
 
 def check_fresh(v: Any) -> None:
@@ -494,7 +527,8 @@ def accumulate(dst: Tile, other: Any) -> None:
     check_fresh(dst)
     flush()
     if isinstance(other, View):
-        nisa.tensor_tensor(dst, dst, broadcast_to(other, dst.shape), "add")
+        (other,) = one_psum_input((dst, broadcast_to(other, dst.shape)))[1:]
+        nisa.tensor_tensor(dst, dst, other, "add")
     else:
         nisa.tensor_scalar(dst, dst, "add", float(other))
 

@@ -42,9 +42,14 @@ device.
 
 Pipeline parallelism: TensorRT-LLM keeps ``pp`` micro-batches in flight, each scheduled as
 above and each through every stage in turn; trnsim runs them as ``pp`` independent streams
-of the replica (``Limits.streams``), each with its share of the KV cache and the step time of
-the whole model (its stages one after another), the stages of one stream overlapping the
-others'.
+of the replica (``Limits.streams``), each with the step time of the whole model (its stages
+one after another), the stages of one stream overlapping the others'. The streams share one
+KV-cache pool: TensorRT-LLM has one KV cache manager for every micro-batch
+(``cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp``: ``forwardAsync`` runs
+the capacity scheduler of the current micro-batch over ``mKvCacheManager``, the requests in
+flight in the other micro-batches, ``mInflightReqIds``, left out), so one micro-batch's peak
+is absorbed by the others' slack (a pool split per stream paused requests the shared pool
+keeps: RESULTS.md, issue 23 session 6).
 """
 
 from __future__ import annotations
@@ -103,10 +108,10 @@ def resolve(dep: Deployment, cfg: EngineConfig, prec: object) -> Limits:
         )
         notes.append(f"KV cache: {blocks} blocks of {bs} tokens; {how}")
     if streams > 1:
-        blocks //= streams
         notes.append(
-            f"pipeline parallelism: {streams} micro-batches in flight, each a stream with "
-            f"{blocks} blocks and up to {seqs} requests and {mnt} tokens per iteration"
+            f"pipeline parallelism: {streams} micro-batches in flight, each a stream with up "
+            f"to {seqs} requests and {mnt} tokens per iteration, all drawing on the one "
+            f"pool of {blocks} KV blocks"
         )
     notes.append(
         f"capacity scheduler {policy}; chunked context "
