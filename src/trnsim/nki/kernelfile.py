@@ -937,8 +937,7 @@ class Memo:
 
     def inputs(self, key: tuple[Any, ...], make: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
         if key != self.key:
-            self.key, self.args = None, ()
-            self.golden_key, self.goldens = None, None
+            self.clear()  # nothing stale is kept if make() raises
             self.args = make()
             self.key = key
         return self.args
