@@ -21,6 +21,7 @@ import pytest
 
 from trnsim.cli import main as cli_main
 from trnsim.cli.main import build_parser, main
+from verb_commands import SERVE_SMALL, TORCH_DEMO_FLAGS, TORCH_PROFILE_SMALL
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "examples" / "kernels"
@@ -55,17 +56,7 @@ BASES: dict[str, list[str]] = {
     "dra allocate": ["dra", "allocate", str(DRA / "claims" / "connected-4.yaml"), *DRA_FLEET],
     "dra simulate": ["dra", "simulate", "synthetic:8", *DRA_FLEET],
     "dra slices": ["dra", "slices", *DRA_FLEET],
-    "serve": [
-        "serve",
-        "--model",
-        "llama-3.1-8b",
-        "--system",
-        "trn2.48xlarge",
-        "--tp",
-        "8",
-        "--requests",
-        "20",
-    ],
+    "serve": [*SERVE_SMALL, "--requests", "20"],
     "microbench": [
         "microbench",
         "h100-sxm",
@@ -78,34 +69,8 @@ BASES: dict[str, list[str]] = {
     ],
     "run": ["run", SOFTMAX],
     "profile": ["profile", HBM_COPY, *SMALL_COPY, "--no-files"],
-    "torch-profile": [
-        "torch-profile",
-        "--mode",
-        "shapes",
-        "--layers",
-        "1",
-        "--seq-len",
-        "8",
-        "--d-model",
-        "32",
-        "--no-files",
-    ],
-    "torch-demo": [
-        "torch-demo",
-        "--steps",
-        "1",
-        "--layers",
-        "1",
-        "--seq-len",
-        "8",
-        "--d-model",
-        "32",
-        "--batch",
-        "1",
-        "--formats",
-        "fp32,mxfp8",
-        "--no-png",
-    ],
+    "torch-profile": TORCH_PROFILE_SMALL,
+    "torch-demo": ["torch-demo", "--steps", "1", *TORCH_DEMO_FLAGS],
     "sweep": ["sweep", str(ROOT / "tests" / "data" / "sweep_one.json"), "--serial"],
     "tune": ["tune", SOFTMAX, "--param", "N=128,256", "--serial"],
     # a checkout that is not there: every flag value parsed and judged in milliseconds (the

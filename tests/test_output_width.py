@@ -19,6 +19,7 @@ import pytest
 from rich.cells import cell_len
 
 from trnsim.cli.main import main
+from verb_commands import SERVE_SMALL, TORCH_DEMO_FLAGS, TORCH_PROFILE_SMALL
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "examples" / "kernels"
@@ -70,17 +71,7 @@ VERBS = {
         "trn2.48xlarge=2",
     ],
     "dra simulate": ["dra", "simulate", "synthetic:20", "--fleet", "trn2.48xlarge=4"],
-    "serve": [
-        "serve",
-        "--model",
-        "llama-3.1-8b",
-        "--system",
-        "trn2.48xlarge",
-        "--tp",
-        "8",
-        "--requests",
-        "40",
-    ],
+    "serve": [*SERVE_SMALL, "--requests", "40"],
     "microbench": [
         "microbench",
         "trn3",
@@ -101,34 +92,8 @@ VERBS = {
         "cols=256",
         "--no-files",
     ],
-    "torch-profile": [
-        "torch-profile",
-        "--mode",
-        "shapes",
-        "--layers",
-        "1",
-        "--seq-len",
-        "8",
-        "--d-model",
-        "32",
-        "--no-files",
-    ],
-    "torch-demo": [
-        "torch-demo",
-        "--steps",
-        "2",
-        "--layers",
-        "1",
-        "--seq-len",
-        "8",
-        "--d-model",
-        "32",
-        "--batch",
-        "1",
-        "--formats",
-        "fp32,mxfp8",
-        "--no-png",
-    ],
+    "torch-profile": TORCH_PROFILE_SMALL,
+    "torch-demo": ["torch-demo", "--steps", "2", *TORCH_DEMO_FLAGS],
     "sweep dry-run": ["sweep", str(ROOT / "tests" / "data" / "sweep_one.json"), "--dry-run"],
     "sweep": ["sweep", str(ROOT / "tests" / "data" / "sweep_one.json"), "--serial", "--fresh"],
     "tune": ["tune", str(KERNELS / "softmax.py"), "--param", "N=128,256", "--serial", "--fresh"],

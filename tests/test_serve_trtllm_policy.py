@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from serve_limits import make_limits
 from trnsim.errors import ConfigError
 from trnsim.perf import ParallelPlan
 from trnsim.serve import Deployment, EngineConfig, resolve
@@ -22,28 +23,8 @@ from trnsim.serve.workload import Request
 
 
 def limits(**kw) -> Limits:
-    base = dict(
-        policy="trtllm",
-        form="trtllm",
-        max_num_seqs=8,
-        max_num_batched_tokens=64,
-        max_model_len=4096,
-        block_size=16,
-        prefix_caching=False,
-        num_blocks=1000,
-        chunked_prefill=True,
-        long_prefill_token_threshold=0,
-        prefill_buckets=None,
-        batch_buckets=None,
-        context_buckets=None,
-        max_kv_concurrent=8,
-        sampling="device",
-        async_scheduling=False,
-        kv_bytes_per_token=1.0,
-        capacity_policy="guaranteed_no_evict",
-    )
-    base.update(kw)
-    return Limits(**base)
+    kw.setdefault("capacity_policy", "guaranteed_no_evict")
+    return make_limits("trtllm", "trtllm", **kw)
 
 
 def live(rid: int, prompt: int, output: int = 100) -> Live:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from serve_limits import make_limits
 from trnsim.errors import ConfigError
 from trnsim.perf import ParallelPlan
 from trnsim.serve import Deployment, EngineConfig, resolve
@@ -20,27 +21,7 @@ from trnsim.serve.workload import Request
 
 
 def limits(**kw) -> Limits:
-    base = dict(
-        policy="vllm-v1",
-        form="v1",
-        max_num_seqs=8,
-        max_num_batched_tokens=64,
-        max_model_len=4096,
-        block_size=16,
-        prefix_caching=False,
-        num_blocks=1000,
-        chunked_prefill=True,
-        long_prefill_token_threshold=0,
-        prefill_buckets=None,
-        batch_buckets=None,
-        context_buckets=None,
-        max_kv_concurrent=8,
-        sampling="device",
-        async_scheduling=False,
-        kv_bytes_per_token=1.0,
-    )
-    base.update(kw)
-    return Limits(**base)
+    return make_limits("vllm-v1", "v1", **kw)
 
 
 def live(rid: int, prompt: int, output: int = 100) -> Live:
