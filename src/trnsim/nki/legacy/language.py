@@ -26,7 +26,7 @@ from trnsim.nki.legacy import differences as D
 from trnsim.nki.legacy import grid as _grid
 from trnsim.nki.legacy import index as _index
 from trnsim.nki.legacy import language_constants as _constants
-from trnsim.nki.legacy import ops
+from trnsim.nki.legacy import ops, vectorize
 from trnsim.nki.legacy import tile as _tile_module
 from trnsim.nki.legacy.allocator import AUTO, Allocator, allocator
 from trnsim.nki.legacy.tile import (
@@ -300,13 +300,20 @@ class _Loop:
             yield from self.range
             return
         entry = al.enter_loop(self.kind, self.factor)
+        record = al.core.record
+        bounds = [len(record)]  # where each iteration's instructions start (vectorize.fold)
         try:
             for i in self.range:
                 entry[3] = i
                 al.next_iteration(entry)
                 yield i
+                bounds.append(len(record))
         finally:
             al.exit_loop(entry)
+        # ran to its end: an innermost affine loop may be vectorized (timing only)
+        innermost = al._loop_ids == entry[2]
+        if self.kind == "affine" and innermost and len(bounds) == len(self.range) + 1:
+            vectorize.fold(record, bounds)
 
     def __len__(self) -> int:
         return len(self.range)
