@@ -117,6 +117,7 @@ def fold(record: list[Instruction], bounds: list[int]) -> bool:
         [([_span(o) for o in ins.dst], [_span(o) for o in ins.src]) for ins in it] for it in iters
     ]
     temps: set[tuple[int, str]] = set()  # (statement, role) read from its own iteration's write
+    hull: dict[tuple[str, int], list[int]] = {}  # the earlier iterations' writes, as one box
     for k in range(trip):
         for s, (_, reads) in enumerate(spans[k]):
             for r_i, r in enumerate(reads):
@@ -124,9 +125,17 @@ def fold(record: list[Instruction], bounds: list[int]) -> bool:
                 if own:
                     temps.add((s, iters[k][s].src[r_i].role))
                     continue
+                h = hull.get((r[0], r[1]))
+                if h is None or not _overlap((r[0], r[1], *h), r):
+                    continue  # outside every earlier write (the exact test only when inside)
                 for j in range(k):
                     if any(_overlap(w, r) for ws, _ in spans[j] for w in ws):
                         return False
+        for ws, _ in spans[k]:
+            for w in ws:
+                h = hull.setdefault((w[0], w[1]), list(w[2:]))
+                h[0], h[1] = min(h[0], w[2]), max(h[1], w[3])
+                h[2], h[3] = min(h[2], w[4]), max(h[3], w[5])
     # the folded statements: the loop becomes the outermost free axis of every operand
     folded = []
     for s, ins in enumerate(first):
