@@ -721,6 +721,7 @@ class DmaModel:
     partitions: int
     efficiency: float
     hbm_share: float
+    element_s: float = 0.0
 
     @property
     def core_bw(self) -> float:
@@ -751,6 +752,7 @@ class DmaModel:
             partitions=spec.partitions,
             efficiency=1.0 if efficiency is None else efficiency,
             hbm_share=chip.hbm_bw / max(1, active_cores),
+            element_s=spec.dma.element_s,
         )
 
 
@@ -790,6 +792,23 @@ def contiguous_bytes(o: Operand) -> int:
     return run * o.itemsize
 
 
+def element_strided(ops: tuple[Operand, ...]) -> bool:
+    """A transposing (element-strided) access: an HBM operand contiguous for one element only
+    (``contiguous_bytes`` == its item size) while an on-chip operand's partition rows hold
+    more than one contiguous element, as ``nl.load_transpose2d`` makes. One descriptor holds
+    the whole stride pattern (SDK ``nki-dge.rst``: a descriptor gives "the source address,
+    destination address, transfer shape, and stride pattern"), so the engine pays
+    ``DmaSpec.element_s`` per element, not a descriptor per element. A one-element-per-
+    partition column (``[P, 1]``) is not element-strided: each partition is its own row."""
+    hbm = [o for o in ops if o.memory == "hbm"]
+    onchip = [o for o in ops if o.memory != "hbm"]
+    return (
+        any(contiguous_bytes(o) == o.itemsize for o in hbm)
+        and bool(onchip)
+        and all(contiguous_bytes(o) > o.itemsize for o in onchip)
+    )
+
+
 def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     """Cost of one DMA transfer (the DMA bandwidth guide's model, NEURON_DMA_GUIDE).
 
@@ -815,7 +834,10 @@ def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     nbytes = max((o.nbytes for o in instr.dst + instr.src), default=0)
     ops = instr.dst + instr.src
     row = min((contiguous_bytes(o) for o in ops), default=nbytes) or 1
-    return _transfer(ops, nbytes, row, sum(o.nbytes for o in ops if o.memory == "hbm"), model)
+    hbm = sum(o.nbytes for o in ops if o.memory == "hbm")
+    if model.element_s and element_strided(ops):
+        return _transfer(ops, nbytes, row, hbm, model, model.element_s)
+    return _transfer(ops, nbytes, row, hbm, model)
 
 
 _CC_KIND = {
@@ -895,12 +917,22 @@ def indirect_dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
 
 
 def _transfer(
-    ops: tuple[Operand, ...], nbytes: int, row: int, hbm_bytes: int, model: DmaModel
+    ops: tuple[Operand, ...],
+    nbytes: int,
+    row: int,
+    hbm_bytes: int,
+    model: DmaModel,
+    row_s: float | None = None,
 ) -> DmaCost:
     """The formula of ``dma_cost`` for ``nbytes`` moved in contiguous rows of ``row`` bytes;
-    ``ops`` give the SBUF partition count (partial-partition penalty)."""
+    ``ops`` give the SBUF partition count (partial-partition penalty). ``row_s``: the engine
+    time of one row when it is not a descriptor's (an element-strided access's
+    ``element_s``)."""
     rows = ceil(nbytes / row) if nbytes else 0
-    work = model.engine_seconds(nbytes, rows)
+    if row_s is None:
+        work = model.engine_seconds(nbytes, rows)
+    else:
+        work = rows * row_s + nbytes / (model.engine_bw * model.efficiency)
     per_engine = model.partitions // model.engines
     onchip = [o.partitions for o in ops if o.memory != "hbm"]
     used = min(model.engines, ceil(max(onchip) / per_engine)) if onchip else model.engines
