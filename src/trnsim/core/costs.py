@@ -153,6 +153,33 @@ class CostRule:
         return frozenset(Op(e.name) for e in SPECS.values() if self.name in e.cost)
 
 
+FP32_SINGLE_PASS_SOURCE = (
+    f"{ISA_DOC} nc_matmul: is_stationary_onezero / is_moving_onezero 'could lead to 2x better "
+    "performance' for a float32 operand; SDK nki/guides/architecture/trainium2_arch.rst 'Built-in "
+    "Transpose Support': NeuronCore-v3 transpose mode gives a '2x speedup in FP32 transpose'; SDK "
+    "tools/neuron-explorer/profile-schema-reference.rst (raw_flops): 'each FP32 matmul lowers to "
+    "two FP32_LO_HI instructions'. Measured (hw.sources.TKF_PROFILES, baseline_fp32_s1024): "
+    "FP32_LO_HI matmul passes issue every 109 ns per 128 columns (429 ns per 512), two per "
+    "nc_matmul; TRANSPOSE instructions every 109 ns per 128 columns, one per nc_transpose"
+)
+"""Why an fp32 TensorE operation that needs one of the two FP32_LO_HI passes costs half."""
+
+
+def fp32_single_pass(instr: Instruction, spec: CoreSpec) -> bool:
+    """An fp32 TensorE instruction that runs as one FP32_LO_HI pass instead of two (half the
+    fp32 cost): a transpose on NeuronCore-v3 or later (its transpose mode: ``nc_transpose``
+    on TensorE, ``nc_matmul(is_transpose=True)``), or an ``nc_matmul`` whose fp32 operand is
+    hinted to hold only ones and zeros (``is_stationary_onezero`` / ``is_moving_onezero``),
+    any generation. Source: ``FP32_SINGLE_PASS_SOURCE``."""
+    if instr.opcode is Op.NC_TRANSPOSE or instr.attr("is_transpose"):
+        return spec.generation >= 3
+    for role, hint in ((STATIONARY, "is_stationary_onezero"), (MOVING, "is_moving_onezero")):
+        o = instr.operand(role)
+        if instr.attr(hint) and o is not None and dtype_class(o.dtype) == "fp32":
+            return True
+    return False
+
+
 def _mm_cycles(instr: Instruction, spec: CoreSpec) -> float:
     st, mv = instr.operand(STATIONARY), instr.operand(MOVING)
     if st is None or mv is None:
@@ -160,7 +187,9 @@ def _mm_cycles(instr: Instruction, spec: CoreSpec) -> float:
     rate = spec.tensor.rate
     cls = {dtype_class(st.dtype), dtype_class(mv.dtype)}
     if "fp32" in cls:
-        factor = 1 / rate["fp32"]  # x4 for fp32 (rate 0.25)
+        factor = 1 / rate["fp32"]  # x4 for fp32 (rate 0.25): two FP32_LO_HI passes
+        if fp32_single_pass(instr, spec):
+            factor /= 2  # one pass
     elif instr.attr("perf_mode") == "double_row" and cls <= {"fp8"} and "fp8" in rate:
         factor = 1 / rate["fp8"]  # FP8 double-row: 2x on v3/v4, 1x on v2
     else:
@@ -178,6 +207,8 @@ def _mm_mx_cycles(instr: Instruction, spec: CoreSpec) -> float:
 def _pe_transpose_cycles(instr: Instruction, spec: CoreSpec) -> float:
     data = instr.operand(DATA) or instr.src[0]
     factor = 1 / spec.tensor.rate["fp32"] if dtype_class(data.dtype) == "fp32" else 1.0
+    if factor > 1 and fp32_single_pass(instr, spec):
+        factor /= 2  # v3+ transpose mode: one FP32_LO_HI pass
     return max(data.partitions, min(spec.min_ii_cycles, data.free_size)) * factor
 
 
@@ -303,8 +334,10 @@ RULES: tuple[CostRule, ...] = (
         "matmul",
         _T,
         _mm_cycles,
-        "max(min(MIN_II, N_st), N_mv) x 4 (fp32) / 2 (fp8 double_row, v3+)",
-        f"{ISA_DOC} nc_matmul; perf guide Opt #7 (LoadStationary overlap); nki-notes 4.4",
+        "max(min(MIN_II, N_st), N_mv) x 4 (fp32; x 2 with a one/zero fp32 operand or a v3+ "
+        "transpose) / 2 (fp8 double_row, v3+)",
+        f"{ISA_DOC} nc_matmul; perf guide Opt #7 (LoadStationary overlap); nki-notes 4.4; "
+        "fp32 single pass: FP32_SINGLE_PASS_SOURCE",
     ),
     CostRule(
         "matmul_mx",
@@ -317,10 +350,10 @@ RULES: tuple[CostRule, ...] = (
         "pe_transpose",
         _T,
         _pe_transpose_cycles,
-        "max(P, min(MIN_II, F)) x 4 for fp32 data",
+        "max(P, min(MIN_II, F)) x 4 for fp32 data on v2, x 2 on v3+ (transpose mode)",
         f"{ISA_DOC} nc_transpose; fp32 x4: v2 arch guide (TensorE fp32 'roughly 4x' the bf16 "
-        "cost), measured: an fp32 128x128 transpose pass takes about the time of an fp32 "
-        "matmul pass of 128 columns on trn2 (hw.sources.TKF_PROFILES, 275 ns median)",
+        "cost); v3+: one FP32_LO_HI pass, FP32_SINGLE_PASS_SOURCE (an fp32 128x128 transpose "
+        "issues every 109 ns on trn2, as one of the two passes of an fp32 matmul does)",
     ),
     CostRule(
         "activation",
@@ -688,6 +721,7 @@ class DmaModel:
     partitions: int
     efficiency: float
     hbm_share: float
+    element_s: float = 0.0
 
     @property
     def core_bw(self) -> float:
@@ -718,6 +752,7 @@ class DmaModel:
             partitions=spec.partitions,
             efficiency=1.0 if efficiency is None else efficiency,
             hbm_share=chip.hbm_bw / max(1, active_cores),
+            element_s=spec.dma.element_s,
         )
 
 
@@ -757,6 +792,23 @@ def contiguous_bytes(o: Operand) -> int:
     return run * o.itemsize
 
 
+def element_strided(ops: tuple[Operand, ...]) -> bool:
+    """A transposing (element-strided) access: an HBM operand contiguous for one element only
+    (``contiguous_bytes`` == its item size) while an on-chip operand's partition rows hold
+    more than one contiguous element, as ``nl.load_transpose2d`` makes. One descriptor holds
+    the whole stride pattern (SDK ``nki-dge.rst``: a descriptor gives "the source address,
+    destination address, transfer shape, and stride pattern"), so the engine pays
+    ``DmaSpec.element_s`` per element, not a descriptor per element. A one-element-per-
+    partition column (``[P, 1]``) is not element-strided: each partition is its own row."""
+    hbm = [o for o in ops if o.memory == "hbm"]
+    onchip = [o for o in ops if o.memory != "hbm"]
+    return (
+        any(contiguous_bytes(o) == o.itemsize for o in hbm)
+        and bool(onchip)
+        and all(contiguous_bytes(o) > o.itemsize for o in onchip)
+    )
+
+
 def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     """Cost of one DMA transfer (the DMA bandwidth guide's model, NEURON_DMA_GUIDE).
 
@@ -782,7 +834,10 @@ def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     nbytes = max((o.nbytes for o in instr.dst + instr.src), default=0)
     ops = instr.dst + instr.src
     row = min((contiguous_bytes(o) for o in ops), default=nbytes) or 1
-    return _transfer(ops, nbytes, row, sum(o.nbytes for o in ops if o.memory == "hbm"), model)
+    hbm = sum(o.nbytes for o in ops if o.memory == "hbm")
+    if model.element_s and element_strided(ops):
+        return _transfer(ops, nbytes, row, hbm, model, model.element_s)
+    return _transfer(ops, nbytes, row, hbm, model)
 
 
 _CC_KIND = {
@@ -862,12 +917,22 @@ def indirect_dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
 
 
 def _transfer(
-    ops: tuple[Operand, ...], nbytes: int, row: int, hbm_bytes: int, model: DmaModel
+    ops: tuple[Operand, ...],
+    nbytes: int,
+    row: int,
+    hbm_bytes: int,
+    model: DmaModel,
+    row_s: float | None = None,
 ) -> DmaCost:
     """The formula of ``dma_cost`` for ``nbytes`` moved in contiguous rows of ``row`` bytes;
-    ``ops`` give the SBUF partition count (partial-partition penalty)."""
+    ``ops`` give the SBUF partition count (partial-partition penalty). ``row_s``: the engine
+    time of one row when it is not a descriptor's (an element-strided access's
+    ``element_s``)."""
     rows = ceil(nbytes / row) if nbytes else 0
-    work = model.engine_seconds(nbytes, rows)
+    if row_s is None:
+        work = model.engine_seconds(nbytes, rows)
+    else:
+        work = rows * row_s + nbytes / (model.engine_bw * model.efficiency)
     per_engine = model.partitions // model.engines
     onchip = [o.partitions for o in ops if o.memory != "hbm"]
     used = min(model.engines, ceil(max(onchip) / per_engine)) if onchip else model.engines

@@ -62,7 +62,13 @@ NS = 1e-9
 
 
 def _dma(
-    engine_bw: float, theoretical: float, guide: str, measured: str = "", engines_note: str = ""
+    engine_bw: float,
+    theoretical: float,
+    guide: str,
+    measured: str = "",
+    engines_note: str = "",
+    element_s: float | None = None,
+    element_note: str = "",
 ) -> DmaSpec:
     descriptor_note = (
         "measured on NeuronCore-v3 only (the packet timings above); the same engine time per "
@@ -76,6 +82,7 @@ def _dma(
         descriptor_s=5.3 * NS,
         min_efficient_bytes_per_partition=2 * KiB,
         saturating_bytes_per_partition=4 * KiB,
+        element_s=5.3 * NS if element_s is None else element_s,
         sources={
             "engines": S.NEURON_DMA_GUIDE
             + " (16 DMA engines per NeuronCore); "
@@ -89,6 +96,8 @@ def _dma(
             "5.3 ns + bytes / 27.4 B/ns (derived)",
             "min_efficient_bytes_per_partition": S.NEURON_DMA_GUIDE,
             "saturating_bytes_per_partition": S.NEURON_DMA_GUIDE,
+            "element_s": element_note
+            or "no public figure: one descriptor per element is assumed (descriptor_s)",
         },
         notes={
             "engine_bw": f"{S.NEURON_DMA_OVERVIEW} gives a theoretical "
@@ -156,7 +165,19 @@ NEURONCORE_V2 = CORES.register(
         vector=_engine("vector", 1.12 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
         scalar=_engine("scalar", 1.4 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
         gpsimd=_engine("gpsimd", 1.4 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
-        dma=_dma(17 * GB, 27.2 * GB, "v2 arch guide: 27 GiB/s"),
+        dma=_dma(
+            17 * GB,
+            27.2 * GB,
+            "v2 arch guide: 27 GiB/s",
+            element_s=1.0 * NS,
+            element_note="FITTED, no public figure (the perf guide, Opt #10: a transposing DMA "
+            "has 'much lower DMA bandwidth' than nl.load): the seven trn1 rows "
+            "autocomp/sd_attention/0-6, the only calibration rows with a transposing DMA "
+            "(nl.load_transpose2d of [128, 64] fp32 to bf16), give MAPE 32.8% at one "
+            "descriptor per element (5.3 ns), 12.0% at 2.65 ns, 7.5% at 1.33 ns, 7.2% at "
+            "1.0 ns, 8.1% at 0.66 ns: 1.0 ns per element, the least (benchmarks/RESULTS.md, "
+            "issue 27 session 7)",
+        ),
         sources=_core_sources(
             S.NEURON_V2_GUIDE,
             sbuf=S.NEURON_V2_GUIDE + " (24 MiB = 192 KiB x 128)",

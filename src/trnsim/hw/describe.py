@@ -112,6 +112,7 @@ def core_rows(core: CoreSpec) -> list[Row]:
         Row("dma.core_bw", d.core_bw, "B/s", "derived: engines x engine_bw"),
         Row("dma.fixed_latency_s", d.fixed_latency_s, "s", _src(d, "fixed_latency_s")),
         Row("dma.descriptor_s", d.descriptor_s, "s", _src(d, "descriptor_s")),
+        Row("dma.element_s", d.element_s, "s", _src(d, "element_s")),
     ]
     return rows
 

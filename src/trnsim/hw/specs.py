@@ -136,7 +136,11 @@ class DmaSpec(_Spec):
     paid. ``descriptor_s``: that fixed cost, the engine time of one descriptor (one contiguous
     element, in practice one partition's row) on top of its bytes / ``engine_bw``: what makes
     short rows slow. ``fixed_latency_s``: from the semaphore that releases a transfer to its
-    first byte moving (a latency; the engine is not busy meanwhile).
+    first byte moving (a latency; the engine is not busy meanwhile). ``element_s``: the engine
+    time of one element of an element-strided (transposing) access, a transfer whose HBM side
+    is contiguous for one element only while its on-chip rows are longer (``nl.load_transpose2d``):
+    one descriptor holds the whole stride pattern (SDK ``nki-dge.rst``), so each element costs
+    this instead of a descriptor.
     """
 
     engines: int
@@ -146,6 +150,7 @@ class DmaSpec(_Spec):
     descriptor_s: float
     min_efficient_bytes_per_partition: int
     saturating_bytes_per_partition: int
+    element_s: float
     name: str = "dma"
     sources: Table = field(default_factory=Table)
     notes: Table = field(default_factory=Table)
