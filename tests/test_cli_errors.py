@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from foreground import sigint_default
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "kernels"
 SOFTMAX = str(EXAMPLES / "softmax.py")
@@ -242,6 +244,7 @@ def test_interrupt_and_terminate(sig, code, tmp_path):
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_default,  # Ctrl-C reaches it even when the tests run in background
     )
     deadline = time.monotonic() + 60  # a loaded machine may take a while to import
     while not started.exists() and time.monotonic() < deadline and proc.poll() is None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from foreground import sigint_default
 from trnsim.cli.main import main
 from trnsim.nki import install
 
@@ -602,6 +603,7 @@ def _spawn(path: str, *argv: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=sigint_default,  # Ctrl-C reaches it even when the tests run in background
     )
 
 

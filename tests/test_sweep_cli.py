@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from foreground import sigint_default
 from trnsim.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,7 +199,13 @@ def test_ctrl_c_leaves_a_valid_table_that_the_same_command_finishes(tmp_path, ba
     spec = _write(tmp_path, SLOW)
     out = tmp_path / "t.csv"
     cmd = [sys.executable, "-m", "trnsim", "sweep", str(spec), "--out", str(out), *backend]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,  # Ctrl-C reaches it even when the tests run in background
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if out.exists() and len(_rows(out)) >= 1:
