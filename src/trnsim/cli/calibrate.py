@@ -56,7 +56,7 @@ def _given(pairs: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trnsim.conformance.timing import DEFECT, find_checkouts, mape, run_rows
+    from trnsim.conformance.timing import find_checkouts, mape, run_rows
     from trnsim.conformance.timing_rows import ROWS
 
     given = _given(args.checkout)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     sets = sorted({r.name.split("/")[0] for r in results})
     per_set = {s: mape([r for r in results if r.name.startswith(s + "/")]) for s in sets}
     overall = mape(results)
-    defects = [r for r in results if r.error.startswith(DEFECT + ":")]
+    defects = [r for r in results if r.source_defect]
     failed = [
         r for r in results if r not in defects and (r.error or (r.check and r.check != "pass"))
     ]
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 def _defects(results) -> str:  # type: ignore[no-untyped-def]
     from trnsim.conformance.timing import DEFECT
 
-    n = sum(r.error.startswith(DEFECT + ":") for r in results)
+    n = sum(r.source_defect for r in results)
     return f" ({n} whose public source cannot be what ran: {DEFECT})" if n else ""
 
 

@@ -137,6 +137,11 @@ class RowResult:
     profile: dict[str, Any] | None = None
 
     @property
+    def source_defect(self) -> bool:
+        """The row was not run: its public source cannot be what ran (``TimingRow.defect``)."""
+        return self.error.startswith(DEFECT + ":")
+
+    @property
     def rel_error(self) -> float | None:
         if self.modelled_s is None:
             return None

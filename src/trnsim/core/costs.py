@@ -728,10 +728,12 @@ class DmaModel:
         """Derived: engines x engine bandwidth x efficiency (streaming, long rows)."""
         return self.engines * self.engine_bw * self.efficiency
 
-    def engine_seconds(self, nbytes: float, descriptors: int) -> float:
+    def engine_seconds(self, nbytes: float, descriptors: int, row_s: float | None = None) -> float:
         """Engine time of ``descriptors`` descriptors moving ``nbytes`` in all: each pays
-        ``descriptor_s``, every byte ``1 / (engine_bw x efficiency)``."""
-        return descriptors * self.descriptor_s + nbytes / (self.engine_bw * self.efficiency)
+        ``descriptor_s`` (``row_s`` instead when given: an element-strided access's
+        ``element_s`` per element), every byte ``1 / (engine_bw x efficiency)``."""
+        each = self.descriptor_s if row_s is None else row_s
+        return descriptors * each + nbytes / (self.engine_bw * self.efficiency)
 
     @staticmethod
     def for_core(
@@ -835,9 +837,8 @@ def dma_cost(instr: Instruction, model: DmaModel) -> DmaCost:
     ops = instr.dst + instr.src
     row = min((contiguous_bytes(o) for o in ops), default=nbytes) or 1
     hbm = sum(o.nbytes for o in ops if o.memory == "hbm")
-    if model.element_s and element_strided(ops):
-        return _transfer(ops, nbytes, row, hbm, model, model.element_s)
-    return _transfer(ops, nbytes, row, hbm, model)
+    strided = model.element_s and element_strided(ops)
+    return _transfer(ops, nbytes, row, hbm, model, model.element_s if strided else None)
 
 
 _CC_KIND = {
@@ -929,10 +930,7 @@ def _transfer(
     time of one row when it is not a descriptor's (an element-strided access's
     ``element_s``)."""
     rows = ceil(nbytes / row) if nbytes else 0
-    if row_s is None:
-        work = model.engine_seconds(nbytes, rows)
-    else:
-        work = rows * row_s + nbytes / (model.engine_bw * model.efficiency)
+    work = model.engine_seconds(nbytes, rows, row_s)
     per_engine = model.partitions // model.engines
     onchip = [o.partitions for o in ops if o.memory != "hbm"]
     used = min(model.engines, ceil(max(onchip) / per_engine)) if onchip else model.engines

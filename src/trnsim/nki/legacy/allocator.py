@@ -369,6 +369,11 @@ class Allocator:
         self.loops.append(entry)
         return entry
 
+    def entered_none_inside(self, entry: list[Any]) -> bool:
+        """Whether no ``nl`` loop was entered since ``entry`` (loop ids only grow): an
+        innermost loop."""
+        return self._loop_ids == entry[2]
+
     def exit_loop(self, entry: list[Any]) -> None:
         if entry in self.loops:
             while self.loops and self.loops.pop() is not entry:

@@ -311,7 +311,7 @@ class _Loop:
         finally:
             al.exit_loop(entry)
         # ran to its end: an innermost affine loop may be vectorized (timing only)
-        innermost = al._loop_ids == entry[2]
+        innermost = al.entered_none_inside(entry)
         if self.kind == "affine" and innermost and len(bounds) == len(self.range) + 1:
             vectorize.fold(record, bounds)
 
