@@ -492,6 +492,8 @@ class Allocator:
             if cool:
                 cool.sort()
                 off = _fit(mem, lt, merge(spans, cool), top)
+            if off is None and lt.kind == PSUM:
+                off = self._dead_room(mem, lt, spans, cool)
         if off is None:
             off = _fit(mem, lt, spans, top)
         if off is None:
@@ -500,6 +502,46 @@ class Allocator:
                 off = self._make_room(mem, lt, spans)
             finally:
                 self.pins.discard(lt)
+        return off
+
+    def _dead_room(
+        self, mem: Any, lt: LTile, spans: list[tuple[int, int, int, Any]], cool: list[Any]
+    ) -> int | None:
+        """Fresh PSUM bytes for multi-buffered ``lt`` when none are free: the bytes of dead
+        tiles (no use left in the plan) last used before ``lt``'s cooling clock, freed at
+        their last use as the compiler's liveness analysis frees them ("the physical tiles
+        may not be alive in the memory simultaneously", block-dimension migration guide),
+        even while a Python name still holds them. Without a plan, a tile that could be
+        dead (last used before the cooling clock) asks for one (``_need_plan``); a planning
+        run does not know uses: None."""
+        cutoff = lt.cool
+        stale = [
+            t for t in spans
+            if t[3].user is not None and _owner(t[3]).last < cutoff
+        ]  # fmt: skip
+        if not stale or self.planning:
+            return None
+        if self.plan is None:
+            self._need_plan()  # raises, or turns this run into the planning run
+            return None
+        clock, pins, held = self.clock, self.pins, self.held
+        both = list(merge(spans, sorted(cool)))
+        info = []
+        for _, _, _, a in both:
+            if a is None or a.user is None:
+                info.append((False, False, False, 0, 0, 0))
+                continue
+            t = _owner(a)
+            dead = (
+                t.last < cutoff and t.next_use(clock) == NEVER and t not in pins and t not in held
+            )
+            info.append((dead, False, False, NEVER, t.last, a.nbytes))
+        best = _window(mem, lt, both, info, (False, False), False)
+        if best is None:
+            return None
+        off, occupants = best
+        for a in occupants:
+            self._drop(a)
         return off
 
     # ---- making room ------------------------------------------------------------------------
