@@ -127,3 +127,11 @@ def test_system_levels_must_go_inner_to_outer():
 def test_specs_are_hashable_cache_keys():
     assert hash(hw.chip("trn3")) == hash(hw.chip("trainium3"))
     assert {hw.system("trn3-gen2"): 1}[hw.system("trn3-gen2-ultraserver")] == 1
+
+
+def test_an_engine_latency_of_its_own_is_shown_with_its_source():
+    by_name = {r.key: r for r in rows(hw.core("gen2"))}
+    vec = by_name["vector.static_latency_cycles"]
+    assert vec.value == 100 and "trainium_inferentia2_arch" in vec.source
+    assert "scalar.static_latency_cycles" not in by_name  # the core's figure holds
+    assert "vector.static_latency_cycles" not in {r.key for r in rows(hw.core("gen3"))}

@@ -47,7 +47,7 @@ def test_one_engine_runs_in_order():
 
 
 def latency(engine):
-    return SPEC.static_latency_cycles / costs.engine_clock(SPEC, engine)
+    return SPEC.latency_cycles(engine.value) / costs.engine_clock(SPEC, engine)
 
 
 def test_read_after_write_waits_for_the_writer():
@@ -69,6 +69,28 @@ def test_a_dependent_compute_instruction_waits_for_the_static_latency():
     )
     s = schedule([mm, evac], SPEC).schedule
     assert s.start[1] == pytest.approx(s.end[0] + latency(Engine.TENSOR))
+
+
+def _chain(engine):
+    """Two copies on ``engine``, the second reading the first's output (sbuf [0, 1024) then
+    [1024, 2048) -> [4096, 5120)), 512 bf16 per partition each."""
+    first = instr(Op.TENSOR_COPY, engine, [opnd("dst", offset=1024)], [opnd("src", offset=0)])
+    second = instr(Op.TENSOR_COPY, engine, [opnd("dst", offset=4096)], [opnd("src", offset=1024)])
+    return [first, second]
+
+
+def test_a_dependent_vector_instruction_waits_100_cycles_on_neuroncore_v2():
+    # the trn1/inf2 arch guide's VectorE cost model: back-to-back instructions each depending
+    # on the previous one's output add 100 engine cycles; ScalarE keeps the perf guide's 200
+    v2 = core("gen2")
+    assert v2.latency_cycles("vector") == 100
+    assert v2.latency_cycles("scalar") == v2.latency_cycles("tensor") == 200
+    for engine, cycles, clock in ((Engine.VECTOR, 100, 1.12e9), (Engine.SCALAR, 200, 1.4e9)):
+        s = schedule(_chain(engine), v2).schedule
+        assert s.start[1] - s.end[0] == pytest.approx(cycles / clock)
+    # the later generations' documents give no per-engine figure: the core's 200
+    s = schedule(_chain(Engine.VECTOR), SPEC).schedule
+    assert s.start[1] - s.end[0] == pytest.approx(200 / costs.engine_clock(SPEC, Engine.VECTOR))
 
 
 def test_independent_instructions_on_one_engine_hide_the_static_latency():

@@ -601,7 +601,7 @@ class _Costs:
             hw, tr = costs.hardware_flops(ins)
             c, eng = ins.core, ins.engine.value
             name = f"core{c}.{eng}" if self.multi else eng
-            lat = self.spec.static_latency_cycles / self.clocks[ins.engine]
+            lat = self.spec.latency_cycles(ins.engine.value) / self.clocks[ins.engine]
             tid = self.tracks.get((c, ins.engine), name, SCHEDULE_WINDOW)
             state = uses_engine_state(ins.opcode, ins.attrs, tuple(o.role for o in ins.dst))
             entry = _ComputeEntry(sec, lat, sid, tid, state)
@@ -1026,8 +1026,8 @@ def _profile(
     d = spec.dma
     assumptions = (
         f"costs: trnsim.core.costs rules for {spec.name} (NKI cost guidance, nki-notes 4.4); "
-        f"a dependent instruction waits {spec.static_latency_cycles} engine cycles more "
-        "(perf guide's static instruction overhead)",
+        f"a dependent instruction waits {_latencies(spec)} engine cycles more "
+        "(the static instruction overhead: perf guide, arch guide)",
         f"DMA: {d.engines} engines x {d.engine_bw / 1e9:.0f} GB/s (DMA bandwidth guide) "
         f"x efficiency {dma.efficiency:.2f}, {d.descriptor_s * 1e9:.1f} ns per descriptor "
         f"(row), {d.fixed_latency_s * 1e6:.1f} us latency; ready transfers back-fill idle "
@@ -1061,6 +1061,17 @@ def _profile(
         transpose_flops=totals.transpose_flops,
         schedule=sched,
     )
+
+
+def _latencies(spec: CoreSpec) -> str:
+    """The dependent-instruction latency as the assumptions line states it: the core's figure,
+    with each engine that has its own named (``200`` or ``200 (vector 100)``)."""
+    own = [
+        f"{e} {spec.latency_cycles(e)}"
+        for e in ("vector", "scalar", "gpsimd")
+        if spec.latency_cycles(e) != spec.static_latency_cycles
+    ]
+    return f"{spec.static_latency_cycles}" + (f" ({', '.join(own)})" if own else "")
 
 
 def _union_length(intervals) -> float:  # type: ignore[no-untyped-def]

@@ -162,7 +162,18 @@ NEURONCORE_V2 = CORES.register(
             stationary_fmax=128,
             sources=_tensor_sources(S.NEURON_V2_GUIDE),
         ),
-        vector=_engine("vector", 1.12 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
+        vector=dataclasses.replace(
+            _engine("vector", 1.12 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
+            static_latency_cycles=100,
+            sources={
+                "clock_hz": S.NEURON_V2_GUIDE,
+                "lanes": S.NEURON_V2_GUIDE,
+                "elems_per_cycle": S.NEURON_V2_GUIDE,
+                "static_latency_cycles": S.NEURON_V2_GUIDE + " (Vector Engine, Cost Model: "
+                "back-to-back instructions each depending on the previous one's output add a "
+                "static instruction overhead of 100 engine cycles)",
+            },
+        ),
         scalar=_engine("scalar", 1.4 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
         gpsimd=_engine("gpsimd", 1.4 * GHZ, 128, 128, None, S.NEURON_V2_GUIDE),
         dma=_dma(

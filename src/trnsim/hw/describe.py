@@ -48,6 +48,15 @@ def _engine_rows(prefix: str, eng: EngineSpec) -> list[Row]:
     ]
     if eng.fp32_flops is not None:
         rows.append(Row(f"{prefix}.fp32_flops", eng.fp32_flops, "FLOP/s", _src(eng, "fp32_flops")))
+    if eng.static_latency_cycles is not None:
+        rows.append(
+            Row(
+                f"{prefix}.static_latency_cycles",
+                eng.static_latency_cycles,
+                "cycles",
+                _src(eng, "static_latency_cycles"),
+            )
+        )
     return rows
 
 

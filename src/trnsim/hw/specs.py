@@ -91,6 +91,8 @@ class EngineSpec(_Spec):
 
     ``elems_per_cycle``: elements per cycle across all partitions, by dtype class: ``"fast"`` for
     bf16/fp16/fp8 where the engine has a wide path, ``"other"`` for everything else.
+    ``static_latency_cycles``: this engine's dependent-instruction latency where a document
+    gives one for it (None: the core's ``CoreSpec.static_latency_cycles``).
     """
 
     name: str
@@ -98,6 +100,7 @@ class EngineSpec(_Spec):
     lanes: int
     elems_per_cycle: Table
     fp32_flops: float | None = None
+    static_latency_cycles: int | None = None
     sources: Table = field(default_factory=Table)
     notes: Table = field(default_factory=Table)
 
@@ -212,6 +215,13 @@ class CoreSpec(_Spec):
     def psum_bank_bytes(self) -> int:
         """Derived: bytes of one PSUM bank in one partition (2 KiB = 512 fp32)."""
         return self.psum_bytes_per_partition // self.psum_banks
+
+    def latency_cycles(self, engine: str) -> int:
+        """Derived: the dependent-instruction latency of ``engine`` (``"vector"``, ...): its own
+        figure where its spec has one, else the core's ``static_latency_cycles``."""
+        spec = getattr(self, engine, None)
+        own = getattr(spec, "static_latency_cycles", None)
+        return self.static_latency_cycles if own is None else own
 
 
 # ---------------------------------------------------------------------------------------------
