@@ -34,13 +34,16 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
   away from the bytes of tiles used in the last ``k - 1`` iterations when memory allows
   (``affine_range(..., multi_buffer=k)`` sets the depth k; by default an SBUF tile gets as
   many as keep the DMA's fixed latency covered, ``dma_depth``, a PSUM tile two): iteration
-  ``i + 1``'s load does not wait for iteration ``i``'s readers. Two buffers are not enough
-  when a load's ~1.3 us latency is longer than two iterations' compute: a 128 KiB weight
-  tile feeding 0.2 us matmuls (the trainium-kernel-fusion MLP rows, issue 27 session 6).
-  The SDK's fully optimized matmul tutorial runs its K loop as ``sequential_range`` and its
-  published latency hides every load behind the matmuls, so ``sequential_range`` and
-  ``static_range`` bodies are multi-buffered too. A call's result
-  is multi-buffered over the loop of the call (even when first used, and placed, in an inner
+  ``i + 1``'s load does not wait for iteration ``i``'s readers. A multi-buffered PSUM tile
+  that finds no such bytes free takes the banks of dead tiles (no use left) last used before
+  those iterations, even while a Python name still holds them: the compiler frees a tile at
+  its last use (liveness, above), not when the kernel's Python drops it (``_dead_room``). Two
+  buffers are not enough when a load's ~1.3 us latency is longer than two iterations' compute:
+  a 128 KiB weight tile feeding 0.2 us matmuls (the trainium-kernel-fusion MLP rows, issue 27
+  session 6). The SDK's fully optimized matmul tutorial runs its K loop as
+  ``sequential_range`` and its published latency hides every load behind the matmuls, so
+  ``sequential_range`` and ``static_range`` bodies are multi-buffered too. A call's result is
+  multi-buffered over the loop of the call (even when first used, and placed, in an inner
   loop), and a tile made in the first iteration of an inner loop avoids the bytes used since
   the enclosing loop's last iteration began (a nest runs on k sets of buffers as one loop).
 - **Loop-invariant loads.** An ``nl.load`` that reads the same HBM bytes into the same dtype at
