@@ -34,13 +34,16 @@ them bytes. What the 2.26 documents say it does, and how trnsim does the same:
   away from the bytes of tiles used in the last ``k - 1`` iterations when memory allows
   (``affine_range(..., multi_buffer=k)`` sets the depth k; by default an SBUF tile gets as
   many as keep the DMA's fixed latency covered, ``dma_depth``, a PSUM tile two): iteration
-  ``i + 1``'s load does not wait for iteration ``i``'s readers. Two buffers are not enough
-  when a load's ~1.3 us latency is longer than two iterations' compute: a 128 KiB weight
-  tile feeding 0.2 us matmuls (the trainium-kernel-fusion MLP rows, issue 27 session 6).
-  The SDK's fully optimized matmul tutorial runs its K loop as ``sequential_range`` and its
-  published latency hides every load behind the matmuls, so ``sequential_range`` and
-  ``static_range`` bodies are multi-buffered too. A call's result
-  is multi-buffered over the loop of the call (even when first used, and placed, in an inner
+  ``i + 1``'s load does not wait for iteration ``i``'s readers. A multi-buffered PSUM tile
+  that finds no such bytes free takes the banks of dead tiles (no use left) last used before
+  those iterations, even while a Python name still holds them: the compiler frees a tile at
+  its last use (liveness, above), not when the kernel's Python drops it (``_dead_room``). Two
+  buffers are not enough when a load's ~1.3 us latency is longer than two iterations' compute:
+  a 128 KiB weight tile feeding 0.2 us matmuls (the trainium-kernel-fusion MLP rows, issue 27
+  session 6). The SDK's fully optimized matmul tutorial runs its K loop as
+  ``sequential_range`` and its published latency hides every load behind the matmuls, so
+  ``sequential_range`` and ``static_range`` bodies are multi-buffered too. A call's result is
+  multi-buffered over the loop of the call (even when first used, and placed, in an inner
   loop), and a tile made in the first iteration of an inner loop avoids the bytes used since
   the enclosing loop's last iteration began (a nest runs on k sets of buffers as one loop).
 - **Loop-invariant loads.** An ``nl.load`` that reads the same HBM bytes into the same dtype at
@@ -492,6 +495,8 @@ class Allocator:
             if cool:
                 cool.sort()
                 off = _fit(mem, lt, merge(spans, cool), top)
+            if off is None and lt.kind == PSUM:
+                off = self._dead_room(mem, lt, spans, cool)
         if off is None:
             off = _fit(mem, lt, spans, top)
         if off is None:
@@ -500,6 +505,46 @@ class Allocator:
                 off = self._make_room(mem, lt, spans)
             finally:
                 self.pins.discard(lt)
+        return off
+
+    def _dead_room(
+        self, mem: Any, lt: LTile, spans: list[tuple[int, int, int, Any]], cool: list[Any]
+    ) -> int | None:
+        """Fresh PSUM bytes for multi-buffered ``lt`` when none are free: the bytes of dead
+        tiles (no use left in the plan) last used before ``lt``'s cooling clock, freed at
+        their last use as the compiler's liveness analysis frees them ("the physical tiles
+        may not be alive in the memory simultaneously", block-dimension migration guide),
+        even while a Python name still holds them. Without a plan, a tile that could be
+        dead (last used before the cooling clock) asks for one (``_need_plan``); a planning
+        run does not know uses: None."""
+        cutoff = lt.cool
+        stale = [
+            t for t in spans
+            if t[3].user is not None and _owner(t[3]).last < cutoff
+        ]  # fmt: skip
+        if not stale or self.planning:
+            return None
+        if self.plan is None:
+            self._need_plan()  # raises, or turns this run into the planning run
+            return None
+        clock, pins, held = self.clock, self.pins, self.held
+        both = list(merge(spans, sorted(cool)))
+        info = []
+        for _, _, _, a in both:
+            if a is None or a.user is None:
+                info.append((False, False, False, 0, 0, 0))
+                continue
+            t = _owner(a)
+            dead = (
+                t.last < cutoff and t.next_use(clock) == NEVER and t not in pins and t not in held
+            )
+            info.append((dead, False, False, NEVER, t.last, a.nbytes))
+        best = _window(mem, lt, both, info, (False, False), False)
+        if best is None:
+            return None
+        off, occupants = best
+        for a in occupants:
+            self._drop(a)
         return off
 
     # ---- making room ------------------------------------------------------------------------
