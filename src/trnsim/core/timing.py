@@ -1357,7 +1357,8 @@ def _profile(
             f"the compiler's, from the dependencies (a window of {ORDER_WINDOW} per engine, "
             "fitted: timing.compiler_order)"
             if reordered
-            else "program order (already the compiler's, or explicit dependencies / several cores)"
+            else "program order (already the compiler's, or explicit dependencies, several "
+            "cores, or more dependency edges than timing.ORDER_EDGE_BUDGET)"
         ),
     )
     return Profile(
