@@ -169,15 +169,14 @@ K1_ROWS = (
         0.95, "closed/Cisco/results/HGX-H100_H100-SXM-80GBx16_TRT; "
         "closed/Cisco/configs/llama2-70b/Server/__init__.py",
     ),
-    # Dell's v5.1 Interactive config is not in the mirror; its v5.0 config for the same system
-    # (ntuhpc/mlperf_inference_results_v5.0 @ cf354115, closed/Dell/configs/
-    # llama2-70b-interactive/Server/custom.py, XE9680_H200_SXM_141GBX8: batch 512,
-    # max_num_tokens 256, KV fraction 0.9, FP8 KV, TP1) is taken as the v5.1 run's.
+    # Dell's v5.1 Interactive config (closed/Dell/configs/XE9680_H200_SXM_141GBx8/
+    # Interactive/llama2-70b.py in the mirror): batch 512, max_num_tokens 256, KV fraction
+    # 0.9, FP8 KV, TP1 PP1, chunked context first come first served, no CUDA graphs; the
+    # same settings as its v5.0 config (ntuhpc/mlperf_inference_results_v5.0 @ cf354115).
     K1Row(
         "k1-h200-interactive", "Llama-2-70B Interactive, 8x H200 FP8", "dgx-h200", 8, 1, 1,
         "fp8", "interactive", 21915.57, 74.73, 75.19, (103.9, 367.1), (37.2, 38.8), 512, 256,
-        0.9, _DELL.format("results", "_TRT") + "; closed/Dell/configs/llama2-70b-interactive/"
-        "Server/custom.py (v5.0, ntuhpc/mlperf_inference_results_v5.0 @ cf354115)",
+        0.9, _DELL.format("results", "_TRT") + "; " + _DELL.format("configs", "/Interactive"),
     ),
     K1Row(
         "k1-b200-interactive", "Llama-2-70B Interactive, 8x B200 FP4", "dgx-b200", 8, 1, 1,

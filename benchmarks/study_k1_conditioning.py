@@ -1,0 +1,153 @@
+"""Study (issue 23, session 9): how well-conditioned are the K1 latency rows of set L?
+
+The MLPerf Server and Interactive runs of serving.md K1 report p50 TTFT and TPOT of replicas run
+close to their capacity. A replica's TPOT there is the fixed point of its step time: the step
+holds the sequences in flight, which Little's law ties to the TPOT itself,
+
+    T = S(N(T), P(T)),   N = D x T decoding sequences,   P = r x I x T prompt tokens a step,
+
+with D the replica's output tokens/s, r its requests/s (both from the log) and I the mean
+prompt length (NOT in the logs: ``trnsim.serve.calibration.K1_INPUT_MEAN``, ASSUMED). A model
+whose step time is off by e at the measured operating point lands its simulated TPOT off by
+about e / (1 - g), where g = dS/dT along that line (the share of the step that grows with the
+load); TTFT adds the queue in front of the prefill, steeper still.
+
+Part 1 (default, about 5 s): for every K1 Server and Interactive run, the operating point the log
+implies (N, P at the measured p50 TPOT), trnsim's step time there (``trnsim.perf.step.StepCost``
+of the run's stack, system and precision; decodes at the mean context I + half the output, the
+step's prompt tokens as one chunk; a pp-stage pipeline as pp micro-batches of N/pp and P/pp
+whose round takes one full-model step of that size), its error against the measured TPOT, the
+gain g (central difference, T x (1 +- 2 %)), the amplification 1 / (1 - g), the share of the
+run's token budget (pp micro-batches of ``max_num_tokens`` a round) those tokens fill, and the
+largest prompt mean the budget admits at the measured TPOT and rates. Part 1 is a steady-state
+reading (every decode at the mean context, a step's prompt tokens as one chunk), not the
+simulator's own step mix: at the H200 Server run's simulated operating point (prompt mean 300:
+605 decodes, 620 prompt tokens a step, simulated TPOT p50 145.9 ms) it prices the step at
+159.1 ms, so its error column is good to about 10 %; the budget columns use the logs and
+configs only, no model.
+
+Part 2 (``--sweep``, about 2 min a value): the K1 rows of ``trnsim validate --sets L``
+simulated with other assumed prompt means (default 285, 300, 315): how far the judged figures
+move for a +-5 % change in a number the logs do not give.
+
+    .venv/bin/python benchmarks/study_k1_conditioning.py [--input-mean N] [--sweep [--means ...]]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import trnsim.serve.calibration as cal
+from trnsim.hw import system
+from trnsim.perf.plan import ParallelPlan
+from trnsim.perf.step import StepCost
+from trnsim.workloads import SeqGroup
+
+GAIN_STEP = 0.02
+
+
+def _step_s(sc: StepCost, n: float, p: float, context: float) -> float:
+    seqs = []
+    if n >= 0.5:
+        seqs.append(SeqGroup(round(n), 1, round(context), True))
+    if p >= 0.5:
+        seqs.append(SeqGroup(1, round(p), round(p), False))
+    return sc.step(tuple(seqs)).total
+
+
+def operating_points(input_mean: float) -> list[dict]:
+    """Part 1's figures for every K1 run with latencies."""
+    out = []
+    for row in cal.K1_ROWS:
+        if row.tpot is None:
+            continue
+        sysm = system(row.system)
+        sc = StepCost(
+            "llama-2-70b",
+            sysm,
+            ParallelPlan(tp=row.tp, zero=0, recompute="none"),
+            prec=row.precision,
+            stack=cal.gpu_stack(),
+        )
+        d = row.tokens_s / row.replicas
+        r = row.samples_s / row.replicas
+        context = input_mean + row.output_mean / 2
+
+        def model_tpot(t: float, row=row, d=d, r=r, sc=sc, context=context) -> float:
+            n, p = d * t, r * input_mean * t
+            return _step_s(sc, n / row.pp, p / row.pp, context)
+
+        t = row.tpot[0] / 1e3
+        s = model_tpot(t)
+        g = (model_tpot(t * (1 + GAIN_STEP)) - model_tpot(t * (1 - GAIN_STEP))) / (
+            2 * GAIN_STEP * t
+        )
+        out.append(
+            {
+                "row": row.label,
+                "decodes": d * t,
+                "prompt_tokens": r * input_mean * t,
+                "tpot_ms": row.tpot[0],
+                "step_ms": s * 1e3,
+                "error": s / t - 1,
+                "gain": g,
+                "amplification": 1 / (1 - g) if g < 1 else float("inf"),
+                "budget_used": (d * t + r * input_mean * t) / (row.pp * row.max_tokens),
+                "max_input_mean": (row.pp * row.max_tokens - d * t) / (r * t),
+            }
+        )
+    return out
+
+
+def sweep(means: list[float]) -> dict[float, dict[tuple[str, str], float]]:
+    """Part 2: each judged K1 figure's error under each assumed prompt mean."""
+    names = [r.name for r in cal.K1_ROWS]
+    saved = cal.K1_INPUT_MEAN
+    out: dict[float, dict[tuple[str, str], float]] = {}
+    try:
+        for m in means:
+            cal.K1_INPUT_MEAN = m
+            res = cal.validate(only=names)
+            out[m] = {(x.label, x.metric): x.error for x in cal.judged(res)}
+    finally:
+        cal.K1_INPUT_MEAN = saved
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweep", action="store_true", help="also simulate other prompt means")
+    ap.add_argument("--means", default="285,300,315", help="prompt means for --sweep")
+    ap.add_argument(
+        "--input-mean", type=float, default=cal.K1_INPUT_MEAN, help="prompt mean for part 1"
+    )
+    args = ap.parse_args()
+    i = args.input_mean
+    print(f"Part 1: trnsim's step at each run's operating point (prompt mean {i:g}, ASSUMED)\n")
+    print(
+        "| run | decodes | prompt tok | TPOT p50 ms | step ms | error | gain g | 1/(1-g) "
+        "| budget used | largest prompt mean |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for x in operating_points(i):
+        print(
+            f"| {x['row']} | {x['decodes']:.0f} | {x['prompt_tokens']:.0f} | "
+            f"{x['tpot_ms']:.1f} | {x['step_ms']:.1f} | {x['error']:+.1%} | "
+            f"{x['gain']:.2f} | {x['amplification']:.1f} | {x['budget_used']:.0%} | "
+            f"{x['max_input_mean']:.0f} |"
+        )
+    if not args.sweep:
+        return
+    means = [float(v) for v in args.means.split(",")]
+    table = sweep(means)
+    keys = list(table[means[0]])
+    print("\nPart 2: judged K1 figures of set L under each assumed prompt mean\n")
+    print("| row | metric | " + " | ".join(f"mean {m:g}" for m in means) + " |")
+    print("|---|---|" + "---:|" * len(means))
+    for label, metric in keys:
+        cells = " | ".join(f"{table[m][(label, metric)]:+.1%}" for m in means)
+        print(f"| {label} | {metric} | {cells} |")
+
+
+if __name__ == "__main__":
+    main()
