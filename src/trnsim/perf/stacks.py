@@ -298,7 +298,10 @@ NXD_INFERENCE = SoftwareStack(
         draft_step_overhead_s=2.58e-3,
     ),
     source=f"fitted to {_P} H (trn2.48xlarge, NxD Inference behind vLLM) and the EAGLE-3 "
-    "runs of its tutorials (set S)",
+    "runs of its tutorials (set S); H's TP64 prefill over 16 chips holds about 370 ms that "
+    "neither its kernels nor the priced collectives explain, and the fitted matmul and "
+    "attention efficiencies absorb it, so a prefill on one chip is priced at about 3x its "
+    "NxD Inference kernels (benchmarks/study_nxdi_kernels.py)",
     sequence_parallel_prefill=True,
     # Prefill attention as NxD Inference picks it (SoftwareStack.prefill_flash): without the
     # kernel (NeuronCore-v2 chips below 4,096 tokens, odd lengths on Trn2) the compiler's
