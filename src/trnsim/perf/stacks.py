@@ -298,7 +298,7 @@ NXD_INFERENCE = SoftwareStack(
         draft_step_overhead_s=2.58e-3,
     ),
     source=f"fitted to {_P} H (trn2.48xlarge, NxD Inference behind vLLM) and the EAGLE-3 "
-    "runs of its tutorials (set S); H's TP64 prefill over 16 chips holds about 370 ms that "
+    "runs of its tutorials (set S); H's TP64 prefill over 16 chips holds about 390 ms that "
     "neither its kernels nor the priced collectives explain, and the fitted matmul and "
     "attention efficiencies absorb it, so a prefill on one chip is priced at about 3x its "
     "NxD Inference kernels (benchmarks/study_nxdi_kernels.py)",
