@@ -12,7 +12,7 @@ whose step time is off by e at the measured operating point lands its simulated 
 about e / (1 - g), where g = dS/dT along that line (the share of the step that grows with the
 load); TTFT adds the queue in front of the prefill, steeper still.
 
-Part 1 (default, about 5 s): for every K1 Server and Interactive run, the operating point the log
+Part 1 (default, under 1 s): for every K1 Server and Interactive run, the operating point the log
 implies (N, P at the measured p50 TPOT), trnsim's step time there (``trnsim.perf.step.StepCost``
 of the run's stack, system and precision; decodes at the mean context I + half the output, the
 step's prompt tokens as one chunk; a pp-stage pipeline as pp micro-batches of N/pp and P/pp
@@ -26,7 +26,7 @@ simulator's own step mix: at the H200 Server run's simulated operating point (pr
 159.1 ms, so its error column is good to about 10 %; the budget columns use the logs and
 configs only, no model.
 
-Part 2 (``--sweep``, about 2 min a value): the K1 rows of ``trnsim validate --sets L``
+Part 2 (``--sweep``, about 30 s a value): the K1 rows of ``trnsim validate --sets L``
 simulated with other assumed prompt means (default 285, 300, 315): how far the judged figures
 move for a +-5 % change in a number the logs do not give.
 
@@ -122,6 +122,12 @@ def main() -> None:
         "--input-mean", type=float, default=cal.K1_INPUT_MEAN, help="prompt mean for part 1"
     )
     args = ap.parse_args()
+    try:
+        means = [float(v) for v in args.means.split(",")]
+    except ValueError:
+        ap.error(f"--means: {args.means!r} is not a comma-separated list of numbers")
+    if min([*means, args.input_mean]) <= 0:
+        ap.error("prompt means must be > 0")
     i = args.input_mean
     print(f"Part 1: trnsim's step at each run's operating point (prompt mean {i:g}, ASSUMED)\n")
     print(
@@ -138,7 +144,6 @@ def main() -> None:
         )
     if not args.sweep:
         return
-    means = [float(v) for v in args.means.split(",")]
     table = sweep(means)
     keys = list(table[means[0]])
     print("\nPart 2: judged K1 figures of set L under each assumed prompt mean\n")

@@ -32,7 +32,7 @@ sum. They are a few per cent of a layer.
 
     .venv/bin/python benchmarks/study_nxdi_kernels.py /work/checkouts/nki-library
 
-Takes about 90 s, most of it the 12,288-token attention.
+Takes about 30 s, most of it the 12,288-token attention.
 """
 
 from __future__ import annotations
