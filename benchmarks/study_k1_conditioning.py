@@ -30,12 +30,26 @@ Part 2 (``--sweep``, about 30 s a value): the K1 rows of ``trnsim validate --set
 simulated with other assumed prompt means (default 285, 300, 315): how far the judged figures
 move for a +-5 % change in a number the logs do not give.
 
+Part 3 (``--mlperf DIR``, under 1 s): the spread of the published runs themselves. It reads every
+Llama-2-70B (99 %) Server and Interactive ``mlperf_log_summary.txt`` of H200 SXM and B200 SXM
+systems under ``DIR`` (a checkout of the MLPerf Inference v5.1 results, e.g. mlcommons/
+inference_results_v5.1 or its mirror ntuhpc/inference_results_v5.1 @ 387c3dd0:
+``closed/<submitter>/results/<system>/llama2-70b-99/<scenario>/performance/run_1/``). For each
+run it gives the scheduled QPS per GPU, the tokens/s per GPU, and the p50 TTFT and TPOT, sorted
+by load. The runs are other submitters' systems built on the same GPUs, most of them on NVIDIA's
+configuration: the spread of their p50 latencies at nearly equal loads is the spread any model
+faces on these rows.
+
     .venv/bin/python benchmarks/study_k1_conditioning.py [--input-mean N] [--sweep [--means ...]]
+        [--mlperf DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import sys
+from pathlib import Path
 
 import trnsim.serve.calibration as cal
 from trnsim.hw import system
@@ -114,6 +128,51 @@ def sweep(means: list[float]) -> dict[float, dict[tuple[str, str], float]]:
     return out
 
 
+GPU_KINDS = (("H200 SXM", re.compile(r"H200[-_]SXM")), ("B200 SXM", re.compile(r"(?<!G)B200")))
+SUMMARY = "closed/*/results/*/llama2-70b-99/{}/performance/run_1/mlperf_log_summary.txt"
+FIELDS = {
+    "qps": "Scheduled samples per second",
+    "tok_s": "Completed tokens per second",
+    "ttft_ns": "50.00 percentile first token latency (ns)",
+    "tpot_ns": "50.00 percentile time to output token (ns)",
+}
+GPUS_IN_NAME = re.compile(r"x(\d+)(?:_TRT)?$")
+
+
+def published_runs(root: Path) -> list[dict]:
+    """Part 3: every H200 SXM / B200 SXM Llama-2-70B Server and Interactive run under ``root``."""
+    out = []
+    for scenario in ("Server", "Interactive"):
+        for f in sorted(root.glob(SUMMARY.format(scenario))):
+            system_name = f.parts[-6]
+            kind = next((k for k, rx in GPU_KINDS if rx.search(system_name)), None)
+            gpus = GPUS_IN_NAME.search(system_name)
+            if kind is None or gpus is None or "NVL" in system_name:
+                continue
+            values: dict[str, float] = {}
+            for line in f.read_text(errors="replace").splitlines():
+                name, _, value = line.partition(":")
+                for key, label in FIELDS.items():
+                    if name.strip() == label and key not in values:
+                        values[key] = float(value)
+            if len(values) < len(FIELDS):
+                continue
+            n = int(gpus.group(1))
+            out.append(
+                {
+                    "gpu": kind,
+                    "scenario": scenario,
+                    "run": f"{f.parts[-8]}/{system_name}",
+                    "qps_per_gpu": values["qps"] / n,
+                    "tok_s_per_gpu": values["tok_s"] / n,
+                    "ttft_ms": values["ttft_ns"] / 1e6,
+                    "tpot_ms": values["tpot_ns"] / 1e6,
+                }
+            )
+    out.sort(key=lambda x: (x["gpu"], x["scenario"], x["qps_per_gpu"]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", action="store_true", help="also simulate other prompt means")
@@ -121,6 +180,7 @@ def main() -> None:
     ap.add_argument(
         "--input-mean", type=float, default=cal.K1_INPUT_MEAN, help="prompt mean for part 1"
     )
+    ap.add_argument("--mlperf", metavar="DIR", help="a checkout of the v5.1 results (part 3)")
     args = ap.parse_args()
     try:
         means = [float(v) for v in args.means.split(",")]
@@ -128,6 +188,16 @@ def main() -> None:
         ap.error(f"--means: {args.means!r} is not a comma-separated list of numbers")
     if min([*means, args.input_mean]) <= 0:
         ap.error("prompt means must be > 0")
+    runs = None
+    if args.mlperf is not None:
+        runs = published_runs(Path(args.mlperf))
+        if not runs:
+            print(
+                f"study_k1_conditioning: no H200 / B200 Llama-2-70B Server or Interactive "
+                f"summaries under {args.mlperf}",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
     i = args.input_mean
     print(f"Part 1: trnsim's step at each run's operating point (prompt mean {i:g}, ASSUMED)\n")
     print(
@@ -142,6 +212,8 @@ def main() -> None:
             f"{x['gain']:.2f} | {x['amplification']:.1f} | {x['budget_used']:.0%} | "
             f"{x['max_input_mean']:.0f} |"
         )
+    if runs:
+        _print_runs(runs)
     if not args.sweep:
         return
     table = sweep(means)
@@ -152,6 +224,17 @@ def main() -> None:
     for label, metric in keys:
         cells = " | ".join(f"{table[m][(label, metric)]:+.1%}" for m in means)
         print(f"| {label} | {metric} | {cells} |")
+
+
+def _print_runs(runs: list[dict]) -> None:
+    print("\nPart 3: the published runs on the same GPUs, sorted by load\n")
+    print("| GPU | scenario | run | QPS / GPU | tok/s / GPU | TTFT p50 ms | TPOT p50 ms |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for x in runs:
+        print(
+            f"| {x['gpu']} | {x['scenario']} | {x['run']} | {x['qps_per_gpu']:.2f} | "
+            f"{x['tok_s_per_gpu']:,.0f} | {x['ttft_ms']:.1f} | {x['tpot_ms']:.1f} |"
+        )
 
 
 if __name__ == "__main__":
