@@ -14,17 +14,18 @@ load); TTFT adds the queue in front of the prefill, steeper still.
 
 Part 1 (default, under 1 s): for every K1 Server and Interactive run, the operating point the log
 implies (N, P at the measured p50 TPOT), trnsim's step time there (``trnsim.perf.step.StepCost``
-of the run's stack, system and precision; decodes at the mean context I + half the output, the
-step's prompt tokens as one chunk; a pp-stage pipeline as pp micro-batches of N/pp and P/pp
-whose round takes one full-model step of that size), its error against the measured TPOT, the
-gain g (central difference, T x (1 +- 2 %)), the amplification 1 / (1 - g), the share of the
-run's token budget (pp micro-batches of ``max_num_tokens`` a round) those tokens fill, and the
-largest prompt mean the budget admits at the measured TPOT and rates. Part 1 is a steady-state
-reading (every decode at the mean context, a step's prompt tokens as one chunk), not the
-simulator's own step mix: at the H200 Server run's simulated operating point (prompt mean 300:
-605 decodes, 620 prompt tokens a step, simulated TPOT p50 145.9 ms) it prices the step at
-159.1 ms, so its error column is good to about 10 %; the budget columns use the logs and
-configs only, no model.
+of the run's stack, system, precision and KV-cache type; decodes at the mean context I + half
+the output, the step's prompt tokens as one chunk; a pp-stage pipeline as pp micro-batches of
+N/pp and P/pp whose round takes one full-model step of that size), its error against the
+measured TPOT, the gain g (central difference, T x (1 +- 2 %)), the amplification 1 / (1 - g),
+the share of the run's token budget (pp micro-batches of ``max_num_tokens`` a round) those
+tokens fill, and the largest prompt mean the budget admits at the measured TPOT and rates.
+Part 1 is a steady-state reading (every decode at the mean context, a step's prompt tokens as
+one chunk), not the simulator's own step mix. At the simulated operating points of set L
+(prompt mean 300), it prices the H200 Server step (605 decodes, 620 prompt tokens) at 146.6 ms
+against the simulated TPOT p50 of 145.9 ms, and the B200 Interactive step (253 and 276) at 31.0
+ms against 33.6 ms. Its error column is therefore good to a few per cent. The budget columns use
+the logs and configs only, no model.
 
 Part 2 (``--sweep``, about 30 s a value): the K1 rows of ``trnsim validate --sets L``
 simulated with other assumed prompt means (default 285, 300, 315): how far the judged figures
@@ -54,6 +55,7 @@ from pathlib import Path
 import trnsim.serve.calibration as cal
 from trnsim.hw import system
 from trnsim.perf.plan import ParallelPlan
+from trnsim.perf.precision import precision, with_kv_cache
 from trnsim.perf.step import StepCost
 from trnsim.workloads import SeqGroup
 
@@ -80,7 +82,7 @@ def operating_points(input_mean: float) -> list[dict]:
             "llama-2-70b",
             sysm,
             ParallelPlan(tp=row.tp, zero=0, recompute="none"),
-            prec=row.precision,
+            prec=with_kv_cache(precision(row.precision), row.kv_dtype),
             stack=cal.gpu_stack(),
         )
         d = row.tokens_s / row.replicas

@@ -80,3 +80,17 @@ def test_the_host_sampling_fit_rows_are_marked():
     assert ("k3-inf2-b-max", "ITL mean ms") in fits
     assert ("k3-inf2-b-max", "output tok/s") not in fits
     assert ("k3-inf2-b-max", "TTFT mean ms") not in fits
+
+
+def test_each_k1_run_keeps_its_configs_kv_cache_type():
+    # Every K1 config sets trtllm_checkpoint_flags kv_cache_dtype 'fp8' except the B200
+    # Interactive ones, which set none: the harness default None leaves the NVFP4 checkpoint's
+    # KV cache in the model's fp16 (closed/NVIDIA/configs/B200-SXM-180GBx8/Interactive/
+    # llama2-70b.py, code/llmlib/config.py DEFAULT_CHECKPOINT_FLAGS; the mirror in K1_MIRROR).
+    sc = cal.scenarios()
+    kinds = {}
+    for row in cal.K1_ROWS:
+        _dep, _wl, eng, _kw = sc[row.name].build(0.01)
+        kinds[row.name] = eng.kv_cache_dtype
+    assert kinds.pop("k1-b200-interactive") == "fp16"
+    assert set(kinds.values()) == {"fp8"}

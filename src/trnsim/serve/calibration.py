@@ -70,8 +70,8 @@ class ServeRow:
 # TensorRT-LLM settings (``closed/<submitter>/configs/<system>/<scenario>/llama2-70b.py``:
 # ``gpu_batch_size`` = max_batch_size, ``max_num_tokens``, ``kvcache_free_gpu_mem_frac``,
 # ``batch_scheduler_policy: max_util``, ``enable_chunked_context`` with
-# ``first_come_first_served`` chunking, ``tokens_per_block`` 32, an FP8 KV cache,
-# ``max_seq_len`` 2048, tensor and pipeline parallelism).
+# ``first_come_first_served`` chunking, ``tokens_per_block`` 32, the KV cache's type
+# (``K1Row.kv_dtype``), ``max_seq_len`` 2048, tensor and pipeline parallelism).
 K1_MIRROR = "ntuhpc/inference_results_v5.1 @ 387c3dd0"
 K1_SEQ = 2048  # max_seq_len (max_input_len 1024 + 1024 output)
 K1_INPUT_MAX = 1024  # max_input_len; processorca.py --seqlen_limit=1024
@@ -116,7 +116,7 @@ K1_NOTE = (
 class K1Row:
     """One MLPerf run: what the log says (``tokens_s``, ``samples_s``, ``scheduled_qps``, the
     latency percentiles in ms) and how the submission ran it (``batch``, ``max_tokens``,
-    ``kv_fraction``, ``tp``, ``pp``)."""
+    ``kv_fraction``, ``tp``, ``pp``, ``kv_dtype``: the KV cache's element type)."""
 
     name: str
     label: str
@@ -135,6 +135,7 @@ class K1Row:
     max_tokens: int
     kv_fraction: float
     source: str
+    kv_dtype: str = "fp8"
 
     @property
     def output_mean(self) -> float:
@@ -146,6 +147,13 @@ class K1Row:
         return self.gpus // (self.tp * self.pp)
 
 
+# The KV cache's type is the config's ``trtllm_checkpoint_flags['kv_cache_dtype']``: 'fp8' in
+# every K1 config but NVIDIA's B200 Interactive one, which sets none (nor do Dell's, Giga
+# Computing's and Supermicro's B200 Interactive configs in the mirror). The harness's default is
+# None (closed/NVIDIA/code/llmlib/config.py ``DEFAULT_CHECKPOINT_FLAGS``), and with it
+# ``hf_quantize.py`` adds no KV-cache quantizer to the NVFP4 recipe. The cache then holds the
+# checkpoint's fp16 (Llama-2-70b-chat-hf's ``torch_dtype``).
+K1_B200_INTERACTIVE_KV = "fp16"
 _DELL = "closed/Dell/{}/XE9680_H200_SXM_141GBx8{}"
 _NV = "closed/NVIDIA/{}/B200-SXM-180GBx8{}"
 K1_ROWS = (
@@ -182,6 +190,7 @@ K1_ROWS = (
         "k1-b200-interactive", "Llama-2-70B Interactive, 8x B200 FP4", "dgx-b200", 8, 1, 1,
         "nvfp4", "interactive", 59545.45, 218.82, 220.11, (63.3, 140.4), (34.5, 38.1), 768,
         768, 0.95, _NV.format("results", "_TRT") + "; " + _NV.format("configs", "/Interactive"),
+        K1_B200_INTERACTIVE_KV,
     ),
     K1Row(
         "k1-h200-offline", "Llama-2-70B Offline, 8x H200 FP8", "dgx-h200", 8, 1, 1, "fp8",
@@ -331,7 +340,7 @@ def _k1_build(row: K1Row) -> Callable[[float], tuple[Any, Any, Any, dict]]:
         )
         eng = EngineConfig(
             policy="trtllm",
-            kv_cache_dtype="fp8",
+            kv_cache_dtype=row.kv_dtype,
             max_model_len=K1_SEQ,
             max_num_seqs=row.batch,
             max_num_batched_tokens=row.max_tokens,
