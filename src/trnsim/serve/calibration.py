@@ -148,8 +148,8 @@ class K1Row:
 
 
 # The KV cache's type is the config's ``trtllm_checkpoint_flags['kv_cache_dtype']``: 'fp8' in
-# every K1 config but NVIDIA's B200 Interactive one, which sets none (nor do Dell's, Giga
-# Computing's and Supermicro's B200 Interactive configs in the mirror). The harness's default is
+# every K1 config but NVIDIA's B200 Interactive one, which sets none (nor does any of the 14
+# B200 Interactive configs in the mirror, 10 submitters). The harness's default is
 # None (closed/NVIDIA/code/llmlib/config.py ``DEFAULT_CHECKPOINT_FLAGS``), and with it
 # ``hf_quantize.py`` adds no KV-cache quantizer to the NVFP4 recipe. The cache then holds the
 # checkpoint's fp16 (Llama-2-70b-chat-hf's ``torch_dtype``).
