@@ -52,7 +52,7 @@ from trnsim.conformance import runner
 from trnsim.conformance.case import Case
 from trnsim.conformance.cases_library import _path
 from trnsim.core.timing import schedule
-from trnsim.hw import system
+from trnsim.hw import core, system
 from trnsim.nki.benchmark import record
 from trnsim.perf.plan import ParallelPlan
 from trnsim.perf.step import StepCost
@@ -60,7 +60,8 @@ from trnsim.workloads import SeqGroup, resolve_model
 
 TARGET = "neuroncore-v3"
 GRID = (2,)  # LNC=2: one logical core = two physical NeuronCore-v3
-PEAK_PER_RANK = 2 * 79e12  # bf16, two physical cores (trnsim.hw neuroncore-v3)
+# bf16 peak of one rank: its GRID[0] physical cores at trnsim.hw's published per-core figure
+PEAK_PER_RANK = GRID[0] * core(TARGET).tensor.published_peak_flops["bf16"]
 QKV = "core/qkv/qkv.py"
 ATTN = "core/attention/attention_cte.py"
 OPROJ = "core/output_projection/output_projection_cte/output_projection_cte.py"
